@@ -1,0 +1,93 @@
+"""The configuration: the paper's defaults, validation with clear messages, and the HF round trip."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoConfig
+
+from scratchformer import ScratchformerConfig
+
+
+def test_defaults_are_the_paper_base_model():
+    config = ScratchformerConfig()
+    assert (config.encoder_layers, config.decoder_layers) == (6, 6)
+    assert config.d_model == 512
+    assert (config.encoder_attention_heads, config.decoder_attention_heads) == (8, 8)
+    assert (config.encoder_ffn_dim, config.decoder_ffn_dim) == (2048, 2048)
+    assert config.dropout == 0.1
+    assert config.activation_function == "relu"
+    assert config.position_embedding_type == "sinusoidal"
+    assert config.pre_layer_norm is False  # post-LN, as in the paper
+    assert config.scale_embedding is True
+    assert config.tie_word_embeddings is True
+    assert config.is_encoder_decoder is True
+
+
+def test_attribute_map_lets_generic_code_find_the_sizes():
+    config = ScratchformerConfig(d_model=64, encoder_attention_heads=4, encoder_layers=3)
+    assert config.hidden_size == 64
+    assert config.num_attention_heads == 4
+    assert config.num_hidden_layers == 3
+
+
+@pytest.mark.parametrize(
+    "field, value, rule",
+    [
+        ("d_model", 100, "divisible"),  # 100 % 8 heads
+        ("d_model", 0, "positive integer"),
+        ("vocab_size", -5, "positive integer"),
+        ("encoder_layers", 0, "positive integer"),
+        ("decoder_ffn_dim", 2.5, "positive integer"),
+        ("dropout", 1.0, "[0, 1)"),
+        ("attention_dropout", -0.1, "[0, 1)"),
+        ("activation_dropout", 1.5, "[0, 1)"),
+        ("activation_function", "tanh", "relu"),
+        ("position_embedding_type", "alibi", "sinusoidal"),
+        ("pad_token_id", 37000, "vocab_size"),
+        ("eos_token_id", -1, "vocab_size"),
+        ("layer_norm_eps", 0.0, "positive number"),
+        ("init_std", -1.0, "positive number"),
+        ("max_position_embeddings", 0, "positive integer"),
+    ],
+)
+def test_invalid_values_raise_a_value_error_naming_field_value_and_rule(field, value, rule):
+    with pytest.raises(ValueError) as error:
+        ScratchformerConfig(**{field: value})
+    message = str(error.value)
+    assert rule in message
+    assert repr(value) in message or str(value) in message
+    # the message names the offending field (for divisibility, the field is the head count it conflicts with)
+    assert field in message or "attention_heads" in message
+
+
+def test_rope_needs_an_even_head_size():
+    with pytest.raises(ValueError, match="even head size"):
+        ScratchformerConfig(d_model=24, encoder_attention_heads=8, decoder_attention_heads=8,
+                            position_embedding_type="rope")
+
+
+def test_positional_arguments_are_rejected():
+    with pytest.raises((TypeError, ValueError)):
+        ScratchformerConfig(100)
+
+
+def test_save_and_load_round_trip(tmp_path):
+    config = ScratchformerConfig(d_model=64, encoder_attention_heads=4, decoder_attention_heads=2,
+                                 position_embedding_type="rope", pre_layer_norm=True, tie_word_embeddings=False)
+    config.save_pretrained(tmp_path)
+    loaded = AutoConfig.from_pretrained(tmp_path)
+    assert type(loaded) is ScratchformerConfig
+    for key in ("d_model", "encoder_attention_heads", "decoder_attention_heads", "position_embedding_type",
+                "pre_layer_norm", "tie_word_embeddings"):
+        assert getattr(loaded, key) == getattr(config, key)
+
+
+def test_a_saved_invalid_config_fails_on_load(tmp_path):
+    import json
+
+    ScratchformerConfig().save_pretrained(tmp_path)
+    data = json.loads((tmp_path / "config.json").read_text())
+    data["dropout"] = 3
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="dropout"):
+        AutoConfig.from_pretrained(tmp_path)

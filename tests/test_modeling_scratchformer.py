@@ -1,0 +1,514 @@
+"""The model: the paper's equations, HF integration (save/load, remote code, generate, cache), masks and bad input.
+
+Numerical tolerances are stated at each check; everything runs in fp32 on tiny configs unless said otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from model_fixtures import run_without_scratchformer, tiny_config
+from safetensors import safe_open
+from torch import nn
+from transformers import AutoModel, AutoModelForSeq2SeqLM
+
+from scratchformer import (
+    ScratchformerEncoderModel,
+    ScratchformerForConditionalGeneration,
+    ScratchformerModel,
+)
+from scratchformer.modeling_scratchformer import shift_tokens_right, sinusoidal_position_encoding
+
+ATOL = 1e-5
+POSITION_TYPES = ["sinusoidal", "learned", "rope"]
+
+
+def make_model(cls=ScratchformerForConditionalGeneration, seed: int = 0, **overrides):
+    torch.manual_seed(seed)
+    return cls(tiny_config(**overrides)).eval()
+
+
+def random_batch(batch=3, length=9, vocab=61, seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (batch, length), generator=generator)
+    return ids
+
+
+# ------------------------------------------------------------------------------------------------ positions
+
+
+def test_sinusoidal_table_matches_the_paper_formula_exactly():
+    d_model = 16
+    table = sinusoidal_position_encoding(50, d_model)
+    for pos in (0, 1, 7, 49):
+        for i in range(d_model // 2):
+            angle = pos / 10000 ** (2 * i / d_model)
+            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+
+
+def test_sinusoidal_table_handles_odd_widths():
+    table = sinusoidal_position_encoding(4, 5)
+    assert table.shape == (4, 5)
+    assert torch.allclose(table[:, 4], torch.sin(torch.arange(4.0) / 10000 ** (4 / 5)), atol=1e-6)
+
+
+@pytest.mark.parametrize("position_type", POSITION_TYPES)
+def test_every_position_type_runs_and_trains(position_type):
+    model = make_model(position_embedding_type=position_type).train()
+    ids = random_batch()
+    out = model(input_ids=ids, labels=ids)
+    out.loss.backward()
+    assert torch.isfinite(out.loss)
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("position_type", ["sinusoidal", "rope"])
+def test_fixed_positions_work_past_the_maximum(position_type):
+    model = make_model(position_embedding_type=position_type, max_position_embeddings=8)
+    ids = random_batch(batch=1, length=20)
+    out = model(input_ids=ids, decoder_input_ids=ids)
+    assert out.logits.shape == (1, 20, 61)
+    assert torch.isfinite(out.logits).all()
+
+
+def test_learned_positions_past_the_maximum_raise_naming_the_limit():
+    model = make_model(position_embedding_type="learned", max_position_embeddings=8)
+    with pytest.raises(ValueError, match="max_position_embeddings=8"):
+        model(input_ids=random_batch(batch=1, length=9), decoder_input_ids=random_batch(batch=1, length=2))
+    with pytest.raises(ValueError, match="max_position_embeddings=8"):
+        model(input_ids=random_batch(batch=1, length=4), decoder_input_ids=random_batch(batch=1, length=9))
+
+
+# ------------------------------------------------------------------------------------------------ the paper, checked
+
+
+def _copy_attention(ours, theirs: nn.MultiheadAttention):
+    theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+    theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+    theirs.out_proj.weight.copy_(ours.out_proj.weight)
+    theirs.out_proj.bias.copy_(ours.out_proj.bias)
+
+
+def _copy_ffn_and_norms(ours, theirs, residual_names):
+    theirs.linear1.load_state_dict(ours.feed_forward.fc1.state_dict())
+    theirs.linear2.load_state_dict(ours.feed_forward.fc2.state_dict())
+    for index, name in enumerate(residual_names, start=1):
+        getattr(theirs, f"norm{index}").load_state_dict(getattr(ours, name).layer_norm.state_dict())
+
+
+@pytest.mark.parametrize("pre_layer_norm", [False, True])
+@torch.no_grad()
+def test_layers_match_torch_nn_transformer(pre_layer_norm):
+    """torch's reference nn.TransformerEncoder/Decoder with our weights copied in gives the same outputs (1e-5)."""
+    model = make_model(ScratchformerModel, pre_layer_norm=pre_layer_norm, decoder_attention_heads=4,
+                       decoder_ffn_dim=48)
+    config = model.config
+    kwargs = dict(d_model=config.d_model, dim_feedforward=48, dropout=0.0, batch_first=True,
+                  norm_first=pre_layer_norm, layer_norm_eps=config.layer_norm_eps)
+    encoder = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(nhead=4, **kwargs), config.encoder_layers,
+        norm=nn.LayerNorm(config.d_model) if pre_layer_norm else None, enable_nested_tensor=False).eval()
+    decoder = nn.TransformerDecoder(
+        nn.TransformerDecoderLayer(nhead=4, **kwargs), config.decoder_layers,
+        norm=nn.LayerNorm(config.d_model) if pre_layer_norm else None).eval()
+    for ours, theirs in zip(model.encoder.layers, encoder.layers):
+        _copy_attention(ours.self_attn, theirs.self_attn)
+        _copy_ffn_and_norms(ours, theirs, ["self_attn_residual", "feed_forward_residual"])
+    for ours, theirs in zip(model.decoder.layers, decoder.layers):
+        _copy_attention(ours.self_attn, theirs.self_attn)
+        _copy_attention(ours.cross_attn, theirs.multihead_attn)
+        _copy_ffn_and_norms(ours, theirs, ["self_attn_residual", "cross_attn_residual", "feed_forward_residual"])
+    if pre_layer_norm:
+        encoder.norm.load_state_dict(model.encoder.layer_norm.state_dict())
+        decoder.norm.load_state_dict(model.decoder.layer_norm.state_dict())
+
+    source, target = random_batch(2, 7), random_batch(2, 5, seed=2)
+    out = model(input_ids=source, decoder_input_ids=target, output_hidden_states=True)
+    memory = encoder(out.encoder_hidden_states[0])
+    assert torch.allclose(memory, out.encoder_last_hidden_state, atol=ATOL)
+    causal = nn.Transformer.generate_square_subsequent_mask(5)
+    decoded = decoder(out.decoder_hidden_states[0], memory, tgt_mask=causal, tgt_is_causal=True)
+    assert torch.allclose(decoded, out.last_hidden_state, atol=ATOL)
+
+
+@torch.no_grad()
+def test_embedding_layer_is_scaled_token_embedding_plus_positional_encoding():
+    model = make_model(ScratchformerEncoderModel)
+    ids = random_batch(1, 6)
+    hidden0 = model(ids, output_hidden_states=True).hidden_states[0]
+    expected = model.embeddings.word_embeddings(ids) * math.sqrt(32) + sinusoidal_position_encoding(6, 32)
+    assert torch.allclose(hidden0, expected, atol=ATOL)
+
+
+def test_hidden_states_and_attentions_follow_hf_conventions():
+    model = make_model()  # default attention implementation: sdpa
+    assert model.config._attn_implementation == "sdpa"
+    ids = random_batch(2, 6)
+    out = model(input_ids=ids, decoder_input_ids=ids[:, :4], output_hidden_states=True, output_attentions=True)
+    assert len(out.encoder_hidden_states) == 2 + 1 and len(out.decoder_hidden_states) == 3 + 1
+    assert torch.equal(out.encoder_hidden_states[-1], out.encoder_last_hidden_state)
+    plain = model.model.decoder(input_ids=ids[:, :4], encoder_hidden_states=out.encoder_last_hidden_state)
+    assert torch.allclose(out.decoder_hidden_states[-1], plain.last_hidden_state, atol=ATOL)  # eager vs sdpa
+    # attentions are returned under sdpa too (eager fallback for the call): shapes (B, H, T, S), rows sum to 1
+    assert [a.shape for a in out.encoder_attentions] == [(2, 4, 6, 6)] * 2
+    assert [a.shape for a in out.decoder_attentions] == [(2, 2, 4, 4)] * 3
+    assert [a.shape for a in out.cross_attentions] == [(2, 2, 4, 6)] * 3
+    for weights in (*out.encoder_attentions, *out.decoder_attentions, *out.cross_attentions):
+        assert torch.allclose(weights.sum(-1), torch.ones(()), atol=1e-5)
+    # decoder self-attention is causal: nothing above the diagonal
+    assert torch.all(out.decoder_attentions[0].triu(1) == 0)
+
+
+# ------------------------------------------------------------------------------------------------ masks
+
+
+@pytest.mark.parametrize("position_type", POSITION_TYPES)
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+@torch.no_grad()
+def test_padding_never_changes_the_real_tokens(position_type, side, implementation):
+    model = make_model(position_embedding_type=position_type, attn_implementation=implementation)
+    short, long = random_batch(1, 5), random_batch(1, 9, seed=7)
+    pad = torch.zeros(1, 4, dtype=torch.long)
+    padded_short = torch.cat([short, pad], 1) if side == "right" else torch.cat([pad, short], 1)
+    mask = (padded_short != 0).long()
+    batch = torch.cat([padded_short, long])
+    batch_mask = torch.cat([mask, torch.ones_like(long)])
+    real = slice(0, 5) if side == "right" else slice(4, 9)
+
+    alone = model.model.encoder(input_ids=short).last_hidden_state
+    batched = model.model.encoder(input_ids=batch, attention_mask=batch_mask).last_hidden_state
+    assert torch.allclose(alone[0], batched[0, real], atol=ATOL)
+
+    # the decoder's view of the source is unchanged too (cross-attention ignores the padding)
+    target = random_batch(1, 4, seed=3)
+    logits_alone = model(input_ids=short, decoder_input_ids=target).logits
+    logits_batched = model(input_ids=batch, attention_mask=batch_mask,
+                           decoder_input_ids=torch.cat([target, target])).logits
+    assert torch.allclose(logits_alone[0], logits_batched[0], atol=ATOL)
+
+
+@torch.no_grad()
+def test_a_fully_padded_row_gives_finite_numbers():
+    for implementation in ("eager", "sdpa"):
+        model = make_model(attn_implementation=implementation)
+        ids = random_batch(2, 6)
+        mask = torch.ones_like(ids)
+        mask[1] = 0
+        out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids)
+        assert torch.isfinite(out.logits).all()
+        assert torch.isfinite(out.encoder_last_hidden_state).all()
+
+
+@pytest.mark.parametrize("position_type", POSITION_TYPES)
+@torch.no_grad()
+def test_eager_and_sdpa_agree(position_type):
+    eager = make_model(position_embedding_type=position_type, attn_implementation="eager")
+    sdpa = make_model(position_embedding_type=position_type, attn_implementation="sdpa")
+    ids = random_batch(2, 8)
+    mask = torch.ones_like(ids)
+    mask[0, 6:] = 0
+    target = random_batch(2, 5, seed=4)
+    a = eager(input_ids=ids, attention_mask=mask, decoder_input_ids=target)
+    b = sdpa(input_ids=ids, attention_mask=mask, decoder_input_ids=target)
+    assert torch.allclose(a.logits, b.logits, atol=ATOL)
+    assert torch.allclose(a.encoder_last_hidden_state, b.encoder_last_hidden_state, atol=ATOL)
+
+
+def test_encoder_self_attention_is_bidirectional_under_sdpa():
+    """sdpa treats a module without a mask as causal unless it says otherwise: changing the last token must change
+    the first token's encoder output."""
+    model = make_model()
+    ids = random_batch(1, 6)
+    changed = ids.clone()
+    changed[0, -1] = 5 if ids[0, -1] != 5 else 6
+    with torch.no_grad():
+        a = model.model.encoder(input_ids=ids).last_hidden_state
+        b = model.model.encoder(input_ids=changed).last_hidden_state
+    assert not torch.allclose(a[0, 0], b[0, 0], atol=1e-4)
+
+
+@torch.no_grad()
+def test_bf16_forward_is_finite():
+    model = make_model().to(torch.bfloat16)
+    ids = random_batch(2, 7)
+    mask = torch.ones_like(ids)
+    mask[1, 3:] = 0
+    out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids)
+    assert out.logits.dtype == torch.bfloat16
+    assert torch.isfinite(out.logits).all()
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(input_ids=torch.tensor([[5, 61]])), "vocabulary has 61"),
+        (dict(input_ids=torch.tensor([[5, -1]])), "token ids in \\[-1"),
+        (dict(input_ids=torch.tensor([5, 6, 7])), "shape \\(batch, sequence_length\\)"),
+        (dict(input_ids=torch.ones(1, 2, 3, dtype=torch.long)), "shape \\(batch, sequence_length\\)"),
+        (dict(input_ids=torch.zeros(0, 4, dtype=torch.long)), "empty"),
+        (dict(input_ids=torch.zeros(2, 0, dtype=torch.long)), "empty"),
+        (dict(input_ids=torch.ones(1, 3)), "integer token ids"),
+        (dict(input_ids=torch.ones(2, 4, dtype=torch.long) * 7, attention_mask=torch.ones(2, 5)), "attention_mask"),
+        (dict(input_ids=torch.ones(2, 4, dtype=torch.long) * 7, attention_mask=torch.ones(4)), "attention_mask"),
+        (dict(input_ids=[[5, 6]]), "torch.Tensor"),
+    ],
+)
+def test_bad_inputs_raise_value_errors(kwargs, match):
+    for model in (make_model(), make_model(ScratchformerEncoderModel)):
+        with pytest.raises(ValueError, match=match):
+            model(**kwargs)
+
+
+def test_bad_decoder_inputs_and_labels_raise_value_errors():
+    model = make_model()
+    ids = random_batch(2, 5)
+    with pytest.raises(ValueError, match="decoder_input_ids"):
+        model(input_ids=ids, decoder_input_ids=torch.tensor([[1, 99]] * 2))
+    with pytest.raises(ValueError, match="batch size"):
+        model(input_ids=ids, decoder_input_ids=random_batch(3, 2))
+    with pytest.raises(ValueError, match="labels"):
+        model(input_ids=ids, labels=torch.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match="vocabulary"):
+        model(input_ids=ids, labels=torch.tensor([[1, 200]] * 2))
+
+
+# ------------------------------------------------------------------------------------------------ loss
+
+
+def test_loss_is_cross_entropy_over_shifted_labels_ignoring_minus_100():
+    model = make_model()
+    ids = random_batch(2, 6)
+    labels = random_batch(2, 5, seed=9)
+    labels[0, 3:] = -100
+    out = model(input_ids=ids, labels=labels)
+    decoder_input_ids = shift_tokens_right(labels, 0, model.config.decoder_start_token_id)
+    assert decoder_input_ids[0, 0] == model.config.decoder_start_token_id
+    assert torch.equal(decoder_input_ids[1, 1:], labels[1, :-1])
+    assert decoder_input_ids[0, 4] == 0  # a shifted -100 becomes padding
+    logits = model(input_ids=ids, decoder_input_ids=decoder_input_ids).logits
+    keep = labels != -100
+    expected = nn.functional.cross_entropy(logits[keep], labels[keep])
+    assert torch.allclose(out.loss, expected, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------ tying, save/load
+
+
+def _stored_tensor_names(folder):
+    with safe_open(str(folder / "model.safetensors"), "pt") as handle:
+        return set(handle.keys())
+
+
+@pytest.mark.parametrize("tie", [True, False])
+@pytest.mark.parametrize("pre_layer_norm", [False, True])
+def test_save_load_round_trip(tmp_path, tie, pre_layer_norm):
+    model = make_model(tie_word_embeddings=tie, pre_layer_norm=pre_layer_norm, position_embedding_type="learned")
+    ids = random_batch(2, 6)
+    with torch.no_grad():
+        before = model(input_ids=ids, decoder_input_ids=ids).logits
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").exists() and not list(tmp_path.glob("*.bin"))
+    loaded, info = ScratchformerForConditionalGeneration.from_pretrained(tmp_path, output_loading_info=True)
+    assert info["missing_keys"] == set() and info["unexpected_keys"] == set()
+    with torch.no_grad():
+        after = loaded.eval()(input_ids=ids, decoder_input_ids=ids).logits
+    assert torch.allclose(before, after, atol=0)
+
+    tables = [loaded.model.encoder.embeddings.word_embeddings.weight,
+              loaded.model.decoder.embeddings.word_embeddings.weight, loaded.lm_head.weight]
+    stored = _stored_tensor_names(tmp_path)
+    embedding_names = {n for n in stored if "word_embeddings" in n or "lm_head" in n}
+    if tie:
+        assert tables[0] is tables[1] is tables[2]  # one tensor, as in the paper
+        assert embedding_names == {"model.encoder.embeddings.word_embeddings.weight"}
+    else:
+        assert len({t.data_ptr() for t in tables}) == 3
+        assert len(embedding_names) == 3
+
+
+def test_tied_weights_stay_tied_when_training():
+    model = make_model().train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ids = random_batch()
+    model(input_ids=ids, labels=ids).loss.backward()
+    optimizer.step()
+    assert model.lm_head.weight is model.model.encoder.embeddings.word_embeddings.weight
+
+
+def test_encoder_model_loads_from_a_full_checkpoint_without_missing_keys(tmp_path):
+    full = make_model()
+    full.save_pretrained(tmp_path)
+    encoder, info = ScratchformerEncoderModel.from_pretrained(tmp_path, output_loading_info=True)
+    assert info["missing_keys"] == set() and info["unexpected_keys"] == set()
+    auto = AutoModel.from_pretrained(tmp_path)
+    assert type(auto) is ScratchformerEncoderModel
+    ids = random_batch(2, 5)
+    with torch.no_grad():
+        expected = full.model.encoder(input_ids=ids).last_hidden_state
+        assert torch.allclose(encoder.eval()(ids).last_hidden_state, expected, atol=0)
+    # DistilBERT's attribute path for the learned table
+    assert torch.equal(encoder.embeddings.word_embeddings.weight, full.get_input_embeddings().weight)
+    assert encoder.get_input_embeddings() is encoder.embeddings.word_embeddings
+
+
+def test_auto_classes_and_auto_map(tmp_path):
+    model = make_model()
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["auto_map"] == {
+        "AutoConfig": "configuration_scratchformer.ScratchformerConfig",
+        "AutoModel": "modeling_scratchformer.ScratchformerEncoderModel",
+        "AutoModelForSeq2SeqLM": "modeling_scratchformer.ScratchformerForConditionalGeneration",
+    }
+    assert (tmp_path / "modeling_scratchformer.py").exists()
+    assert (tmp_path / "configuration_scratchformer.py").exists()
+    assert type(AutoModelForSeq2SeqLM.from_pretrained(tmp_path)) is ScratchformerForConditionalGeneration
+    generation_config = json.loads((tmp_path / "generation_config.json").read_text())
+    assert generation_config["decoder_start_token_id"] == 1 and generation_config["eos_token_id"] == 2
+
+
+def test_remote_code_loads_where_scratchformer_is_not_installed(tmp_path):
+    model = make_model(position_embedding_type="sinusoidal")
+    folder = tmp_path / "checkpoint"
+    model.save_pretrained(folder)
+    ids = random_batch(2, 6)
+    mask = torch.ones_like(ids)
+    mask[1, 4:] = 0
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3]).logits
+        greedy = model.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False)
+        encoded = model.model.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+    torch.save({"ids": ids, "mask": mask, "logits": logits, "greedy": greedy, "encoded": encoded},
+               tmp_path / "expected.pt")
+    result = run_without_scratchformer(
+        f"""
+        import torch
+        from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+        folder = {str(folder)!r}
+        expected = torch.load({str(tmp_path / "expected.pt")!r})
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+        assert type(config).__name__ == "ScratchformerConfig", type(config)
+        assert "transformers_modules" in type(config).__module__, type(config).__module__
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
+        assert model.lm_head.weight is model.model.encoder.embeddings.word_embeddings.weight
+        ids, mask = expected["ids"], expected["mask"]
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3]).logits
+            greedy = model.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False)
+            encoder = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
+            encoded = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        assert torch.allclose(logits, expected["logits"], atol=1e-5), (logits - expected["logits"]).abs().max()
+        assert torch.equal(greedy, expected["greedy"]), (greedy, expected["greedy"])
+        assert torch.allclose(encoded, expected["encoded"], atol=1e-5)
+        print("REMOTE-OK")
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "REMOTE-OK" in result.stdout
+
+
+# ------------------------------------------------------------------------------------------------ decoding
+
+
+@pytest.mark.parametrize("position_type", POSITION_TYPES)
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+@torch.no_grad()
+def test_cached_decoding_equals_uncached_for_32_steps(position_type, implementation):
+    model = make_model(position_embedding_type=position_type, attn_implementation=implementation)
+    ids = random_batch(2, 7)
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    encoder_outputs = model.model.encoder(input_ids=ids, attention_mask=mask)
+    target = torch.cat([torch.ones(2, 1, dtype=torch.long), random_batch(2, 31, seed=5)], 1)  # 32 tokens
+    full = model(attention_mask=mask, encoder_outputs=encoder_outputs, decoder_input_ids=target,
+                 use_cache=False).logits
+    cache = None
+    for step in range(32):
+        out = model(attention_mask=mask, encoder_outputs=encoder_outputs, decoder_input_ids=target[:, step:step + 1],
+                    past_key_values=cache, use_cache=True)
+        cache = out.past_key_values
+        assert torch.allclose(out.logits[:, 0], full[:, step], atol=ATOL), step
+    assert cache.get_seq_length() == 32
+    # the cross-attention keys/values were computed once and kept: length = source length, not 32
+    assert cache.cross_attention_cache.get_seq_length() == 7
+
+
+@torch.no_grad()
+def test_cross_attention_projections_run_once_per_generation():
+    model = make_model()
+    calls = []
+    handle = model.model.decoder.layers[0].cross_attn.k_proj.register_forward_hook(lambda *a: calls.append(1))
+    model.generate(random_batch(1, 5), max_new_tokens=10, min_new_tokens=10, do_sample=False)
+    handle.remove()
+    assert len(calls) == 1
+
+
+@torch.no_grad()
+def greedy_by_hand(model, ids, mask, steps):
+    """Greedy decoding that recomputes everything at every step (no cache, no GenerationMixin)."""
+    out = torch.full((ids.shape[0], 1), model.config.decoder_start_token_id)
+    for _ in range(steps):
+        logits = model(input_ids=ids, attention_mask=mask, decoder_input_ids=out, use_cache=False).logits
+        out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], 1)
+    return out
+
+
+@pytest.mark.parametrize("position_type", POSITION_TYPES)
+def test_generate_greedy_equals_a_plain_greedy_loop(position_type):
+    model = make_model(position_embedding_type=position_type, seed=3)
+    ids = random_batch(2, 6)
+    mask = torch.ones_like(ids)
+    mask[0, 4:] = 0
+    generated = model.generate(ids, attention_mask=mask, max_new_tokens=12, min_new_tokens=12, do_sample=False,
+                               eos_token_id=None)
+    assert torch.equal(generated, greedy_by_hand(model, ids, mask, 12))
+
+
+def test_beam_search_and_sampling_run():
+    model = make_model(seed=4)
+    ids = random_batch(2, 6)
+    beams = model.generate(ids, num_beams=4, num_return_sequences=2, max_new_tokens=6)
+    assert beams.shape[0] == 4 and beams.shape[1] <= 7
+    torch.manual_seed(0)
+    sampled = model.generate(ids, do_sample=True, top_k=10, temperature=0.8, max_new_tokens=6)
+    assert sampled.shape[0] == 2
+    for out in (beams, sampled):
+        assert out.min() >= 0 and out.max() < model.config.vocab_size
+        assert torch.all(out[:, 0] == model.config.decoder_start_token_id)
+
+
+# ------------------------------------------------------------------------------------------------ training utilities
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    ids = random_batch()
+    grads = []
+    for checkpointing in (False, True):
+        model = make_model().train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+            assert model.model.encoder.layers[0].gradient_checkpointing
+        model(input_ids=ids, labels=ids).loss.backward()
+        grads.append(model.model.encoder.layers[0].self_attn.q_proj.weight.grad.clone())
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_torch_compile_of_the_forward(tmp_path):
+    model = make_model()
+    ids = random_batch(2, 6)
+    with torch.no_grad():
+        expected = model(input_ids=ids, decoder_input_ids=ids).logits
+        compiled = torch.compile(model)
+        actual = compiled(input_ids=ids, decoder_input_ids=ids).logits
+    assert torch.allclose(actual, expected, atol=1e-4)
