@@ -1,0 +1,152 @@
+"""Data loading, splitting and the text-infilling noise of the training pipeline (tiny generated data only)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from scratchformer import data
+from scratchformer.data import DataCollatorForTextInfilling, DataError, text_infilling
+
+MASK = 4
+
+
+def write(path, text, gz=False):
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("name, gz", [("a.txt", False), ("a.txt.gz", True)])
+def test_text_files_one_row_per_line(tmp_path, name, gz):
+    path = write(tmp_path / name, "first line\n\nsecond line\n", gz)
+    ds = data.load_data_files([path], cache_dir=str(tmp_path / "cache"))
+    assert ds.column_names == ["text"]
+    assert ds["text"] == ["first line", "", "second line"]
+    assert data.drop_empty(ds, ["text"])["text"] == ["first line", "second line"]
+
+
+def test_tsv_keeps_quotes_and_na_as_text(tmp_path):
+    path = write(tmp_path / "p.tsv.gz", 'ref\tkjv\tweb\nGenesis 1:1\tSaid "Let"\tNA\n', gz=True)
+    ds = data.load_data_files([path], cache_dir=str(tmp_path / "cache"))
+    assert ds[0] == {"ref": "Genesis 1:1", "kjv": 'Said "Let"', "web": "NA"}
+
+
+def test_csv_and_jsonl(tmp_path):
+    csv = write(tmp_path / "p.csv", "src,tgt\nhello,hola\n")
+    assert data.load_data_files([csv], cache_dir=str(tmp_path / "c"))[0] == {"src": "hello", "tgt": "hola"}
+    jsonl = write(tmp_path / "p.jsonl", json.dumps({"src": "a", "tgt": "b"}) + "\n")
+    assert data.load_data_files([jsonl], cache_dir=str(tmp_path / "c"))[0] == {"src": "a", "tgt": "b"}
+
+
+def test_bad_files_are_clear_errors(tmp_path):
+    with pytest.raises(DataError, match="data file not found: .*missing.txt"):
+        data.load_data_files([tmp_path / "missing.txt"])
+    with pytest.raises(DataError, match="data file is empty"):
+        data.load_data_files([write(tmp_path / "empty.txt", "\n\n")])
+    with pytest.raises(DataError, match="unknown file type 'parquet'"):
+        data.load_data_files([write(tmp_path / "x.parquet", "x")])
+    with pytest.raises(DataError, match="different formats"):
+        data.load_data_files([write(tmp_path / "a.txt", "x\n"), write(tmp_path / "b.tsv", "a\tb\n")])
+
+
+def test_unknown_column_names_the_existing_ones(tmp_path):
+    ds = data.load_data_files([write(tmp_path / "p.tsv", "ref\tkjv\n1\tx\n")], cache_dir=str(tmp_path / "c"))
+    with pytest.raises(DataError, match=r"unknown column 'web' in the data; its columns are 'ref', 'kjv'"):
+        data.check_columns(ds, ["kjv", "web"])
+
+
+@pytest.mark.parametrize("ref, book", [("Genesis 1:1", "Genesis"), ("I Samuel 3:10", "I Samuel"),
+                                       ("Song of Solomon 2:1", "Song of Solomon"), ("no verse", "no verse")])
+def test_book_of(ref, book):
+    assert data.book_of(ref) == book
+
+
+def test_split_by_book_keeps_books_whole():
+    import datasets
+
+    refs = [f"{b} {c}:{v}" for b in ("Genesis", "Exodus", "Ruth", "Jonah", "Jude") for c in (1, 2) for v in (1, 2, 3)]
+    ds = datasets.Dataset.from_dict({"ref": refs, "x": list(range(len(refs)))})
+    parts = data.split_by_group(ds, "ref", validation_fraction=0.3, seed=1)
+    train_books = {data.book_of(r) for r in parts["train"]["ref"]}
+    valid_books = {data.book_of(r) for r in parts["validation"]["ref"]}
+    assert train_books and valid_books and not train_books & valid_books
+    assert len(parts["train"]) + len(parts["validation"]) == len(ds)
+    assert len(parts["validation"]) >= 0.3 * len(ds)
+    again = data.split_by_group(ds, "ref", validation_fraction=0.3, seed=1)
+    assert again["validation"]["ref"] == parts["validation"]["ref"]  # seeded
+    named = data.split_by_group(ds, "ref", validation_groups=["Ruth", "Jude"])
+    assert {data.book_of(r) for r in named["validation"]["ref"]} == {"Ruth", "Jude"}
+    with pytest.raises(DataError, match="not in column 'ref'"):
+        data.split_by_group(ds, "ref", validation_groups=["Tobit"])
+
+
+def test_text_infilling_masks_thirty_percent_in_poisson_spans():
+    rng = np.random.default_rng(0)
+    ids = list(range(10, 110))  # 100 distinct tokens, none is the mask id
+    removed, masks, span_lengths = [], [], []
+    for _ in range(500):
+        out = text_infilling(ids, MASK, rng)
+        kept = [t for t in out if t != MASK]
+        assert kept == sorted(kept) and set(kept) <= set(ids)  # order kept, nothing invented
+        assert len(out) <= len(ids)
+        removed.append(len(ids) - len(kept))
+        masks.append(out.count(MASK))
+        # lengths of the removed runs between kept tokens
+        prev = 9
+        for t in kept + [110]:
+            if t - prev > 1:
+                span_lengths.append(t - prev - 1)
+            prev = t
+    assert set(removed) == {30}  # exactly ceil(0.3 * 100) tokens are removed
+    assert 9 <= np.mean(masks) <= 12  # ~30 / 3 spans (+ a few zero-length insertions)
+    assert 2.5 <= np.mean(span_lengths) <= 3.6  # Poisson(3) conditioned on >= 1 has mean ~3.16
+
+
+def test_text_infilling_replaces_each_span_by_one_mask():
+    rng = np.random.default_rng(3)
+    ids = list(range(10, 60))
+    for _ in range(200):
+        out = text_infilling(ids, MASK, rng, poisson_lambda=8.0)  # P(zero-length span) = e^-8: no insertions here
+        # between two neighbouring kept tokens: one mask if tokens were removed there, none otherwise
+        masks_between, prev = 0, 9
+        for t in out + [60]:
+            if t == MASK:
+                masks_between += 1
+                continue
+            assert masks_between == (1 if t - prev > 1 else 0), out
+            masks_between, prev = 0, t
+
+
+def test_text_infilling_short_and_empty():
+    rng = np.random.default_rng(0)
+    assert text_infilling([], MASK, rng) == []
+    assert text_infilling([7], MASK, rng) == [MASK]
+    assert text_infilling([7, 8, 9], MASK, rng, mask_ratio=0.0) == [7, 8, 9]
+
+
+def test_collator_batches_and_is_a_function_of_seed_epoch_and_text():
+    collator = DataCollatorForTextInfilling(pad_token_id=0, mask_token_id=MASK, eos_token_id=2,
+                                            decoder_start_token_id=1, seed=5)
+    features = [{"input_ids": list(range(10, 40)) + [2]}, {"input_ids": [11, 12, 13, 2]}]
+    batch = collator(features)
+    assert set(batch) == {"input_ids", "attention_mask", "labels", "decoder_input_ids"}
+    assert batch["labels"].shape == (2, 31)
+    assert batch["labels"][1].tolist() == [11, 12, 13, 2] + [-100] * 27
+    assert batch["decoder_input_ids"][1, :5].tolist() == [1, 11, 12, 13, 2]
+    assert batch["decoder_input_ids"][0, 1:].tolist() == batch["labels"][0, :-1].tolist()
+    for row, mask in zip(batch["input_ids"].tolist(), batch["attention_mask"].tolist()):
+        n = sum(mask)
+        assert row[n - 1] == 2 and all(t == 0 for t in row[n:]) and MASK in row[:n]
+    # same seed, epoch and text -> same noise, in any batch and any order
+    again = collator(features[::-1])
+    assert again["input_ids"][1].tolist()[:sum(again["attention_mask"][1])] == \
+        batch["input_ids"][0].tolist()[:sum(batch["attention_mask"][0])]
+    collator.epoch = 1
+    assert collator(features)["input_ids"].tolist() != batch["input_ids"].tolist()
