@@ -15,6 +15,9 @@ from transformers import PreTrainedConfig
 
 ACTIVATIONS = ("relu", "gelu")
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned", "rope")
+# Version of the checkpoint layout (config fields, weight names) this code reads. Bump it when a change makes
+# checkpoints unreadable by older code: the older code then refuses them with a clear error instead of misloading.
+CHECKPOINT_FORMAT = 1
 
 
 class ScratchformerConfig(PreTrainedConfig):
@@ -47,6 +50,8 @@ class ScratchformerConfig(PreTrainedConfig):
         pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids; they must agree
             with the tokenizer (``<pad>``=0, ``<s>``=1, ``</s>``=2, ``<unk>``=3, ``<mask>``=4 for ours).
         use_cache: return key/value caches from the decoder (used by ``generate``).
+        scratchformer_format: checkpoint layout version (``CHECKPOINT_FORMAT``); a config.json written by a newer,
+            incompatible version is refused.
     """
 
     model_type = "scratchformer"
@@ -85,6 +90,7 @@ class ScratchformerConfig(PreTrainedConfig):
     decoder_start_token_id: int | None = 1
     use_cache: bool = True
     is_encoder_decoder: bool = True
+    scratchformer_format: int = CHECKPOINT_FORMAT
 
     def __post_init__(self, **kwargs):
         self.validate_values()
@@ -131,3 +137,11 @@ class ScratchformerConfig(PreTrainedConfig):
                 fail(field, f"must be a token id in [0, vocab_size={self.vocab_size})")
         if self.decoder_start_token_id is None:
             fail("decoder_start_token_id", "must be set: the decoder needs a first input token")
+        version = self.scratchformer_format
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            fail("scratchformer_format", "must be a positive integer (the checkpoint format of config.json)")
+        if version > CHECKPOINT_FORMAT:
+            fail("scratchformer_format", f"this config.json was written by a newer, incompatible scratchformer "
+                 f"(checkpoint format {version}; this code reads formats up to {CHECKPOINT_FORMAT}). Upgrade "
+                 "scratchformer, or load it with trust_remote_code=True in a process that does not import "
+                 "scratchformer, so that the checkpoint's own code is used")

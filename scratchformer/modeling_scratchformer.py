@@ -26,6 +26,7 @@ works where the ``scratchformer`` package is not installed; it imports only torc
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 
 import torch
@@ -471,6 +472,31 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         auto_map.setdefault("AutoModel", "modeling_scratchformer.ScratchformerEncoderModel")
         self.config.auto_map = auto_map
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """Load as usual, with two safety rules: weights come from safetensors only (a pickled ``pytorch_model.bin``
+        is never unpickled, unless the caller passes ``use_safetensors=False``), and an unreadable weights file gives
+        an error that names it."""
+        kwargs.setdefault("use_safetensors", True)
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        except Exception as error:
+            source = str(pretrained_model_name_or_path)
+            if type(error).__name__ == "SafetensorError":  # header or size check failed: truncated or corrupted
+                names = ["model.safetensors"]
+                if os.path.isdir(source):
+                    names = sorted(name for name in os.listdir(source) if name.endswith(".safetensors"))
+                raise OSError(f"cannot read the weights file {' / '.join(names)} of {source}: it is truncated or "
+                              f"corrupted ({error}). Download it again (force_download=True) or re-export the "
+                              "checkpoint.") from error
+            message = str(error)
+            if kwargs["use_safetensors"] and isinstance(error, OSError) and "model.safetensors" in message and (
+                    "no file named" in message or "does not appear to have a file named" in message):
+                raise OSError(f"{source} has no model.safetensors. Scratchformer loads weights from safetensors only: "
+                              "unpickling a pytorch_model.bin can run arbitrary code. Convert the checkpoint where "
+                              "you trust it (load it, then save_pretrained writes safetensors).") from error
+            raise
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
