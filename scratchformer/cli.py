@@ -13,6 +13,7 @@ import sys
 # Modules providing ``add_subcommand(subparsers)``, in the order they appear in ``--help``.
 SUBCOMMAND_MODULES = [
     "scratchformer.cli",  # info, demo (below)
+    "scratchformer.compare", "scratchformer.senses",  # compare, senses (embedding extraction, issue 4)
 ]
 
 

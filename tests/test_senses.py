@@ -1,0 +1,137 @@
+"""Word-sense evaluation (issue 4): TSV reading and checking, ROC-AUC, 1-NN accuracy, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_embeddings import minilm_or_skip, tiny_distilbert
+
+from scratchformer.embeddings import EmbeddingExtractor
+from scratchformer.senses import (
+    evaluate_senses,
+    group_examples,
+    read_senses_tsv,
+    roc_auc,
+    run_senses,
+)
+
+HEADER = "lemma\tpos\tsynset\tstart\tend\tsentence\tgloss\n"
+# Synthetic rows (not from the WordNet file): bank as river side (1) and institution (2), fish as verb and noun.
+SENTENCES = [
+    ("bank", "n", "1", "bank", "he sat on the river bank", "side"),
+    ("bank", "n", "1", "bank", "the bank of the stream", "side"),
+    ("bank", "n", "2", "bank", "she took money to the bank", "institution"),
+    ("bank", "n", "2", "bank", "the bank gave her money", "institution"),
+    ("bank", "n", "2", "banks", "two of the banks closed", "institution"),
+    ("fish", "v", "3", "fish", "we fish on the river", "catch"),
+    ("fish", "n", "4", "fish", "the fish is on the plate", "animal"),
+    ("write", "v", "5", "write", "write a poem", "compose"),
+]
+ROWS = [(lemma, pos, synset, s.index(w), s.index(w) + len(w), s, g) for lemma, pos, synset, w, s, g in SENTENCES]
+
+
+def write_tsv(path, rows=ROWS, header=HEADER):
+    path.write_text(header + "".join("\t".join(map(str, row)) + "\n" for row in rows))
+    return path
+
+
+def test_read_and_group(tmp_path):
+    examples = read_senses_tsv(write_tsv(tmp_path / "s.tsv"))
+    assert len(examples) == 8 and examples[0].word == "bank" and examples[4].word == "banks"
+    assert examples[0].line == 2
+    assert [len(g) for g in group_examples(examples)] == [5, 2]
+    assert [len(g) for g in group_examples(examples, "lemma_pos")] == [5]  # fish n/v: two groups of one
+    with pytest.raises(ValueError, match="group_by"):
+        group_examples(examples, "synset")
+
+
+@pytest.mark.parametrize(
+    "header, rows, message",
+    [
+        ("lemma\tpos\tsynset\tsentence\tgloss\n", [("a", "n", "1", "a b", "g")], r"missing column\(s\) \['start', 'end'\]"),
+        (HEADER, [("bank", "n", "1", 30, 34, "the bank", "g")], r":2: span 30-34 does not fit"),
+        (HEADER, [("bank", "n", "1", 5, 8, "the bank", "g")], r"starts or ends inside a word.*off by one"),
+        (HEADER, [("bank", "n", "1", 3, 8, "the bank", "g")], r"starts or ends with whitespace"),
+        (HEADER, [("bank", "n", "1", "x", 8, "the bank", "g")], r"must be integers"),
+        (HEADER, [("bank", "n", "1", 4, 8)], r"5 field\(s\) where the header has 7"),
+        ("", [], "the file is empty"),
+        (HEADER, [], "no data rows"),
+    ],
+)
+def test_bad_tsv(tmp_path, header, rows, message):
+    with pytest.raises(ValueError, match=message):
+        read_senses_tsv(write_tsv(tmp_path / "bad.tsv", rows, header))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ValueError, match="not found"):
+        read_senses_tsv(tmp_path / "nope.tsv")
+
+
+def test_roc_auc_matches_sklearn_with_ties():
+    metrics = pytest.importorskip("sklearn.metrics")
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    labels = rng.random(300) < 0.3
+    scores = np.round(rng.random(300) + 0.3 * labels, 1)  # many ties
+    assert roc_auc(labels, scores) == pytest.approx(metrics.roc_auc_score(labels, scores), abs=1e-12)
+    assert roc_auc([1, 0, 1, 0], [1.0, 1.0, 1.0, 1.0]) == 0.5
+    with pytest.raises(ValueError, match="both classes"):
+        roc_auc([1, 1], [0.2, 0.3])
+
+
+def test_evaluate_on_tiny_distilbert(tmp_path):
+    model, tokenizer = tiny_distilbert()
+    examples = read_senses_tsv(write_tsv(tmp_path / "s.tsv"))
+    report = evaluate_senses(EmbeddingExtractor(model, tokenizer), examples)
+    assert (report.groups, report.examples, report.pairs) == (2, 7, 11)
+    assert report.same_sense_pairs == 1 + 3 and report.different_sense_pairs == 7
+    # chance of 1-NN: bank rows 1/4,1/4,2/4,2/4,2/4; fish rows 0, 0
+    assert report.nn_chance == pytest.approx((0.25 * 2 + 0.5 * 3) / 7)
+    assert [s.layer for s in report.layers] == ["learned", 0, 1, 2]
+    assert all(0.0 <= s.roc_auc <= 1.0 and 0.0 <= s.nn_accuracy <= 1.0 for s in report.layers)
+    # identical tokens -> learned cosine exactly 1.0: the 6 pairs among the four "bank" rows, and fish/fish
+    assert report.learned_identical_token_pairs == 6 + 1
+    assert "1-NN chance level" in report.table()
+
+
+def test_learned_score_is_one_half_when_tokens_are_identical(tmp_path):
+    rows = [r for r in ROWS if r[5][r[3] : r[4]] == "bank"]  # only the exact word "bank"
+    model, tokenizer = tiny_distilbert()
+    report = evaluate_senses(EmbeddingExtractor(model, tokenizer), read_senses_tsv(write_tsv(tmp_path / "s.tsv", rows)))
+    assert report.learned_identical_token_pairs == report.pairs == 6
+    assert report.layers[0].roc_auc == 0.5
+
+
+def test_cli_writes_json_and_plot(tmp_path, capsys):
+    from scratchformer.cli import main
+
+    model, tokenizer = tiny_distilbert()
+    model.save_pretrained(tmp_path / "distil")
+    tokenizer.save_pretrained(tmp_path / "distil")
+    data = write_tsv(tmp_path / "s.tsv")
+    assert main(["senses", "--data", str(data), "--model", str(tmp_path / "distil"), "--output",
+                 str(tmp_path / "out")]) == 0
+    payload = json.loads((tmp_path / "out" / "senses.json").read_text())
+    assert payload[0]["pairs"] == 11 and payload[0]["layers"][0]["layer"] == "learned"
+    assert (tmp_path / "out" / "senses_auc_per_layer.png").stat().st_size > 1000
+    assert "ROC-AUC" in capsys.readouterr().out
+
+
+def test_cli_bad_data_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="missing column"):
+        run_senses(write_tsv(tmp_path / "bad.tsv", [("a",)], "lemma\n"), ["unused"])
+
+
+def test_minilm_on_dev_subset(shared_data):
+    """A quick check on part of the dev file; the full run is documented in docs/embeddings.md."""
+    model, tokenizer = minilm_or_skip()
+    examples = read_senses_tsv(shared_data / "wordnet_senses_dev.tsv")
+    keep = {i for group in group_examples(examples)[:60] for i in group}
+    subset = [ex for i, ex in enumerate(examples) if i in keep]
+    report = evaluate_senses(EmbeddingExtractor(model, tokenizer, batch_size=64), subset)
+    assert report.pairs > 500
+    assert report.last_layer.roc_auc > 0.6 > report.layers[1].roc_auc - 0.05  # contextual beats the embedding layer
+    assert report.last_layer.nn_accuracy > report.nn_chance
