@@ -1,0 +1,310 @@
+"""The training pipeline (``scratchformer train``) on tiny models and tiny generated data.
+
+The slowest test is the 2-process ``torchrun`` run; the whole file takes well under two minutes on 2 idle cores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import TrainerCallback
+
+from scratchformer import ScratchformerConfig, ScratchformerForConditionalGeneration
+from scratchformer.cli import build_parser
+from scratchformer.cli import main as cli_main
+from scratchformer.data import DataError
+from scratchformer.training import (
+    Seq2SeqLoss,
+    TrainConfig,
+    TrainingSetupError,
+    check_batch_size,
+    config_from_args,
+    estimate_step_memory,
+    peak_learning_rate,
+    run_training,
+)
+
+SUBJECTS = ["the cat", "a dog", "my friend", "the old man", "a young girl", "the teacher", "our neighbour"]
+VERBS = ["sees", "likes", "finds", "follows", "watches", "calls", "helps"]
+OBJECTS = ["the river", "a small house", "the red car", "an apple tree", "the market", "a quiet road"]
+BOOKS = ["Genesis", "Exodus", "Ruth", "I Samuel", "Song of Solomon", "Jonah"]
+
+
+def sentence(rng: random.Random) -> str:
+    return f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """300 lines of a tiny regular language (the loss has something to learn)."""
+    rng = random.Random(0)
+    path = tmp_path_factory.mktemp("data") / "corpus.txt"
+    path.write_text("\n".join(". ".join(sentence(rng) for _ in range(rng.randint(1, 3))) + "."
+                              for _ in range(300)) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory) -> Path:
+    """A verse-aligned TSV: ``ref`` (6 books), ``src`` and ``tgt`` (= src in upper case)."""
+    rng = random.Random(1)
+    path = tmp_path_factory.mktemp("data") / "pairs.tsv"
+    rows = ["ref\tsrc\ttgt"]
+    for book in BOOKS:
+        for verse in range(1, 21):
+            text = sentence(rng)
+            rows.append(f"{book} 1:{verse}\t{text}\t{text.upper()}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def tiny(tmp_path: Path, train_file: Path, name: str = "out", **overrides) -> TrainConfig:
+    settings = dict(train_files=[str(train_file)], output_dir=str(tmp_path / name), preset="tiny",
+                    tokenizer_vocab_size=300, max_length=32, batch_size=8, max_steps=8, eval_steps=0, save_steps=4,
+                    logging_steps=1, learning_rate=3e-3, warmup_steps=2, progress_bar=False, max_eval_samples=16,
+                    cache_dir=str(tmp_path / "cache"))
+    settings.update(overrides)
+    return TrainConfig(**settings)
+
+
+def train_losses(output_dir: Path) -> dict[int, float]:
+    history = json.loads((output_dir / "loss_history.json").read_text())
+    return {e["step"]: e["loss"] for e in history["train"]}
+
+
+class StopAt(TrainerCallback):
+    """Stop training after ``step`` optimizer steps, as an interruption would (after that step's checkpoint)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            control.should_training_stop = True
+
+
+class FailIfTrainingStarts(TrainerCallback):
+    def on_train_begin(self, args, state, control, **kwargs):
+        raise AssertionError("training started although the input was bad")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Denoising: a full run, reproducibility and exact resume
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
+    full = run_training(tiny(tmp_path, corpus, "full"))
+    out = Path(full["output_dir"])
+    assert full["global_step"] == 8
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "loss_curve.png", "loss_history.json",
+                 "all_results.json", "train_config.json", "tokenizer/tokenizer.json"):
+        assert (out / name).is_file(), name
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-8"]
+    losses = train_losses(out)
+    assert sorted(losses) == list(range(1, 9))
+    assert losses[8] < losses[1]
+    assert 0.0 <= full["metrics"]["eval_token_accuracy"] <= 1.0 and math.isfinite(full["metrics"]["eval_loss"])
+
+    # interrupted after step 4 (checkpoint-4 is written), then resumed with the same options
+    cfg = tiny(tmp_path, corpus, "resumed")
+    stopped = run_training(cfg, callbacks=[StopAt(4)])
+    assert stopped == {"global_step": 4, "stopped": True}
+    resumed_dir = Path(cfg.output_dir)
+    assert sorted(p.name for p in resumed_dir.glob("checkpoint-*")) == ["checkpoint-4"]
+    assert not (resumed_dir / "model.safetensors").exists()
+    with pytest.raises(TrainingSetupError, match="already holds checkpoints .* pass --resume"):
+        run_training(cfg)
+    cfg.resume = "latest"
+    resumed = run_training(cfg)
+    assert resumed["global_step"] == 8
+
+    # same seed -> the same tokenizer and the same losses; resumed steps 5-8 equal the uninterrupted ones
+    assert (resumed_dir / "tokenizer.json").read_text() == (out / "tokenizer.json").read_text()
+    again = train_losses(resumed_dir)
+    assert sorted(again) == list(range(1, 9))  # the history before the interruption is kept
+    for step in range(1, 9):
+        assert again[step] == pytest.approx(losses[step], abs=1e-6), step
+    a = ScratchformerForConditionalGeneration.from_pretrained(out)
+    b = ScratchformerForConditionalGeneration.from_pretrained(resumed_dir)
+    for (name, pa), pb in zip(a.state_dict().items(), b.state_dict().values()):
+        torch.testing.assert_close(pa, pb, atol=1e-6, rtol=0, msg=name)
+    assert resumed["metrics"]["eval_loss"] == pytest.approx(full["metrics"]["eval_loss"], abs=1e-6)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Seq2seq with BLEU / chrF, held-out books
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_seq2seq_run_reports_bleu_and_chrf_on_held_out_books(tmp_path, pairs):
+    cfg = tiny(tmp_path, pairs, objective="seq2seq", source_column="src", target_column="tgt", max_steps=4,
+               save_steps=100, max_eval_samples=8, generation_max_length=12, validation_groups=["Ruth"],
+               save_dtype="float16")
+    result = run_training(cfg)
+    metrics = result["metrics"]
+    assert {"eval_loss", "eval_bleu", "eval_chrf"} <= set(metrics)
+    assert 0.0 <= metrics["eval_bleu"] <= 100.0 and 0.0 <= metrics["eval_chrf"] <= 100.0
+    out = Path(cfg.output_dir)
+    model = ScratchformerForConditionalGeneration.from_pretrained(out, dtype=torch.float32)
+    assert next(model.parameters()).dtype == torch.float32
+    from safetensors import safe_open
+
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Bad input: clear errors before training starts
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overrides, error, message", [
+    (dict(train_files=["/nonexistent/corpus.txt"]), DataError, "data file not found: /nonexistent/corpus.txt"),
+    (dict(objective="seq2seq", source_column="kjv", target_column="tgt"), DataError,
+     "unknown column 'kjv' in the training data; its columns are 'ref', 'src', 'tgt'"),
+    (dict(objective="seq2seq"), TrainingSetupError, "needs --source-column and --target-column"),
+    (dict(objective="seq2seq", source_column="src", target_column="tgt", group_column="book"), DataError,
+     "unknown column 'book'"),
+    (dict(config_overrides="d_modle=64"), TrainingSetupError, r"unknown ScratchformerConfig field\(s\) \['d_modle'\]"),
+    (dict(config_overrides="d_model=33"), TrainingSetupError, "invalid model configuration: .*d_model=33 must be divisible"),
+    (dict(batch_size=1000), TrainingSetupError, "the batch does not fit the data: one optimizer step takes 1000"),
+    (dict(batch_size=0), TrainingSetupError, "--batch-size must be >= 1"),
+    (dict(resume="latest"), TrainingSetupError, "--resume: no checkpoint"),
+])
+def test_bad_input_is_a_clear_error_before_training(tmp_path, pairs, overrides, error, message):
+    cfg = tiny(tmp_path, pairs, **{"objective": "denoise", "text_column": "src", **overrides})
+    with pytest.raises(error, match=message):
+        run_training(cfg, callbacks=[FailIfTrainingStarts()])
+
+
+def test_empty_data_is_a_clear_error(tmp_path):
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n\n")
+    with pytest.raises(DataError, match="data file is empty"):
+        run_training(tiny(tmp_path, blank), callbacks=[FailIfTrainingStarts()])
+    short = tmp_path / "short.txt"
+    short.write_text("a\nb\nc\nd\n")  # rows, but every text is shorter than the 4 tokens a denoising chunk needs
+    with pytest.raises(DataError, match="no training example is left after tokenization"):
+        run_training(tiny(tmp_path, short, tokenizer_vocab_size=262), callbacks=[FailIfTrainingStarts()])
+
+
+def test_tokenizer_that_does_not_match_the_model_is_refused(tmp_path, corpus):
+    from scratchformer.tokenizer_training import train_fast_tokenizer
+
+    tok_dir = tmp_path / "tok"
+    train_fast_tokenizer(corpus.read_text().splitlines(), 300).save_pretrained(tok_dir)
+    for fields, message in [
+        (dict(vocab_size=300, pad_token_id=3), "pad: tokenizer '<pad>' has id 0, the model's pad_token_id is 3"),
+        (dict(vocab_size=100), "the tokenizer has 300 tokens but the model's vocab_size is 100"),
+    ]:
+        model_dir = tmp_path / f"model-{len(fields)}-{fields['vocab_size']}"
+        config = ScratchformerConfig(**{**dict(d_model=16, encoder_layers=1, decoder_layers=1,
+                                               encoder_attention_heads=2, decoder_attention_heads=2,
+                                               encoder_ffn_dim=16, decoder_ffn_dim=16), **fields})
+        ScratchformerForConditionalGeneration(config).save_pretrained(model_dir)
+        cfg = tiny(tmp_path, corpus, model=str(model_dir), tokenizer=str(tok_dir))
+        with pytest.raises(TrainingSetupError, match="the tokenizer does not match the model") as err:
+            run_training(cfg, callbacks=[FailIfTrainingStarts()])
+        assert message in str(err.value)
+
+
+def test_batch_that_does_not_fit_in_memory_is_refused(monkeypatch):
+    import scratchformer.training as training
+
+    config = ScratchformerConfig(vocab_size=16000, d_model=256, encoder_layers=6, decoder_layers=2,
+                                 encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=1024,
+                                 decoder_ffn_dim=1024)
+    need = estimate_step_memory(config, 32, 128, 128)
+    assert 0.5 * 2**30 < need < 4 * 2**30  # a plausible size for this model and batch
+    cfg = TrainConfig(batch_size=32, max_length=128)
+    monkeypatch.setattr(training, "_available_memory", lambda: 4 * need)
+    check_batch_size(cfg, config, num_train=1000, num_eval=10, world_size=1, local_world_size=1)
+    monkeypatch.setattr(training, "_available_memory", lambda: need // 2)
+    with pytest.raises(TrainingSetupError, match="the batch does not fit in memory"):
+        check_batch_size(cfg, config, num_train=1000, num_eval=10, world_size=1, local_world_size=1)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Loss, schedule, CLI
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_loss_is_label_smoothed_in_training_and_plain_in_evaluation():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 11, requires_grad=True)
+    labels = torch.tensor([[1, 2, 3, -100, -100], [4, 5, 6, 7, 8]])
+    loss = Seq2SeqLoss(0.1)
+    flat = logits.reshape(-1, 11), labels.reshape(-1)
+    expected = torch.nn.functional.cross_entropy(*flat, ignore_index=-100, label_smoothing=0.1)
+    torch.testing.assert_close(loss({"logits": logits}, labels), expected)
+    # normalised by the tokens of the whole optimizer step when the Trainer gives their number
+    torch.testing.assert_close(loss({"logits": logits}, labels, num_items_in_batch=16), expected * 8 / 16)
+    with torch.no_grad():
+        plain = torch.nn.functional.cross_entropy(*flat, ignore_index=-100)
+        torch.testing.assert_close(loss({"logits": logits}, labels), plain)
+
+
+def test_inverse_sqrt_schedule_is_the_papers():
+    from transformers.optimization import _get_inverse_sqrt_schedule_lr_lambda
+
+    d_model, warmup = 256, 40
+    peak = peak_learning_rate(TrainConfig(lr_schedule="inverse_sqrt"), d_model, warmup)
+    for step in range(1, 200):
+        paper = d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+        hf = peak * _get_inverse_sqrt_schedule_lr_lambda(step, num_warmup_steps=warmup, timescale=warmup)
+        assert hf == pytest.approx(paper, rel=1e-12), step
+
+
+def test_cli_has_train_and_reports_errors(tmp_path, capsys):
+    parser = build_parser()
+    args = parser.parse_args(["train", "--train-files", "a.txt", "--output-dir", "o", "--resume"])
+    assert args.resume == "latest" and args.train_files == ["a.txt"] and args.progress_bar is True
+    cfg = config_from_args(["--objective", "seq2seq", "--source-column", "kjv", "--target-column", "web",
+                            "--max-steps", "7", "--no-progress-bar", "--validation-groups", "Ruth", "Jude"])
+    assert (cfg.objective, cfg.max_steps, cfg.progress_bar, cfg.validation_groups) == \
+        ("seq2seq", 7, False, ["Ruth", "Jude"])
+    code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(tmp_path / "o")])
+    assert code == 2
+    assert "scratchformer train: error: data file not found" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Two processes under torchrun (gloo on CPU)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes(tmp_path, corpus):
+    out = tmp_path / "ddp"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    command = [str(torchrun), "--standalone", "--nproc_per_node=2", "-m", "scratchformer.cli", "train",
+               "--train-files", str(corpus), "--output-dir", str(out), "--preset", "tiny",
+               "--tokenizer-vocab-size", "300", "--max-length", "32", "--batch-size", "8", "--max-steps", "12",
+               "--eval-steps", "0", "--save-steps", "1000", "--logging-steps", "2", "--learning-rate", "3e-3",
+               "--warmup-steps", "2", "--no-progress-bar", "--max-eval-samples", "16",
+               "--cache-dir", str(tmp_path / "cache")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=400, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("[scratchformer train] denoise:") == 1  # only rank 0 talks
+    assert "2 process(es)" in proc.stdout
+    losses = train_losses(out)
+    assert losses[max(losses)] < losses[min(losses)]
+    checkpoints = sorted(p.name for p in out.glob("checkpoint-*"))
+    assert checkpoints == ["checkpoint-12"]  # exactly one, the final one, written once
+    assert len(list((out / "checkpoint-12").glob("*.safetensors"))) == 1
+    assert {p.name for p in (out / "checkpoint-12").glob("rng_state*")} == {"rng_state_0.pth", "rng_state_1.pth"}
+    state = json.loads((out / "checkpoint-12" / "trainer_state.json").read_text())
+    assert state["global_step"] == 12 and state["train_batch_size"] == 8
+    for folder in (out, out / "checkpoint-12"):
+        model = ScratchformerForConditionalGeneration.from_pretrained(folder)
+        assert model.config.vocab_size <= 300
