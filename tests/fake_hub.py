@@ -1,0 +1,264 @@
+"""A tiny Hugging Face Hub look-alike on 127.0.0.1, enough for ``create_repo`` + ``upload_folder`` and for
+``from_pretrained(repo_id)`` to download what was uploaded. Tests only; it never reaches the real Hub.
+
+It keeps repos in memory (files of the latest commit), logs every request as ``"METHOD /path"`` and can refuse
+repo creation and/or commits (403, ``hub.refuse = {"create", "commit"}``) to test error handling. It binds port 0
+(a free port), handles each request in a daemon thread, and stops by itself after ``max_seconds``; past
+``max_requests`` it answers 429, in case a client loops.
+
+Requests it answers (what huggingface_hub 2.4 and transformers 5.23 send, found by logging them):
+
+    POST /api/repos/create                         -> {"url", "name"}; 409 if it exists (create_repo exist_ok=True)
+    POST /api/validate-yaml                        README.md metadata check -> {"errors": [], "warnings": []}
+    POST /api/models/{repo}/preupload/{rev}        -> every file "regular" (content inline in the commit)
+    POST /api/models/{repo}/commit/{rev}           NDJSON header + base64 files -> {"commitUrl", "commitOid"}
+    HEAD|GET /{repo}/resolve/{rev}/{path}          ETag, X-Repo-Commit, Content-Length (+ body for GET);
+                                                   404 + X-Error-Code: EntryNotFound / RepoNotFound
+    GET /api/models/{repo}[/revision/{rev}]        model info with siblings
+    GET /api/models/{repo}/tree/{rev}[/{path}]     file listing
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
+
+REPO = r"(?P<repo>[\w.-]+(?:/[\w.-]+)?)"
+
+
+@dataclass
+class FakeRepo:
+    private: bool = False
+    files: dict[str, bytes] = field(default_factory=dict)
+    commits: list[dict] = field(default_factory=list)  # {"oid", "summary", "files": [paths]}
+
+    @property
+    def head(self) -> str:
+        return self.commits[-1]["oid"] if self.commits else "0" * 40
+
+
+class FakeHub:
+    """``with FakeHub(token="hf_x") as hub: ...`` serves on ``hub.url`` until the block ends."""
+
+    def __init__(self, token: str = "hf_fake_token", max_seconds: float = 240.0, max_requests: int = 2000):
+        self.token = token
+        self.repos: dict[str, FakeRepo] = {}
+        self.log: list[str] = []
+        self.refuse: set[str] = set()  # "create" and/or "commit": answer 403
+        self.max_requests = max_requests
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+        self._watchdog = threading.Timer(max_seconds, self.stop)
+        self._watchdog.daemon = True
+        self._stopped = False
+
+    def start(self, timeout: float = 10.0) -> FakeHub:
+        import urllib.request
+
+        self._thread.start()
+        self._watchdog.start()
+        deadline = time.monotonic() + timeout
+        while True:  # poll for readiness
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/health", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"fake hub did not come up on {self.url}") from None
+                time.sleep(0.05)
+        with self._lock:
+            self.log.clear()
+        return self
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._watchdog.cancel()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> FakeHub:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:  # keep test output quiet
+            pass
+
+        # -------------------------------------------------------------------------------------------- plumbing
+        def _reply(self, status: int, body: bytes | dict | list = b"", headers: dict | None = None,
+                   head: bool = False) -> None:
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body).encode()
+                headers = {"Content-Type": "application/json", **(headers or {})}
+            self.send_response(status)
+            for key, value in (headers or {}).items():
+                self.send_header(key, str(value))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(body)
+
+        def _error(self, status: int, code: str, message: str, head: bool = False) -> None:
+            self._reply(status, {"error": message}, {"X-Error-Code": code, "X-Error-Message": message}, head=head)
+
+        def _body(self) -> bytes:
+            length = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(length) if length else b""
+
+        def _authorized(self) -> bool:
+            return self.headers.get("Authorization") == f"Bearer {hub.token}"
+
+        def _dispatch(self, method: str) -> None:
+            path = unquote(urlsplit(self.path).path)
+            with hub._lock:
+                hub.log.append(f"{method} {path}")
+                too_many = len(hub.log) > hub.max_requests
+            if too_many:
+                self._error(429, "TooManyRequests", "fake hub request budget exhausted")
+                return
+            try:
+                self._route(method, path)
+            except Exception as error:  # a bug in the fake must show up as a server error, not a hang
+                self._error(500, "FakeHubError", f"{type(error).__name__}: {error}")
+
+        def do_GET(self) -> None:
+            self._dispatch("GET")
+
+        def do_HEAD(self) -> None:
+            self._dispatch("HEAD")
+
+        def do_POST(self) -> None:
+            self._dispatch("POST")
+
+        # ---------------------------------------------------------------------------------------------- routes
+        def _route(self, method: str, path: str) -> None:
+            if path == "/api/health":
+                return self._reply(200, {"ok": True})
+            if method == "POST" and path == "/api/repos/create":
+                return self._create_repo()
+            if method == "POST" and path == "/api/validate-yaml":  # upload_folder checks README.md's metadata
+                payload = json.loads(self._body() or b"{}")
+                if not isinstance(payload.get("content"), str):
+                    return self._error(400, "BadRequest", "validate-yaml needs 'content'")
+                return self._reply(200, {"errors": [], "warnings": []})
+            if match := re.fullmatch(rf"/api/models/{REPO}/preupload/(?P<rev>[^/]+)", path):
+                return self._preupload(match["repo"])
+            if match := re.fullmatch(rf"/api/models/{REPO}/commit/(?P<rev>[^/]+)", path):
+                return self._commit(match["repo"])
+            if match := re.fullmatch(rf"/api/models/{REPO}/tree/(?P<rev>[^/]+)(?:/(?P<sub>.*))?", path):
+                return self._tree(match["repo"], match["rev"], match["sub"] or "")
+            if match := re.fullmatch(rf"/api/models/{REPO}(?:/revision/(?P<rev>[^/]+))?", path):
+                return self._info(match["repo"], match["rev"] or "main")
+            if match := re.fullmatch(rf"/{REPO}/resolve/(?P<rev>[^/]+)/(?P<file>.+)", path):
+                return self._resolve(match["repo"], match["rev"], match["file"], head=method == "HEAD")
+            return self._error(404, "NotFound", f"fake hub has no route for {method} {path}", head=method == "HEAD")
+
+        def _readable_repo(self, repo_id: str, rev: str, head: bool = False) -> FakeRepo | None:
+            repo = hub.repos.get(repo_id)
+            if repo is None or (repo.private and not self._authorized()):
+                self._error(404, "RepoNotFound", f"Repository {repo_id} not found", head=head)
+                return None
+            if rev not in ("main", repo.head):
+                self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head=head)
+                return None
+            return repo
+
+        def _create_repo(self) -> None:
+            payload = json.loads(self._body() or b"{}")
+            if not self._authorized():
+                return self._error(401, "Unauthorized", "Invalid credentials in Authorization header")
+            if "create" in hub.refuse:
+                return self._error(403, "Forbidden", "You don't have the rights to create a model under this namespace")
+            name = payload["name"]
+            repo_id = f"{payload['organization']}/{name}" if payload.get("organization") else name
+            if repo_id in hub.repos:
+                return self._reply(409, {"error": "You already created this model repo", "url": f"{hub.url}/{repo_id}"})
+            # huggingface_hub 2.x sends "visibility"; older clients sent "private"
+            private = payload.get("visibility") == "private" or payload.get("private") is True
+            hub.repos[repo_id] = FakeRepo(private=private)
+            return self._reply(200, {"url": f"{hub.url}/{repo_id}", "name": repo_id, "id": repo_id})
+
+        def _preupload(self, repo_id: str) -> None:
+            payload = json.loads(self._body() or b"{}")
+            if not self._authorized() or repo_id not in hub.repos:
+                return self._error(404, "RepoNotFound", f"Repository {repo_id} not found")
+            files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in payload["files"]]
+            return self._reply(200, {"files": files, "commitOid": hub.repos[repo_id].head})
+
+        def _commit(self, repo_id: str) -> None:
+            lines = [json.loads(line) for line in self._body().splitlines() if line.strip()]
+            if not self._authorized() or repo_id not in hub.repos:
+                return self._error(404, "RepoNotFound", f"Repository {repo_id} not found")
+            if "commit" in hub.refuse:
+                return self._error(403, "Forbidden", "You don't have the rights to write to this repository")
+            repo = hub.repos[repo_id]
+            header, added = {}, []
+            for line in lines:
+                if line["key"] == "header":
+                    header = line["value"]
+                elif line["key"] == "file":
+                    value = line["value"]
+                    repo.files[value["path"]] = base64.b64decode(value["content"])
+                    added.append(value["path"])
+                elif line["key"] == "deletedFile":
+                    repo.files.pop(line["value"]["path"], None)
+                else:
+                    return self._error(400, "BadRequest", f"fake hub does not support commit key {line['key']!r}")
+            oid = hashlib.sha1(json.dumps([repo.head, header, sorted(added)]).encode()).hexdigest()
+            repo.commits.append({"oid": oid, "summary": header.get("summary"), "files": sorted(added)})
+            return self._reply(200, {"commitUrl": f"{hub.url}/{repo_id}/commit/{oid}", "commitOid": oid,
+                                     "pullRequestUrl": None})
+
+        def _resolve(self, repo_id: str, rev: str, filename: str, head: bool) -> None:
+            repo = self._readable_repo(repo_id, rev, head=head)
+            if repo is None:
+                return None
+            if filename not in repo.files:
+                return self._error(404, "EntryNotFound", f"{filename} does not exist on {rev}", head=head)
+            content = repo.files[filename]
+            etag = hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()  # git blob id, like the Hub
+            headers = {"ETag": f'"{etag}"', "X-Repo-Commit": repo.head, "Content-Type": "application/octet-stream"}
+            return self._reply(200, content, headers, head=head)
+
+        def _siblings(self, repo: FakeRepo) -> list[dict]:
+            return [{"rfilename": name, "size": len(data)} for name, data in sorted(repo.files.items())]
+
+        def _info(self, repo_id: str, rev: str) -> None:
+            repo = self._readable_repo(repo_id, rev)
+            if repo is not None:
+                self._reply(200, {"id": repo_id, "modelId": repo_id, "sha": repo.head, "private": repo.private,
+                                  "siblings": self._siblings(repo), "tags": [], "downloads": 0, "likes": 0})
+
+        def _tree(self, repo_id: str, rev: str, sub: str) -> None:
+            repo = self._readable_repo(repo_id, rev)
+            if repo is None:
+                return
+            prefix = f"{sub.rstrip('/')}/" if sub else ""
+            entries = [{"type": "file", "path": name, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
+                       for name, data in sorted(repo.files.items()) if name.startswith(prefix)]
+            self._reply(200, entries)
+
+    return Handler

@@ -1,0 +1,435 @@
+"""Hub-ready export and upload, proven end to end without the internet.
+
+A fake Hub (tests/fake_hub.py) listens on 127.0.0.1; ``scratchformer push`` uploads to it in a subprocess whose
+HF_ENDPOINT/HF_TOKEN point there, and a fresh process that cannot import scratchformer downloads the repo through
+the normal ``from_pretrained(repo_id, trust_remote_code=True)`` path and must reproduce the original model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from fake_hub import FakeHub, FakeRepo
+from model_fixtures import run_without_scratchformer, tiny_config
+
+from scratchformer import ScratchformerForConditionalGeneration, ScratchformerModel
+from scratchformer.cli import main as cli_main
+from scratchformer.hub import HubError, check_folder, export, load_scores, push
+
+TEXTS = ["the cat sat on the mat.", "attention is all you need.", "hello world, this is a test of the hub."] * 8
+SENTENCES = ["the cat sat on the mat.", "hello world"]
+SCORES = {"results": [{"task": "translation", "task_name": "English to Spanish", "dataset": "kjv-web",
+                       "dataset_name": "KJV -> WEB", "split": "test", "metrics": {"bleu": 21.4, "chrf": 48.9},
+                       "source": "sacrebleu 2.5 (13a)"}]}
+EXPORTED = {"README.md", "config.json", "configuration_scratchformer.py", "generation_config.json",
+            "model.safetensors", "modeling_scratchformer.py", "scores.json", "tokenization_scratchformer.py",
+            "tokenizer.json", "tokenizer_config.json"}
+TIMEOUT = 240
+
+
+def make_tokenizer():
+    """A small byte-level BPE ScratchformerTokenizer (<pad> <s> </s> <unk> <mask> = 0-4)."""
+    try:
+        from scratchformer.tokenizer_training import train_fast_tokenizer
+    except ImportError:  # the tokenizer module is not there: build the same kind of tokenizer by hand
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+        from scratchformer import ScratchformerTokenizer
+
+        backend = Tokenizer(models.BPE())
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        backend.decoder = decoders.ByteLevel()
+        backend.train_from_iterator(TEXTS, trainers.BpeTrainer(
+            vocab_size=300, special_tokens=["<pad>", "<s>", "</s>", "<unk>", "<mask>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        backend.post_processor = processors.Sequence([
+            processors.ByteLevel(trim_offsets=True),
+            processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 2)])])
+        return ScratchformerTokenizer(tokenizer_object=backend, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                      unk_token="<unk>", mask_token="<mask>", model_max_length=64)
+    return train_fast_tokenizer(TEXTS, vocab_size=300, scheme="byte_level", model_max_length=64, min_frequency=1)
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    """A tiny random model + tokenizer saved as a training run would (with scores.json), its export, and the
+    outputs every other process must reproduce."""
+    root = tmp_path_factory.mktemp("hub")
+    tokenizer = make_tokenizer()
+    torch.manual_seed(0)
+    model = ScratchformerForConditionalGeneration(tiny_config(vocab_size=len(tokenizer))).eval()
+    source = root / "run"
+    model.save_pretrained(source)
+    tokenizer.save_pretrained(source)
+    (source / "scores.json").write_text(json.dumps(SCORES))
+    folder = export(source, root / "export")
+
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**batch, decoder_input_ids=batch["input_ids"][:, :4]).logits
+        greedy = model.generate(**batch, max_new_tokens=10, do_sample=False)
+        encoded = model.get_encoder()(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    expected = {"ids": batch["input_ids"], "mask": batch["attention_mask"], "logits": logits, "greedy": greedy,
+                "text": tokenizer.batch_decode(greedy, skip_special_tokens=True), "encoded": encoded,
+                "mean": (encoded * mask).sum(1) / mask.sum(1)}
+    torch.save(expected, root / "expected.pt")
+    return {"root": root, "source": source, "folder": folder, "model": model, "tokenizer": tokenizer,
+            "expected": root / "expected.pt"}
+
+
+@pytest.fixture
+def hub():
+    server = FakeHub(token="hf_test_write_token").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def hub_env(hub: FakeHub, **extra) -> dict:
+    """Environment of a process that talks to the fake Hub: set before huggingface_hub is imported there."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "PYTHONPATH")}
+    env.update(HF_ENDPOINT=hub.url, HF_TOKEN=hub.token, HF_HUB_DISABLE_TELEMETRY="1", **extra)
+    return env
+
+
+def run_cli(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "scratchformer.cli", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+
+
+# ---------------------------------------------------------------------------------------------------- export
+
+
+def test_export_writes_a_self_contained_folder_with_a_model_card(artifacts):
+    from huggingface_hub import ModelCard
+
+    folder = artifacts["folder"]
+    assert {p.name for p in folder.iterdir()} == EXPORTED  # safetensors only, flat code, tokenizer, card
+    config = json.loads((folder / "config.json").read_text())
+    assert config["auto_map"] == {
+        "AutoConfig": "configuration_scratchformer.ScratchformerConfig",
+        "AutoModel": "modeling_scratchformer.ScratchformerEncoderModel",
+        "AutoModelForSeq2SeqLM": "modeling_scratchformer.ScratchformerForConditionalGeneration",
+        "AutoTokenizer": ["tokenization_scratchformer.ScratchformerTokenizer", None],
+    }
+    assert config["scratchformer_format"] == 1
+    assert json.loads((folder / "generation_config.json").read_text())["decoder_start_token_id"] == 1
+    check_folder(folder)  # imports: torch/transformers/stdlib + single-dot siblings; headers; auto_map targets
+
+    card = ModelCard.load(folder / "README.md")
+    data = card.data
+    assert data.library_name == "transformers" and data.license == "apache-2.0"
+    assert data.pipeline_tag == "text2text-generation"
+    assert {"scratchformer", "custom_code", "feature-extraction"} <= set(data.tags)
+    assert data.datasets == ["kjv-web"] and data.metrics == ["bleu", "chrf"]
+    assert {(r.metric_type, r.metric_value, r.dataset_split) for r in data.eval_results} == {
+        ("bleu", 21.4, "test"), ("chrf", 48.9, "test")}
+    for snippet in ("AutoModelForSeq2SeqLM.from_pretrained", "model.generate(", "AutoModel.from_pretrained",
+                    'pipeline("feature-extraction"', "SentenceTransformer(", "trust_remote_code=True",
+                    "| English to Spanish | KJV -> WEB | test | bleu | 21.4 | sacrebleu 2.5 (13a) |"):
+        assert snippet in card.text, snippet
+
+
+def test_export_cli_and_its_refusals(artifacts, tmp_path, capsys):
+    out = tmp_path / "cli-export"
+    assert cli_main(["export", str(artifacts["source"]), str(out), "--model-name", "tiny", "--language", "en",
+                     "--repo-id", "alice/tiny"]) == 0
+    assert {p.name for p in out.iterdir()} == EXPORTED
+    readme = (out / "README.md").read_text()
+    assert "# tiny" in readme and 'from_pretrained("alice/tiny"' in readme and "- en" in readme
+    assert cli_main(["export", str(artifacts["source"]), str(out)]) == 1  # not empty, no --overwrite
+    assert "not empty" in capsys.readouterr().err
+    assert cli_main(["export", str(artifacts["source"]), str(out), "--overwrite"]) == 0
+
+    with pytest.raises(HubError, match="ScratchformerForConditionalGeneration"):
+        export(ScratchformerModel(tiny_config()), tmp_path / "base", artifacts["tokenizer"])
+    no_tokenizer = tmp_path / "no-tokenizer"
+    artifacts["model"].save_pretrained(no_tokenizer)
+    with pytest.raises(HubError, match="no tokenizer"):
+        export(no_tokenizer, tmp_path / "x")
+    mismatched = ScratchformerForConditionalGeneration(tiny_config(vocab_size=len(artifacts["tokenizer"]),
+                                                                   eos_token_id=4))
+    with pytest.raises(HubError, match=r"eos: tokenizer '</s>' has id 2, config.eos_token_id=4"):
+        export(mismatched, tmp_path / "y", artifacts["tokenizer"])
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("scores, message", [
+    ({"results": [{"task": "translation", "metrics": {"bleu": 1.0}}]}, "needs 'dataset'"),
+    ([{"task": "translation", "dataset": "d", "metrics": {"bleu": "high"}}], "must be a finite number"),
+    ([{"task": "translation", "dataset": "d", "metrics": {}}], "needs 'metrics'"),
+    ([{"task": "translation", "dataset": "d", "metrics": {"bleu": 1}, "bleu": 2}], "unknown keys"),
+    ({"bleu": 1.0}, "expected"),
+])
+def test_bad_scores_are_refused_naming_the_field(scores, message):
+    with pytest.raises(HubError, match=message):
+        load_scores(scores)
+
+
+# ---------------------------------------------------------------------------------------------------- push + load
+
+
+def test_push_then_load_from_the_hub_where_scratchformer_is_not_installed(artifacts, hub, tmp_path):
+    result = run_cli(["push", str(artifacts["source"]), "alice/tiny-scratchformer", "--private",
+                      "-m", "First upload"], hub_env(hub), tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "pushed to" in result.stdout
+    # one repo creation, the card's metadata check, one preupload, ONE commit with model, code and tokenizer
+    assert [line for line in hub.log if line.startswith("POST")] == [
+        "POST /api/repos/create",
+        "POST /api/validate-yaml",
+        "POST /api/models/alice/tiny-scratchformer/preupload/main",
+        "POST /api/models/alice/tiny-scratchformer/commit/main",
+    ]
+    repo = hub.repos["alice/tiny-scratchformer"]
+    assert repo.private and len(repo.commits) == 1 and repo.commits[0]["summary"] == "First upload"
+    assert set(repo.files) == EXPORTED
+    assert repo.files["model.safetensors"] == (artifacts["folder"] / "model.safetensors").read_bytes()
+    assert 'from_pretrained("alice/tiny-scratchformer"' in repo.files["README.md"].decode()
+
+    hub.log.clear()
+    loaded = run_without_scratchformer(
+        f"""
+        import os
+        # the helper switches the Hub off; this process must download from the fake Hub instead
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            os.environ.pop(name, None)
+        os.environ.update(HF_ENDPOINT={hub.url!r}, HF_TOKEN={hub.token!r})
+        import torch
+        from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
+        repo = "alice/tiny-scratchformer"
+        expected = torch.load({str(artifacts["expected"])!r})
+        config = AutoConfig.from_pretrained(repo, trust_remote_code=True)
+        assert "transformers_modules" in type(config).__module__, type(config).__module__
+        tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
+        assert type(tokenizer).__name__ == "ScratchformerTokenizer", type(tokenizer)
+        model = AutoModelForSeq2SeqLM.from_pretrained(repo, trust_remote_code=True).eval()
+        encoder = AutoModel.from_pretrained(repo, trust_remote_code=True).eval()
+        assert type(encoder).__name__ == "ScratchformerEncoderModel", type(encoder)
+        batch = tokenizer({SENTENCES!r}, padding=True, return_tensors="pt")
+        assert torch.equal(batch["input_ids"], expected["ids"])
+        with torch.no_grad():
+            logits = model(**batch, decoder_input_ids=batch["input_ids"][:, :4]).logits
+            greedy = model.generate(**batch, max_new_tokens=10, do_sample=False)
+            encoded = encoder(**batch).last_hidden_state
+        assert torch.allclose(logits, expected["logits"], atol=1e-5), (logits - expected["logits"]).abs().max()
+        assert torch.allclose(encoded, expected["encoded"], atol=1e-5)
+        assert torch.equal(greedy, expected["greedy"])
+        assert tokenizer.batch_decode(greedy, skip_special_tokens=True) == expected["text"]
+        print("HUB-LOAD-OK")
+        """,
+        tmp_path,
+        timeout=TIMEOUT,
+    )
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert "HUB-LOAD-OK" in loaded.stdout
+    downloaded = {line.rsplit("/", 1)[-1] for line in hub.log if line.startswith("GET /alice/tiny-scratchformer/")}
+    assert {"config.json", "model.safetensors", "modeling_scratchformer.py", "configuration_scratchformer.py",
+            "tokenization_scratchformer.py", "tokenizer.json", "tokenizer_config.json"} <= downloaded
+
+
+def test_push_cli_refused_by_the_hub_gives_a_clear_error(artifacts, hub, monkeypatch, capsys):
+    import huggingface_hub.constants
+
+    # in-process: the endpoint and offline switch were read at import, so set them where push reads them
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_TOKEN", hub.token)
+    hub.refuse = {"create", "commit"}
+    assert cli_main(["push", str(artifacts["source"]), "someone-else/model"]) == 1
+    err = capsys.readouterr().err
+    assert f"error: the Hub at {hub.url} refused creating the repository someone-else/model (HTTP 403" in err
+    assert "write access" in err
+    assert "someone-else/model" not in hub.repos
+
+
+def test_push_errors_without_token_network_or_permission(artifacts, hub, tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    with pytest.raises(HubError, match="no Hugging Face token: set HF_TOKEN"):
+        push(artifacts["source"], "alice/x", endpoint=hub.url)
+
+    with pytest.raises(HubError, match="refused creating the repository alice/x \\(HTTP 401"):
+        push(artifacts["source"], "alice/x", token="hf_wrong", endpoint=hub.url)
+
+    hub.repos["alice/frozen"] = FakeRepo()
+    hub.refuse = {"commit"}  # the repo exists (create_repo gets 409, which is fine), the commit is refused
+    with pytest.raises(HubError, match=r"refused uploading to alice/frozen \(the repository exists; nothing was "
+                                       r"committed\) \(HTTP 403: You don't have the rights"):
+        push(artifacts["source"], "alice/frozen", token=hub.token, endpoint=hub.url)
+    assert hub.repos["alice/frozen"].commits == []
+
+    dead = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    with pytest.raises(HubError, match=f"cannot reach the Hub at {dead}.*HF_ENDPOINT"):
+        push(artifacts["source"], "alice/x", token=hub.token, endpoint=dead)
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(HubError, match="HF_HUB_OFFLINE is set"):
+        push(artifacts["source"], "alice/x", token=hub.token, endpoint=hub.url)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------------------------------- embeddings
+
+
+def test_feature_extraction_pipeline_returns_encoder_states(artifacts, tmp_path):
+    result = run_without_scratchformer(
+        f"""
+        import torch
+        from transformers import pipeline
+        expected = torch.load({str(artifacts["expected"])!r})
+        extractor = pipeline("feature-extraction", model={str(artifacts["folder"])!r}, trust_remote_code=True)
+        assert type(extractor.model).__name__ == "ScratchformerEncoderModel", type(extractor.model)
+        for i, sentence in enumerate({SENTENCES!r}):
+            states = torch.tensor(extractor(sentence))[0]
+            n = int(expected["mask"][i].sum())
+            assert states.shape == (n, expected["encoded"].shape[-1]), states.shape
+            assert torch.allclose(states, expected["encoded"][i, :n], atol=1e-5), i
+        print("PIPELINE-OK")
+        """,
+        tmp_path,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "PIPELINE-OK" in result.stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
+                    reason="sentence-transformers is not installed")
+def test_sentence_transformers_encodes_with_the_encoder(artifacts, tmp_path):
+    result = run_without_scratchformer(
+        f"""
+        import torch
+        from sentence_transformers import SentenceTransformer
+        expected = torch.load({str(artifacts["expected"])!r})
+        model = SentenceTransformer({str(artifacts["folder"])!r}, trust_remote_code=True, device="cpu")
+        vectors = torch.as_tensor(model.encode({SENTENCES!r}))
+        assert vectors.shape == expected["mean"].shape, vectors.shape
+        assert torch.allclose(vectors, expected["mean"], atol=1e-5), (vectors - expected["mean"]).abs().max()
+        print("ST-OK")
+        """,
+        tmp_path,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ST-OK" in result.stdout
+
+
+# ---------------------------------------------------------------------------------------------------- safety
+
+
+def broken_copies(folder: Path, root: Path) -> dict[str, tuple[Path, str]]:
+    """Copies of an export with one defect each, and the file name the error must mention."""
+    copies = {}
+
+    def copy(name: str, culprit: str) -> Path:
+        target = root / name
+        shutil.copytree(folder, target)
+        copies[name] = (target, culprit)
+        return target
+
+    weights = copy("truncated", "model.safetensors") / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    weights = copy("garbled-header", "model.safetensors") / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[8:40] = b"#" * 32
+    weights.write_bytes(bytes(data))
+    (copy("no-modeling-code", "modeling_scratchformer.py") / "modeling_scratchformer.py").unlink()
+    (copy("no-config-code", "configuration_scratchformer.py") / "configuration_scratchformer.py").unlink()
+    config_path = copy("newer-format", "config.json") / "config.json"
+    config = json.loads(config_path.read_text())
+    config["scratchformer_format"] = 99
+    config_path.write_text(json.dumps(config))
+    # weights only as a pickle whose loading would create a file: it must never be unpickled
+    pickled = copy("pickle-only", "model.safetensors")
+    (pickled / "model.safetensors").unlink()
+    (pickled / "pytorch_model.bin").write_bytes(pickle.dumps(_Touch(str(root / "UNPICKLED"))))
+    return copies
+
+
+class _Touch:
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.path),))
+
+
+def test_check_folder_names_each_defect(artifacts, tmp_path):
+    copies = broken_copies(artifacts["folder"], tmp_path)
+    extra = tmp_path / "stray-pickle"
+    shutil.copytree(artifacts["folder"], extra)
+    (extra / "optimizer.pt").write_bytes(b"not really")
+    copies["stray-pickle"] = (extra, "optimizer.pt")
+    absolute = tmp_path / "absolute-import"
+    shutil.copytree(artifacts["folder"], absolute)
+    code = (absolute / "modeling_scratchformer.py").read_text()
+    (absolute / "modeling_scratchformer.py").write_text(
+        code.replace("from .configuration_scratchformer import", "from scratchformer.configuration_scratchformer import"))
+    copies["absolute-import"] = (absolute, "modeling_scratchformer.py:")
+    for name, (folder, culprit) in copies.items():
+        with pytest.raises(HubError) as error:
+            check_folder(folder)
+        assert culprit in str(error.value), (name, str(error.value))
+    with pytest.raises(HubError, match="pytorch_model.bin: pickled weights are never loaded"):
+        export(copies["pickle-only"][0], tmp_path / "from-pickle")
+    assert not (tmp_path / "UNPICKLED").exists()
+
+
+def test_loading_a_broken_folder_names_the_file(artifacts, tmp_path):
+    copies = broken_copies(artifacts["folder"], tmp_path)
+    cases = {name: (str(folder), culprit) for name, (folder, culprit) in copies.items()}
+    result = run_without_scratchformer(
+        f"""
+        from transformers import AutoModelForSeq2SeqLM
+        for name, (folder, culprit) in {cases!r}.items():
+            try:
+                AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)
+            except Exception as error:
+                message = str(error)
+                assert culprit in message, (name, message)
+                print(name, "->", type(error).__name__, message.splitlines()[0][:160])
+            else:
+                raise AssertionError(name + " loaded")
+        print("ERRORS-OK")
+        """,
+        tmp_path,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "ERRORS-OK" in result.stdout
+    assert "safetensors only" in result.stdout  # the pickle-only folder is refused, not unpickled
+    assert not (tmp_path / "UNPICKLED").exists()
+
+
+def test_installed_package_refuses_a_newer_format_naming_config_json(artifacts, tmp_path):
+    from transformers import AutoConfig
+
+    copies = broken_copies(artifacts["folder"], tmp_path)
+    with pytest.raises(ValueError, match=r"scratchformer_format=99 .*config.json was written by a newer"):
+        AutoConfig.from_pretrained(copies["newer-format"][0])
+    with pytest.raises(OSError, match="model.safetensors .*truncated or corrupted"):
+        ScratchformerForConditionalGeneration.from_pretrained(copies["truncated"][0])
