@@ -14,6 +14,7 @@ import sys
 SUBCOMMAND_MODULES = [
     "scratchformer.cli",  # info, demo (below)
     "scratchformer.compare", "scratchformer.senses",  # compare, senses (embedding extraction, issue 4)
+    "scratchformer.hub",  # export, push (Hub-ready folder and upload, issue 6)
     "scratchformer.training",  # train (denoising / seq2seq, torchrun / accelerate launch, issue 5)
 ]
 
