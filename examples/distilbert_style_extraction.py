@@ -34,8 +34,8 @@ for text in sentences:
         learned = model.embeddings.word_embeddings(token_ids)  # (1, tokens, hidden): rows of the table
         contextual = model(**inputs).last_hidden_state  # (1, tokens, hidden): after all layers
     tokens = tokenizer.convert_ids_to_tokens(token_ids[0].tolist())
-    # the token spelling "bank" ("bank" in WordPiece, "Ġbank" in byte-level BPE, "bank</w>" in Sennrich BPE)
-    index = [t.lstrip("Ġ▁").removesuffix("</w>").lower() for t in tokens].index("bank")
+    # the token that reads "bank" ("bank" in WordPiece, "Ġbank" in byte-level BPE, "bank</w>" in Sennrich BPE)
+    index = [tokenizer.convert_tokens_to_string([t]).strip(" .").lower() for t in tokens].index("bank")
     learned_bank.append(learned[0, index])
     contextual_bank.append(contextual[0, index])
     print(f"{text!r}: tokens {tokens}")

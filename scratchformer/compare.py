@@ -356,10 +356,17 @@ def plot_projection(result: ModelStudy, study: Study, vectors: dict[str, Any], p
     for ax, k, title in ((axes[0], 0, "learned input embeddings (table rows)"),
                          (axes[1], vectors["layer_index"], f"contextual vectors, layer {result.layer}")):
         points, labels, styles = [], [], []
+        groups: dict[Any, list[int]] = {}  # learned panel: sentences whose target has the same tokens share a point
         for i, t in enumerate(vectors["targets"]):
-            points.append(t[k].vector)
-            labels.append(f"{study.word} ({i + 1}: {study.sentences[i].sense})")
-            styles.append(("target", study.sentences[i].sense))
+            groups.setdefault(tuple(t[0].location.token_ids) if k == 0 else i, []).append(i)
+        for members in groups.values():
+            member_senses = {study.sentences[i].sense for i in members}
+            points.append(vectors["targets"][members[0]][k].vector)
+            if len(members) == 1:
+                labels.append(f"{study.word} ({members[0] + 1}: {study.sentences[members[0]].sense})")
+            else:
+                labels.append(f"{study.word} (sentences {', '.join(str(i + 1) for i in members)})")
+            styles.append(("target", member_senses.pop() if len(member_senses) == 1 else None))
         seen = set()
         for i, sentence in enumerate(vectors["words"]):
             for w in sentence:
@@ -371,7 +378,7 @@ def plot_projection(result: ModelStudy, study: Study, vectors: dict[str, Any], p
         xy = _pca_2d(torch.stack(points)).numpy()
         for (x, y), label, (kind, sense) in zip(xy, labels, styles):
             if kind == "target":
-                ax.scatter(x, y, s=120, marker="*", color=colours[sense], edgecolor="black", zorder=3)
+                ax.scatter(x, y, s=120, marker="*", color=colours.get(sense, "black"), edgecolor="black", zorder=3)
             else:
                 ax.scatter(x, y, s=40, color=colours[sense], alpha=0.6)
             ax.annotate(label, (x, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
@@ -433,18 +440,24 @@ def plot_positions(result: ModelStudy, model: Any, path: Path, plt: Any, num_pos
     return True
 
 
-def _pretty(tokens: list[str]) -> list[str]:
-    """Token labels without the byte-level space marker, SentencePiece's marker or the ``</w>`` suffix."""
-    return [t.lstrip("Ġ▁").removesuffix("</w>") or t for t in tokens]
+def _pretty(tokens: list[str], tokenizer: Any) -> list[str]:
+    """Readable token labels: each token decoded on its own ('Ġbank' -> 'bank', 'bank</w>' -> 'bank')."""
+    labels = []
+    for token in tokens:
+        try:
+            labels.append(tokenizer.convert_tokens_to_string([token]).strip() or token)
+        except (TypeError, ValueError, KeyError):
+            labels.append(token)
+    return labels
 
 
-def plot_attention(result: ModelStudy, maps: Any, path: Path, plt: Any) -> None:
+def plot_attention(result: ModelStudy, maps: Any, path: Path, plt: Any, tokenizer: Any) -> None:
     """Head-averaged attention per layer: encoder self-attention, and for an encoder-decoder decoder
     self-attention (decoder fed the sentence shifted right) and cross-attention."""
-    tokens = _pretty(maps.tokens)
+    tokens = _pretty(maps.tokens, tokenizer)
     rows = [("encoder self-attention", maps.encoder, tokens, tokens)]
     if maps.decoder is not None:
-        decoder_tokens = _pretty(maps.decoder_tokens)
+        decoder_tokens = _pretty(maps.decoder_tokens, tokenizer)
         rows.append(("decoder self-attention", maps.decoder, decoder_tokens, decoder_tokens))
         rows.append(("cross-attention (decoder -> encoder)", maps.cross, decoder_tokens, tokens))
     cols = max(r[1].shape[0] for r in rows)
@@ -511,7 +524,8 @@ def run_compare(
             files = {"projection": out / f"{slug}_projection.png", "attention": out / f"{slug}_attention.png",
                      "positional_encoding": out / f"{slug}_positional_encoding.png"}
             plot_projection(result, study, vectors, files["projection"], plt)
-            plot_attention(result, loaded.extractor.attention_maps(study.sentences[0].text), files["attention"], plt)
+            maps = loaded.extractor.attention_maps(study.sentences[0].text)
+            plot_attention(result, maps, files["attention"], plt, loaded.extractor.tokenizer)
             if not plot_positions(result, loaded.extractor.model, files["positional_encoding"], plt):
                 del files["positional_encoding"]
             result.plots = {k: str(v) for k, v in files.items()}

@@ -129,9 +129,9 @@ def test_minilm_on_dev_subset(shared_data):
     """A quick check on part of the dev file; the full run is documented in docs/embeddings.md."""
     model, tokenizer = minilm_or_skip()
     examples = read_senses_tsv(shared_data / "wordnet_senses_dev.tsv")
-    keep = {i for group in group_examples(examples)[:60] for i in group}
+    keep = {i for group in group_examples(examples)[:20] for i in group}  # 136 occurrences, 461 pairs
     subset = [ex for i, ex in enumerate(examples) if i in keep]
     report = evaluate_senses(EmbeddingExtractor(model, tokenizer, batch_size=64), subset)
-    assert report.pairs > 500
-    assert report.last_layer.roc_auc > 0.6 > report.layers[1].roc_auc - 0.05  # contextual beats the embedding layer
+    assert report.pairs > 400
+    assert report.last_layer.roc_auc > max(0.6, report.layers[1].roc_auc)  # contextual beats embedding-layer output
     assert report.last_layer.nn_accuracy > report.nn_chance
