@@ -131,6 +131,28 @@ def test_cli_custom_word_and_sentences(distil_folder, tmp_path):
     assert payload["study"]["word"] == "river" and len(payload["models"][0]["headline"]["pairs"]) == 1
 
 
+def test_extractor_loads_the_encoder_from_a_seq2seq_checkpoint(scratch_folder):
+    import warnings
+
+    import torch
+
+    from scratchformer.modeling_scratchformer import (
+        ScratchformerEncoderModel,
+        ScratchformerForConditionalGeneration,
+    )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a weight left random would warn
+        encoder_only = EmbeddingExtractor.from_pretrained(str(scratch_folder))
+    assert isinstance(encoder_only.model, ScratchformerEncoderModel) and encoder_only.encoder is encoder_only.model
+    full = EmbeddingExtractor(ScratchformerForConditionalGeneration.from_pretrained(scratch_folder),
+                              encoder_only.tokenizer)
+    text = BANK_STUDY.sentences[0].text
+    assert torch.allclose(encoder_only.contextual_embeddings(text).vectors, full.contextual_embeddings(text).vectors,
+                          atol=1e-6)
+    assert torch.equal(encoder_only.learned_embeddings(text).vectors, full.learned_embeddings(text).vectors)
+
+
 def test_unknown_model_source_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="cannot load a model and tokenizer from"):
         load_study_model(str(tmp_path / "missing"))
