@@ -424,7 +424,9 @@ class EmbeddingExtractor:
                 f"{len(truncated)} text(s) are longer than the model's maximum of {self.max_length} tokens, e.g. "
                 f"text {truncated[0]} ({first[:60]!r}...)"
             )
-            if self.long_inputs == "error" or not fast:
+            if not fast:
+                raise ValueError(f"{message}; shorten them (only fast tokenizers can be truncated here)")
+            if self.long_inputs == "error":
                 raise ValueError(f"{message}; shorten them, or use long_inputs='truncate' to cut them")
             warnings.warn(f"{message}; they were truncated to {self.max_length} tokens", stacklevel=3)
         return result
