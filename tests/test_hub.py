@@ -12,6 +12,7 @@ import json
 import os
 import pickle
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -275,21 +276,15 @@ def test_push_errors_without_token_network_or_permission(artifacts, hub, tmp_pat
         push(artifacts["source"], "alice/frozen", token=hub.token, endpoint=hub.url)
     assert hub.repos["alice/frozen"].commits == []
 
-    dead = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
-    with pytest.raises(HubError, match=f"cannot reach the Hub at {dead}.*HF_ENDPOINT"):
-        push(artifacts["source"], "alice/x", token=hub.token, endpoint=dead)
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))  # bound but never listening: every connection is refused
+        dead = f"http://127.0.0.1:{unused.getsockname()[1]}"
+        with pytest.raises(HubError, match=f"cannot reach the Hub at {dead}.*HF_ENDPOINT"):
+            push(artifacts["source"], "alice/x", token=hub.token, endpoint=dead)
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(HubError, match="HF_HUB_OFFLINE is set"):
         push(artifacts["source"], "alice/x", token=hub.token, endpoint=hub.url)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # ---------------------------------------------------------------------------------------------------- embeddings
