@@ -216,7 +216,7 @@ def tokenize_for_denoising(dataset, tokenizer, text_column: str = "text", max_le
     width = max_length - 1
 
     def chunk(batch):
-        encoded = tokenizer([_text(t) for t in batch[text_column]], add_special_tokens=False)["input_ids"]
+        encoded = tokenizer([_text(t) for t in batch[text_column]], add_special_tokens=False, verbose=False)["input_ids"]
         out = []
         for ids in encoded:
             for start in range(0, len(ids), width):

@@ -120,6 +120,8 @@ class TrainConfig:
     output_dir: str | None = _opt(None, "folder for checkpoints, the final model, logs and the loss curve")
     max_steps: int = _opt(-1, "optimizer steps (overrides --num-train-epochs when > 0)")
     num_train_epochs: float = _opt(1.0, "epochs, when --max-steps is not given")
+    max_minutes: float | None = _opt(None, "also stop (with checkpoint, final model and evaluation) after this many "
+                                           "minutes of training; the step reached then depends on the machine")
     batch_size: int = _opt(32, "examples per process per micro-batch")
     eval_batch_size: int | None = _opt(None, "evaluation batch size (default: --batch-size)")
     gradient_accumulation_steps: int = _opt(1, "micro-batches per optimizer step")
@@ -215,6 +217,8 @@ def check_options(cfg: TrainConfig) -> None:
         raise TrainingSetupError(f"--label-smoothing must be in [0, 1), got {cfg.label_smoothing}")
     if cfg.preset not in PRESETS:
         raise TrainingSetupError(f"--preset must be one of {tuple(PRESETS)}, got {cfg.preset!r}")
+    if cfg.max_minutes is not None and not cfg.max_minutes > 0:
+        raise TrainingSetupError(f"--max-minutes must be positive, got {cfg.max_minutes}")
     if cfg.save_steps < 1 or cfg.logging_steps < 1 or cfg.eval_steps < 0:
         raise TrainingSetupError("--save-steps and --logging-steps must be >= 1 and --eval-steps >= 0")
     parse_overrides(cfg.config_overrides)  # raises on a malformed string
@@ -380,7 +384,9 @@ class GenerationMetrics:
         return {"bleu": sacrebleu.corpus_bleu(hyps, [refs]).score, "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score}
 
 
-def _make_callbacks(collator):
+def _make_callbacks(collator, max_minutes: float | None):
+    """The pipeline's own callbacks: the noise epoch, and the time limit."""
+    import torch
     from transformers import TrainerCallback
 
     class EpochCallback(TrainerCallback):
@@ -389,7 +395,33 @@ def _make_callbacks(collator):
         def on_epoch_begin(self, args, state, control, **kwargs):
             collator.epoch = int(math.floor((state.epoch or 0.0) + 1e-6))
 
-    return [EpochCallback()] if collator is not None and hasattr(collator, "epoch") else []
+    class TimeLimit(TrainerCallback):
+        """End training normally (checkpoint, final model, evaluation) after ``minutes`` of training in this call.
+        The main process decides and tells the others, so every process stops after the same step."""
+
+        def __init__(self, minutes: float):
+            self.seconds = 60.0 * minutes
+            self.start = None
+            self.triggered = False
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.start = time.monotonic()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            flag = torch.tensor([float(time.monotonic() - self.start >= self.seconds)])
+            if torch.distributed.is_available() and torch.distributed.is_initialized():
+                torch.distributed.broadcast(flag, src=0)
+            if flag.item() and state.global_step < state.max_steps:
+                self.triggered = True
+                control.should_training_stop = True
+                control.should_save = True
+
+    out = []
+    if collator is not None and hasattr(collator, "epoch"):
+        out.append(EpochCallback())
+    if max_minutes:
+        out.append(TimeLimit(max_minutes))
+    return out
 
 
 def loss_history(log_history: list[dict]) -> dict[str, list[dict]]:
@@ -458,7 +490,10 @@ def _resolve_resume(cfg: TrainConfig) -> str | None:
     return cfg.resume
 
 
-def _load_raw(cfg: TrainConfig):
+def load_raw_splits(cfg: TrainConfig):
+    """``(train, validation, text columns, group column)`` as ``datasets.Dataset`` rows of text, checked and split
+    as ``cfg`` says (validation files, held-out groups/books, or random rows; at most ``max_eval_samples``
+    validation rows, drawn with ``cfg.seed``)."""
     from . import data
 
     if cfg.train_files:
@@ -567,7 +602,13 @@ def _model(cfg: TrainConfig, tokenizer, resume_from: str | None):
             raise TrainingSetupError(
                 f"--resume: the model options differ from the checkpoint's in {differ}; resume with the options "
                 "of the original run")
+        if _checkpoint_step(resume_from) >= cfg.max_steps > 0:
+            return ScratchformerForConditionalGeneration.from_pretrained(resume_from, dtype=torch.float32)
     return ScratchformerForConditionalGeneration(config)
+
+
+def _checkpoint_step(checkpoint: str) -> int:
+    return int(json.loads((Path(checkpoint) / "trainer_state.json").read_text())["global_step"])
 
 
 def warmup_steps(cfg: TrainConfig) -> int:
@@ -639,7 +680,7 @@ def run_training(cfg: TrainConfig, callbacks: list | None = None) -> dict[str, A
     is_main = args.process_index == 0
 
     with args.main_process_first(desc="loading data"):
-        train_raw, valid_raw, columns, group = _load_raw(cfg)
+        train_raw, valid_raw, columns, group = load_raw_splits(cfg)
     with args.main_process_first(desc="tokenizer"):
         tokenizer = _tokenizer(cfg, train_raw, columns, is_main, resume_from)
     set_seed(cfg.seed)
@@ -675,6 +716,8 @@ def run_training(cfg: TrainConfig, callbacks: list | None = None) -> dict[str, A
         compute_metrics, preprocess = GenerationMetrics(tokenizer), None
         model.generation_config.max_length = cfg.generation_max_length
 
+    own_callbacks = _make_callbacks(collator, cfg.max_minutes)
+    time_limit = next((c for c in own_callbacks if hasattr(c, "triggered")), None)
     trainer = Seq2SeqTrainer(
         model=model,
         args=args,
@@ -685,7 +728,7 @@ def run_training(cfg: TrainConfig, callbacks: list | None = None) -> dict[str, A
         compute_loss_func=Seq2SeqLoss(cfg.label_smoothing),
         compute_metrics=compute_metrics,
         preprocess_logits_for_metrics=preprocess,
-        callbacks=_make_callbacks(collator) + list(callbacks or []),
+        callbacks=own_callbacks + list(callbacks or []),
     )
     if is_main:
         out.mkdir(parents=True, exist_ok=True)
@@ -696,12 +739,21 @@ def run_training(cfg: TrainConfig, callbacks: list | None = None) -> dict[str, A
               flush=True)
 
     start = time.time()
-    train_result = trainer.train(resume_from_checkpoint=resume_from)
-    if trainer.control.should_training_stop and trainer.state.global_step < trainer.state.max_steps:
-        # stopped early by a callback (e.g. a test's interruption): leave the checkpoints as they are
-        return {"global_step": trainer.state.global_step, "stopped": True}
-    metrics = dict(train_result.metrics)
-    metrics["train_wall_seconds"] = time.time() - start
+    if resume_from is not None and _checkpoint_step(resume_from) >= cfg.max_steps > 0:
+        # "--resume --max-steps N" with a checkpoint at step >= N: no more training, just finish the run (final
+        # model, evaluation, loss curve) from that checkpoint, e.g. to end a long run early
+        from transformers import TrainerState
+
+        trainer.state = TrainerState.load_from_json(str(Path(resume_from) / "trainer_state.json"))
+        metrics: dict[str, Any] = {"finished_from_checkpoint": resume_from}
+    else:
+        train_result = trainer.train(resume_from_checkpoint=resume_from)
+        finished = trainer.state.global_step >= trainer.state.max_steps or (time_limit and time_limit.triggered)
+        if not finished:
+            # stopped early by a callback (e.g. a test's interruption): leave the checkpoints as they are
+            return {"global_step": trainer.state.global_step, "stopped": True}
+        metrics = dict(train_result.metrics)
+        metrics["train_wall_seconds"] = time.time() - start
     eval_metrics = trainer.evaluate()
     metrics.update(eval_metrics)
 

@@ -139,6 +139,15 @@ def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
         torch.testing.assert_close(pa, pb, atol=1e-6, rtol=0, msg=name)
     assert resumed["metrics"]["eval_loss"] == pytest.approx(full["metrics"]["eval_loss"], abs=1e-6)
 
+    # ending a run early: --resume CHECKPOINT --max-steps N (N <= its step) only finishes the run from it
+    cfg.resume, cfg.max_steps = str(resumed_dir / "checkpoint-4"), 4
+    early = run_training(cfg)
+    assert early["global_step"] == 4 and "eval_loss" in early["metrics"]
+    c = ScratchformerForConditionalGeneration.from_pretrained(resumed_dir)
+    d = ScratchformerForConditionalGeneration.from_pretrained(resumed_dir / "checkpoint-4")
+    for (name, pc), pd in zip(c.state_dict().items(), d.state_dict().values()):
+        torch.testing.assert_close(pc, pd, atol=0, rtol=0, msg=name)
+
 
 # --------------------------------------------------------------------------------------------------------------------
 # Seq2seq with BLEU / chrF, held-out books
@@ -160,6 +169,15 @@ def test_seq2seq_run_reports_bleu_and_chrf_on_held_out_books(tmp_path, pairs):
 
     with safe_open(str(out / "model.safetensors"), "pt") as f:
         assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
+
+
+def test_time_limit_ends_the_run_normally(tmp_path, corpus):
+    cfg = tiny(tmp_path, corpus, max_steps=50, max_minutes=1e-6, save_steps=100)
+    result = run_training(cfg)
+    assert result["global_step"] == 1 and "eval_loss" in result["metrics"]
+    out = Path(cfg.output_dir)
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
+    assert (out / "model.safetensors").is_file() and (out / "loss_curve.png").is_file()
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,91 @@
+"""Measure seconds per optimizer step of candidate model sizes with the real training pipeline.
+
+Runs ``scratchformer train`` (denoising) for a few steps per candidate with a timing callback and prints one table
+row per candidate: wall seconds/step, CPU seconds/step of this process (less sensitive to other programs on the
+machine), target tokens/step, parameters and the size of the weights in fp32 / fp16. The numbers in
+docs/training.md come from this script:
+
+    python examples/measure_step_time.py --corpus ../shared/data/corpus_en.txt.gz --tokenizer outputs/tok16k \\
+        --presets mini small-sym small --steps 25
+
+``--tokenizer`` is a folder with a trained tokenizer (``scratchformer train`` writes one to OUTPUT_DIR/tokenizer);
+without it, a 16k byte-level BPE is trained on the corpus sample first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from scratchformer.training import TrainConfig, run_training
+
+
+class StepTimer(TrainerCallback):
+    """Wall and process-CPU time between consecutive step ends (data, forward, backward and optimizer)."""
+
+    def __init__(self):
+        self.wall, self.cpu, self.tokens = [], [], []
+        self._last = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        now = (time.perf_counter(), time.process_time())
+        if self._last is not None:
+            self.wall.append(now[0] - self._last[0])
+            self.cpu.append(now[1] - self._last[1])
+        self._last = now
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", default=str(Path(__file__).resolve().parents[2] / "shared/data/corpus_en.txt.gz"))
+    parser.add_argument("--tokenizer", default=None)
+    parser.add_argument("--presets", nargs="+", default=["mini", "small-sym", "small"])
+    parser.add_argument("--config-overrides", default=None, help="applied to every preset")
+    parser.add_argument("--steps", type=int, default=25)
+    parser.add_argument("--skip", type=int, default=5, help="first steps not counted (warm-up)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--rows", type=int, default=4000, help="corpus rows to use")
+    parser.add_argument("--json", default=None, help="also write the table here")
+    opts = parser.parse_args()
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for preset in opts.presets:
+            timer = StepTimer()
+            cfg = TrainConfig(train_files=[opts.corpus], output_dir=os.path.join(tmp, preset), preset=preset,
+                              config_overrides=opts.config_overrides, tokenizer=opts.tokenizer,
+                              max_train_samples=opts.rows, tokenizer_max_rows=opts.rows, max_steps=opts.steps,
+                              batch_size=opts.batch_size, max_length=opts.max_length, eval_steps=0,
+                              save_steps=10**6, logging_steps=10**6, max_eval_samples=32, progress_bar=False,
+                              warmup_steps=opts.steps)
+            result = run_training(cfg, callbacks=[timer])
+            weights = Path(cfg.output_dir) / "model.safetensors"
+            from scratchformer import ScratchformerForConditionalGeneration
+
+            model = ScratchformerForConditionalGeneration.from_pretrained(cfg.output_dir)
+            params = model.num_parameters()
+            wall, cpu = timer.wall[opts.skip:], timer.cpu[opts.skip:]
+            rows.append(dict(preset=preset, params=params, fp32_mb=weights.stat().st_size / 1e6,
+                             fp16_mb=params * 2 / 1e6, wall_s_per_step=statistics.median(wall),
+                             cpu_s_per_step=statistics.median(cpu), steps_timed=len(wall),
+                             load_average=os.getloadavg()[0],
+                             train_loss=result["metrics"].get("train_loss")))
+            print(json.dumps(rows[-1]), flush=True)
+    print(f"\n{'preset':<10} {'params':>10} {'fp32 MB':>8} {'fp16 MB':>8} {'wall s/step':>11} {'CPU s/step':>10}")
+    for r in rows:
+        print(f"{r['preset']:<10} {r['params']:>10,} {r['fp32_mb']:>8.1f} {r['fp16_mb']:>8.1f} "
+              f"{r['wall_s_per_step']:>11.2f} {r['cpu_s_per_step']:>10.2f}")
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
