@@ -161,15 +161,36 @@ def test_wordpiece_word_is_mean_of_its_sub_tokens(distil):
     assert torch.allclose(last.vector, tokens.vectors[word.location.token_indices[-1]], atol=1e-6)
 
 
-def test_byte_level_offsets_with_leading_space(scratch):
-    # The toy tokenizer has no offset trimming: 'Ġbank' covers " bank" (the space included).
-    enc = scratch.tokenizer(RIVER, return_offsets_mapping=True)
-    tokens = scratch.tokenizer.convert_ids_to_tokens(enc["input_ids"])
+def model_for(tokenizer, dim: int = 16):
+    """A random one-layer DistilBERT sized for ``tokenizer``'s vocabulary."""
+    from transformers import DistilBertConfig, DistilBertModel
+
+    torch.manual_seed(0)
+    config = DistilBertConfig(vocab_size=len(tokenizer), dim=dim, n_layers=1, n_heads=2, hidden_dim=32,
+                              max_position_embeddings=64)
+    return DistilBertModel(config).eval()
+
+
+def test_byte_level_offsets_with_leading_space():
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.train_from_iterator([RIVER, MONEY], trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<pad>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    bpe.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", eos_token="</s>")
+    enc = tokenizer(RIVER, return_offsets_mapping=True)
+    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"])
     start, end = enc["offset_mapping"][tokens.index("Ġbank")]
-    assert RIVER[start:end] == " bank"
-    location = scratch.locate_word(RIVER, "bank")
+    assert RIVER[start:end] == " bank"  # no offset trimming: the space belongs to the token
+    ex = EmbeddingExtractor(model_for(tokenizer), tokenizer)
+    location = ex.locate_word(RIVER, "bank")
     assert location.tokens == ["Ġbank"] and location.word == "bank" and not location.extends_beyond_word
     assert (location.char_start, location.char_end) == (start + 1, end)
+    assert ex.locate_word(RIVER, "a", occurrence=2).tokens == ["Ġa"]
 
 
 def test_end_of_word_bpe():
@@ -186,15 +207,24 @@ def test_end_of_word_bpe():
     )
     bpe.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 2)])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
-    from transformers import DistilBertConfig, DistilBertModel
-
-    torch.manual_seed(0)
-    model = DistilBertModel(DistilBertConfig(vocab_size=bpe.get_vocab_size(), dim=16, n_layers=1, n_heads=2,
-                                             hidden_dim=32, max_position_embeddings=64))
-    ex = EmbeddingExtractor(model, tokenizer)
+    ex = EmbeddingExtractor(model_for(tokenizer), tokenizer)
     location = ex.locate_word(MONEY, "withdrawing")
     assert "".join(location.tokens).replace("</w>", "") == "withdrawing" and location.tokens[-1].endswith("</w>")
     assert ex.word_embedding(MONEY, "withdrawing").vector.shape == (16,)
+
+
+@pytest.mark.parametrize("scheme", ["byte_level", "whitespace"])
+def test_word_location_with_our_tokenizer(scheme):
+    training = pytest.importorskip("scratchformer.tokenizer_training")
+    tokenizer = training.train_fast_tokenizer([RIVER, MONEY, TWO_BANKS] * 2, vocab_size=400, scheme=scheme,
+                                              min_frequency=1)
+    ex = EmbeddingExtractor(model_for(tokenizer), tokenizer)
+    for sentence, word, occurrence in [(RIVER, "Write", 0), (MONEY, "withdrawing", 0), (TWO_BANKS, "bank", 1)]:
+        location = ex.locate_word(sentence, word, occurrence)
+        text = tokenizer.convert_tokens_to_string(location.tokens).strip()
+        assert text.startswith(word) and len(text) <= len(word) + 1, (location.tokens, text)  # + '.' if glued
+    learned = ex.word_embeddings([(RIVER, "bank"), (MONEY, "bank")], layers="learned")
+    assert torch.equal(learned[0][0].vector, learned[1][0].vector)
 
 
 def test_nth_occurrence_and_span(distil):
