@@ -1,0 +1,483 @@
+"""Byte Pair Encoding from scratch: the readable reference implementation.
+
+Byte Pair Encoding was a compression algorithm (Gage 1994) before Sennrich, Haddow and Birch (2016, "Neural Machine
+Translation of Rare Words with Subword Units") used it to build a subword vocabulary. Rare words are then spelled
+with frequent pieces (``lowest`` -> ``low e s t </w>``) instead of becoming ``<unk>``. The whole method is:
+
+1. **Pre-tokenize**: split text into words and count them (``"low low lowest"`` -> ``{low: 2, lowest: 1}``).
+2. **Split** every word into symbols: characters plus an end-of-word marker ``</w>`` (:data:`WHITESPACE`
+   scheme, as in the paper), or the word's UTF-8 bytes (:data:`BYTE_LEVEL` scheme, GPT-2 style).
+3. **Merge**: count every pair of adjacent symbols, weighted by word frequency, and merge the most frequent pair
+   into a new symbol everywhere. Record it; repeat until the vocabulary is as large as asked. Ties go to the pair
+   seen first when scanning the words in corpus order, left to right, which makes training deterministic.
+
+Encoding a new word replays the recorded merges: split it into symbols, then merge the adjacent pair whose merge
+was learned earliest (lowest rank) until no learned merge applies.
+
+Two trainers produce identical merges: :func:`learn_merges_naive` recounts every pair after each merge (the
+paper's listing, easy to check), and :func:`learn_merges` updates the counts incrementally, touching only the words
+that contain the merged pair (tens of times faster; see ``benchmarks/BPE_SPEED.md``).
+
+This module is the specification that the fast tokenizer (``tokenizers`` library, built by
+:mod:`scratchformer.tokenizer_training`) is tested against token for token; it needs only the standard library and
+``regex`` (for the Unicode classes ``\\p{L}`` and ``\\p{N}`` of the GPT-2 pre-tokenizer).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import accumulate
+
+import regex
+
+Pair = tuple[str, str]
+
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<mask>")
+"""Special tokens; their ids are their positions (0-4), as in ``ScratchformerConfig``."""
+PAD, BOS, EOS, UNK, MASK = SPECIAL_TOKENS
+LSTRIP_SPECIAL_TOKENS = frozenset({MASK})
+"""Special tokens that absorb the whitespace before them (``"a <mask>"`` -> ``a``, ``<mask>``; no stray space)."""
+
+BYTE_LEVEL = "byte_level"
+WHITESPACE = "whitespace"
+SCHEMES = (BYTE_LEVEL, WHITESPACE)
+DEFAULT_SCHEME = BYTE_LEVEL
+
+END_OF_WORD = "</w>"
+"""The paper's end-of-word marker: a symbol of its own, appended to every word of the whitespace scheme."""
+STORED_END_OF_WORD = "\ue000"
+"""How ``tokenizer.json`` spells :data:`END_OF_WORD`.
+
+``tokenizers`` splits a word into *characters*, so a four-character ``</w>`` cannot be one symbol there; its
+``end_of_word_suffix`` option glues the marker onto the last character instead (``t</w>``), which gives different
+merges than the paper. The fast tokenizer therefore inserts the private-use character U+E000 after every word and
+stores ``</w>`` as that character. In the whitespace scheme both implementations delete U+E000 from input text, so
+it cannot be confused with the marker (the byte-level scheme keeps every character).
+"""
+
+UNICODE_WHITESPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+"""The Unicode ``White_Space`` characters; Rust's ``char::is_whitespace`` (used by ``tokenizers``) is the same set."""
+WHITESPACE_CLASS = "[" + regex.escape(UNICODE_WHITESPACE) + "]"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pre-tokenization: text -> words -> symbols
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's map from the 256 byte values to 256 printable characters.
+
+    Bytes that are printable Latin-1 characters map to themselves; the others (control characters, space, ...) are
+    shifted to code points from U+0100 up, so that a space byte is shown as ``Ġ`` (U+0120) and newline as ``Ċ``.
+    Every token is then a readable string, and every possible byte sequence has a spelling: nothing is unknown.
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    mapping = {b: chr(b) for b in printable}
+    shift = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + shift)
+            shift += 1
+    return mapping
+
+
+BYTE_ENCODER = bytes_to_unicode()
+BYTE_DECODER = {char: byte for byte, char in BYTE_ENCODER.items()}
+BYTE_LEVEL_ALPHABET = tuple(BYTE_ENCODER[b] for b in range(256))
+_LATIN1_TO_BYTE_SYMBOL = {b: BYTE_ENCODER[b] for b in range(256)}  # str.translate table over latin-1 decoded bytes
+
+BYTE_LEVEL_SPLIT = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+"""GPT-2's pre-tokenizer, character for character the one in ``tokenizers``' ``ByteLevel``.
+
+A word keeps the single space before it (``" world"``); letters, digits and other characters form separate words;
+English contractions are split off; a run of spaces gives all but its last space to the run.
+"""
+WHITESPACE_SPLIT = regex.compile("[^" + regex.escape(UNICODE_WHITESPACE) + "]+")
+
+
+def check_text(text: object, what: str = "text") -> str:
+    """Return ``text`` if it is a string that UTF-8 can encode, else raise a ``TypeError``/``ValueError``."""
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a str, got {type(text).__name__}: {text!r:.60}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{what} contains a lone surrogate {text[err.start]!r} at index {err.start}: it is not valid Unicode and "
+            "cannot be tokenized. Fix how the text was decoded (e.g. open(..., errors='replace'))."
+        ) from None
+    return text
+
+
+def check_scheme(scheme: str) -> str:
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown pre-tokenization scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+    return scheme
+
+
+def pretokenize(text: str, scheme: str = DEFAULT_SCHEME) -> list[str]:
+    """Split ``text`` into the words that BPE works on (no merge ever crosses a word boundary).
+
+    ``byte_level``: GPT-2 split (:data:`BYTE_LEVEL_SPLIT`), each word spelled with :func:`bytes_to_unicode`
+    characters, so ``"a café"`` -> ``['a', 'Ġcafé']`` with ``é`` as its two UTF-8 bytes ``Ã©``.
+    ``whitespace``: words are the runs of non-whitespace characters; the spacing itself is lost.
+    """
+    if scheme == BYTE_LEVEL:
+        return [
+            word.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_SYMBOL)
+            for word in BYTE_LEVEL_SPLIT.findall(text)
+        ]
+    check_scheme(scheme)
+    return WHITESPACE_SPLIT.findall(text.replace(STORED_END_OF_WORD, ""))
+
+
+def word_to_symbols(word: str, scheme: str = DEFAULT_SCHEME) -> tuple[str, ...]:
+    """The initial symbols of a pre-tokenized word: its characters, plus ``</w>`` in the whitespace scheme."""
+    return (*word, END_OF_WORD) if scheme == WHITESPACE else tuple(word)
+
+
+def count_words(texts: Iterable[str], scheme: str = DEFAULT_SCHEME) -> dict[str, int]:
+    """Word frequencies over ``texts``, in order of first occurrence (that order breaks ties in training)."""
+    check_scheme(scheme)
+    counts: dict[str, int] = {}
+    for i, text in enumerate(texts):
+        for word in pretokenize(check_text(text, f"text #{i}"), scheme):
+            counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Training
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def get_stats(vocab: dict[tuple[str, ...], int]) -> dict[Pair, int]:
+    """Frequency of every adjacent symbol pair (the paper's ``get_stats``), in first-occurrence order."""
+    pairs: dict[Pair, int] = {}
+    for symbols, freq in vocab.items():
+        for pair in zip(symbols, symbols[1:]):
+            pairs[pair] = pairs.get(pair, 0) + freq
+    return pairs
+
+
+def merge_symbols(symbols: Sequence[str], pair: Pair) -> tuple[str, ...]:
+    """Replace every occurrence of ``pair`` in ``symbols`` by the merged symbol, scanning left to right."""
+    first, second = pair
+    out: list[str] = []
+    i = 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and symbols[i] == first and symbols[i + 1] == second:
+            out.append(first + second)
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return tuple(out)
+
+
+def merge_vocab(pair: Pair, vocab: dict[tuple[str, ...], int]) -> dict[tuple[str, ...], int]:
+    """Apply one merge to every word (the paper's ``merge_vocab``)."""
+    return {merge_symbols(symbols, pair): freq for symbols, freq in vocab.items()}
+
+
+def learn_merges_naive(
+    vocab: dict[tuple[str, ...], int], num_merges: int, min_frequency: int = 1
+) -> list[Pair]:
+    """Learn ``num_merges`` merges the way the paper lists it: recount all pairs after every merge.
+
+    ``vocab`` maps each word, as a tuple of symbols, to its frequency, in first-occurrence order. ``max`` returns
+    the first of equally frequent pairs in ``get_stats``' insertion order, i.e. the pair seen first when scanning
+    the corpus. Stops early when no pair occurs ``min_frequency`` times.
+    """
+    merges: list[Pair] = []
+    for _ in range(num_merges):
+        pairs = get_stats(vocab)
+        if not pairs:
+            break
+        best = max(pairs, key=pairs.__getitem__)
+        if pairs[best] < min_frequency:
+            break
+        merges.append(best)
+        vocab = merge_vocab(best, vocab)
+    return merges
+
+
+def _pair_positions(symbols: Sequence[str]) -> set[tuple[Pair, int]]:
+    """Every adjacent pair of ``symbols`` with the character offset where it starts in the word."""
+    return set(zip(zip(symbols, symbols[1:]), accumulate(map(len, symbols), initial=0)))
+
+
+def learn_merges(
+    vocab: dict[tuple[str, ...], int],
+    num_merges: int,
+    min_frequency: int = 1,
+    progress: Callable[[int, int], object] | None = None,
+) -> list[Pair]:
+    """Learn the same merges as :func:`learn_merges_naive`, updating pair counts incrementally.
+
+    After merging a pair, only the words that contain it change, so only their pairs are recounted: an index from
+    each pair to the words containing it finds them. The most frequent pair comes from a heap of
+    ``(-count, first occurrence, pair)`` entries. The first occurrence is ``(word index, character offset)``: the
+    smallest such position is exactly where the naive scan meets the pair first, so ties are broken the same way.
+
+    Entries are never updated in place. An entry is pushed whenever a pair gains occurrences (its priority can only
+    improve then); when a pair only loses occurrences its old entry overstates it, and is corrected when it reaches
+    the top of the heap. So the heap top, once checked against the current counts, is the best pair.
+
+    ``progress(done, num_merges)`` is called after every merge (for a progress bar).
+    """
+    words = list(vocab)
+    freqs = list(vocab.values())
+    counts: dict[Pair, int] = {}
+    where: dict[Pair, set[int]] = {}  # pair -> indices of the words that contain it
+    first: dict[Pair, tuple[int, int] | None] = {}  # pair -> first (word, offset); None: recompute when needed
+
+    def add_occurrence(pair: Pair, w: int, offset: int, freq: int) -> None:
+        if pair not in counts:
+            counts[pair], where[pair], first[pair] = 0, set(), (w, offset)
+        elif first[pair] is not None and (w, offset) < first[pair]:
+            first[pair] = (w, offset)
+        counts[pair] += freq
+        where[pair].add(w)
+
+    def first_occurrence(pair: Pair) -> tuple[int, int]:
+        if first[pair] is None:  # its old first occurrence was merged away: look again
+            w = min(where[pair])
+            first[pair] = (w, min(offset for p, offset in _pair_positions(words[w]) if p == pair))
+        return first[pair]
+
+    for w, symbols in enumerate(words):
+        for pair, offset in _pair_positions(symbols):
+            add_occurrence(pair, w, offset, freqs[w])
+    heap = [(-count, first[pair], pair) for pair, count in counts.items()]
+    heapq.heapify(heap)
+
+    merges: list[Pair] = []
+    while len(merges) < num_merges and heap:
+        neg_count, position, pair = heap[0]
+        if pair not in counts:  # merged away, or no longer occurs
+            heapq.heappop(heap)
+            continue
+        current = (-counts[pair], first_occurrence(pair))
+        if current != (neg_count, position):  # stale entry: re-file it with its current priority
+            heapq.heapreplace(heap, (*current, pair))
+            continue
+        if counts[pair] < min_frequency:
+            break
+        heapq.heappop(heap)
+        merges.append(pair)
+        gained: set[Pair] = set()
+        emptied: set[Pair] = set()
+        for w in where[pair].copy():
+            old, new = words[w], merge_symbols(words[w], pair)
+            old_positions, new_positions = _pair_positions(old), _pair_positions(new)
+            for p, offset in old_positions - new_positions:
+                counts[p] -= freqs[w]
+                if counts[p] == 0:
+                    emptied.add(p)
+                if first[p] == (w, offset):
+                    first[p] = None
+            still_there = {p for p, _ in new_positions}
+            for p, _ in old_positions:
+                if p not in still_there:
+                    where[p].discard(w)
+            for p, offset in new_positions - old_positions:
+                add_occurrence(p, w, offset, freqs[w])
+                gained.add(p)
+            words[w] = new
+        for p in emptied:
+            if counts[p] == 0:
+                del counts[p], where[p], first[p]
+        for p in gained & counts.keys():
+            heapq.heappush(heap, (-counts[p], first_occurrence(p), p))
+        if progress is not None:
+            progress(len(merges), num_merges)
+    return merges
+
+
+def base_alphabet(word_counts: Iterable[str], scheme: str = DEFAULT_SCHEME) -> list[str]:
+    """The symbols every word starts from: all 256 bytes, or ``</w>`` plus every character seen in training."""
+    if scheme == BYTE_LEVEL:
+        return list(BYTE_LEVEL_ALPHABET)
+    check_scheme(scheme)
+    return [END_OF_WORD, *sorted({char for word in word_counts for char in word})]
+
+
+def train(
+    texts: Iterable[str],
+    vocab_size: int,
+    scheme: str = DEFAULT_SCHEME,
+    min_frequency: int = 2,
+    naive: bool = False,
+    progress: Callable[[int, int], object] | None = None,
+) -> BPE:
+    """Train a BPE tokenizer on ``texts`` (an iterable of strings, e.g. lines).
+
+    The vocabulary is the special tokens (ids 0-4), the base alphabet (:func:`base_alphabet`), then one token per
+    merge, ``vocab_size`` in all (fewer when the corpus runs out of pairs seen ``min_frequency`` times, or when
+    two merges spell the same token). ``naive=True`` uses :func:`learn_merges_naive` (same result, slower).
+    """
+    check_scheme(scheme)
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
+    seen_text = False
+
+    def watched(texts: Iterable[str]) -> Iterator[str]:
+        nonlocal seen_text
+        for text in texts:
+            seen_text = seen_text or (isinstance(text, str) and not text.isspace() and text != "")
+            yield text
+
+    word_counts = count_words(watched(texts), scheme)
+    if not seen_text:
+        raise ValueError("the training corpus is empty: it has no words (only empty or whitespace-only text)")
+    alphabet = base_alphabet(word_counts, scheme)
+    base_size = len(SPECIAL_TOKENS) + len(alphabet)
+    if vocab_size < base_size:
+        raise ValueError(
+            f"vocab_size={vocab_size} is smaller than the {len(SPECIAL_TOKENS)} special tokens plus the "
+            f"{len(alphabet)} symbols of the {scheme} base alphabet; ask for at least {base_size}"
+        )
+    symbols = {word_to_symbols(word, scheme): count for word, count in word_counts.items()}
+    if naive:
+        merges = learn_merges_naive(symbols, vocab_size - base_size, min_frequency)
+    else:
+        merges = learn_merges(symbols, vocab_size - base_size, min_frequency, progress)
+    tokens = [*SPECIAL_TOKENS, *alphabet, *(a + b for a, b in merges)]
+    return BPE(list(dict.fromkeys(tokens)), merges, scheme)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Encoding and decoding
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class BPE:
+    """A trained BPE tokenizer: a vocabulary, ranked merges and a pre-tokenization scheme.
+
+    ``encode`` follows the same pipeline as the fast tokenizer: special-token strings in the text become their ids,
+    the rest is pre-tokenized, each word is split into symbols and merged by rank, and ``</s>`` is appended (the
+    ``$A </s>`` template). Words seen before come from a cache.
+    """
+
+    def __init__(self, vocab: Sequence[str] | dict[str, int], merges: Sequence[Pair], scheme: str = DEFAULT_SCHEME):
+        self.scheme = check_scheme(scheme)
+        if not isinstance(vocab, dict):
+            vocab = {token: i for i, token in enumerate(vocab)}
+        self.vocab: dict[str, int] = dict(vocab)
+        self.id_to_token = {i: token for token, i in self.vocab.items()}
+        for i, token in enumerate(SPECIAL_TOKENS):
+            if self.vocab.get(token) != i:
+                raise ValueError(f"the vocabulary must have {token!r} at id {i}, as the model config expects")
+        self.merges = [tuple(pair) for pair in merges]
+        for pair in self.merges:
+            missing = [t for t in (*pair, pair[0] + pair[1]) if t not in self.vocab]
+            if len(pair) != 2 or missing:
+                raise ValueError(f"merge {pair!r} uses tokens that are not in the vocabulary: {missing}")
+        self.ranks: dict[Pair, int] = {pair: rank for rank, pair in enumerate(self.merges)}
+        if len(self.ranks) != len(self.merges):
+            raise ValueError("the merges list contains the same pair twice")
+        self._merged = [a + b for a, b in self.merges]
+        self.cache: dict[str, tuple[str, ...]] = {}  # word -> tokens
+        self.ids_cache: dict[str, tuple[int, ...]] = {}  # word -> ids
+        self._special_split = regex.compile(
+            "|".join(
+                (WHITESPACE_CLASS + "*" if token in LSTRIP_SPECIAL_TOKENS else "") + regex.escape(token)
+                for token in sorted(SPECIAL_TOKENS, key=len, reverse=True)
+            )
+        )
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    def bpe(self, word: str) -> tuple[str, ...]:
+        """Segment one pre-tokenized word: apply the learned merges, lowest rank first.
+
+        Symbols form a linked list; a heap holds the candidate merges ``(rank, position)``, so that the leftmost
+        occurrence of the best-ranked pair is merged first. After a merge the pairs it formed with its neighbours
+        become candidates; entries whose symbols have changed since are skipped. This is what ``tokenizers`` does,
+        and it takes O(n log n) even for a 10 MB word (rescanning the word after every merge would take O(n^2)).
+        """
+        if word in self.cache:
+            return self.cache[word]
+        symbols = list(word_to_symbols(word, self.scheme))
+        nxt = list(range(1, len(symbols) + 1))  # index of the next live symbol (len: none)
+        prev = list(range(-1, len(symbols) - 1))  # index of the previous live symbol (-1: none)
+        ranks = self.ranks
+        heap = [(ranks[pair], i) for i, pair in enumerate(zip(symbols, symbols[1:])) if pair in ranks]
+        heapq.heapify(heap)
+        while heap:
+            rank, i = heapq.heappop(heap)
+            j = nxt[i]
+            if not symbols[i] or j >= len(symbols) or (symbols[i], symbols[j]) not in ranks:
+                continue  # the pair at i has changed since this entry was pushed
+            if symbols[i] + symbols[j] != self._merged[rank]:
+                continue  # (checked by result, as ``tokenizers`` does: ``a + bc`` may stand for ``ab + c``)
+            symbols[i] += symbols[j]  # merge j into i and unlink j
+            symbols[j] = ""
+            nxt[i] = nxt[j]
+            if nxt[j] < len(symbols):
+                prev[nxt[j]] = i
+            for left in (prev[i], i):
+                right = nxt[left] if left >= 0 else len(symbols)
+                if left >= 0 and right < len(symbols) and (symbols[left], symbols[right]) in ranks:
+                    heapq.heappush(heap, (ranks[symbols[left], symbols[right]], left))
+        pieces = tuple(s for s in symbols if s)
+        if len(word) < 256 and len(self.cache) < 1_000_000:
+            self.cache[word] = pieces
+        return pieces
+
+    def _segments(self, text: str) -> list[tuple[bool, str]]:
+        """Split ``text`` around special-token strings: ``[(is_special, piece), ...]``."""
+        if "<" not in text:  # every special token starts with '<'
+            return [(False, text)]
+        out: list[tuple[bool, str]] = []
+        start = 0
+        for match in self._special_split.finditer(text):
+            out.append((False, text[start : match.start()]))
+            out.append((True, match.group().lstrip(UNICODE_WHITESPACE)))
+            start = match.end()
+        out.append((False, text[start:]))
+        return out
+
+    def tokenize(self, text: str) -> list[str]:
+        """The tokens of ``text`` (no template); characters outside the vocabulary become ``<unk>``."""
+        tokens: list[str] = []
+        for special, piece in self._segments(check_text(text)):
+            if special:
+                tokens.append(piece)
+                continue
+            for word in pretokenize(piece, self.scheme):
+                tokens.extend(token if token in self.vocab else UNK for token in self.bpe(word))
+        return tokens
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of ``text``, followed by ``</s>`` when ``add_special_tokens``."""
+        ids: list[int] = []
+        cache = self.ids_cache
+        for special, piece in self._segments(check_text(text)):
+            if special:
+                ids.append(self.vocab[piece])
+                continue
+            for word in pretokenize(piece, self.scheme):
+                ids.extend(cache[word] if word in cache else self.word_ids(word))
+        return [*ids, self.vocab[EOS]] if add_special_tokens else ids
+
+    def word_ids(self, word: str) -> tuple[int, ...]:
+        """The ids of one pre-tokenized word (cached, as ``tokenize`` would give them)."""
+        unk = self.vocab[UNK]
+        ids = tuple(self.vocab.get(token, unk) for token in self.bpe(word))
+        if len(word) < 256 and len(self.ids_cache) < 1_000_000:
+            self.ids_cache[word] = ids
+        return ids
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
+        """Text of ``ids``. Byte-level decoding is exact; the whitespace scheme joins words with single spaces."""
+        tokens = [self.id_to_token[i] for i in ids if not (skip_special_tokens and i < len(SPECIAL_TOKENS))]
+        if self.scheme == BYTE_LEVEL:
+            data = bytes(BYTE_DECODER[char] for token in tokens for char in token)
+            return data.decode("utf-8", errors="replace")
+        # as ``tokenizers``' BPEDecoder: the marker is a space, except in the last token
+        return "".join(t.replace(END_OF_WORD, " " if k < len(tokens) - 1 else "") for k, t in enumerate(tokens))

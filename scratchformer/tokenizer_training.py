@@ -1,0 +1,269 @@
+"""Build and train ``ScratchformerTokenizer`` (a ``tokenizer.json`` for the ``tokenizers`` library).
+
+Two ways to get the same kind of tokenizer:
+
+- :func:`train_reference_tokenizer`: learn the merges with the readable trainer in :mod:`scratchformer.bpe`, then
+  :func:`tokenizer_from_bpe` writes them into a fast tokenizer;
+- :func:`train_fast_tokenizer`: ``tokenizers``' Rust ``BpeTrainer`` (seconds for tens of megabytes).
+
+:func:`bpe_from_tokenizer` goes back from a fast tokenizer to the reference :class:`~scratchformer.bpe.BPE`, which
+encodes every text to the same ids (the parity tests check this). This module is not copied next to checkpoints:
+loading a tokenizer needs only ``tokenization_scratchformer.py`` and ``tokenizer.json``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
+
+from . import bpe
+from .tokenization_scratchformer import ScratchformerTokenizer
+
+DEFAULT_MODEL_MAX_LENGTH = 512  # ScratchformerConfig().max_position_embeddings
+
+TRAINERS = ("fast", "reference")
+
+_WS = "".join(f"\\x{{{ord(c):x}}}" for c in bpe.UNICODE_WHITESPACE)  # bpe.UNICODE_WHITESPACE in Oniguruma syntax
+
+
+def special_added_tokens() -> list[AddedToken]:
+    """``<pad> <s> </s> <unk> <mask>`` as ``AddedToken``; ``<mask>`` swallows the whitespace before it."""
+    return [
+        AddedToken(token, special=True, normalized=False, lstrip=token in bpe.LSTRIP_SPECIAL_TOKENS)
+        for token in bpe.SPECIAL_TOKENS
+    ]
+
+
+def _pipeline(model: models.BPE, scheme: str) -> Tokenizer:
+    """A ``tokenizers`` pipeline around ``model`` that pre-tokenizes exactly like :func:`bpe.pretokenize`."""
+    backend = Tokenizer(model)
+    template = processors.TemplateProcessing(
+        single="$A </s>",
+        pair="$A </s> $B:1 </s>:1",
+        special_tokens=[(bpe.EOS, bpe.SPECIAL_TOKENS.index(bpe.EOS))],
+    )
+    if scheme == bpe.BYTE_LEVEL:
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        backend.decoder = decoders.ByteLevel()
+        # trim_offsets: the offsets of 'Ġbank' cover "bank", not " bank"
+        backend.post_processor = processors.Sequence(
+            [processors.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True), template]
+        )
+    else:
+        bpe.check_scheme(scheme)
+        # '</w>' is stored as one character (see bpe.STORED_END_OF_WORD), inserted after every word
+        backend.normalizer = normalizers.Sequence(
+            [
+                normalizers.Replace(bpe.STORED_END_OF_WORD, ""),
+                normalizers.Replace(
+                    Regex(f"(?<=[^{_WS}])(?=[{_WS}]|\\z)"),  # after a word's last character
+                    bpe.STORED_END_OF_WORD,
+                ),
+            ]
+        )
+        backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        backend.decoder = decoders.BPEDecoder(suffix=bpe.STORED_END_OF_WORD)
+        backend.post_processor = template
+    return backend
+
+
+def wrap_backend(backend: Tokenizer, model_max_length: int = DEFAULT_MODEL_MAX_LENGTH) -> ScratchformerTokenizer:
+    """The ``transformers`` tokenizer around a ``tokenizers`` pipeline (special tokens must be ids 0-4)."""
+    for i, token in enumerate(bpe.SPECIAL_TOKENS):
+        if backend.token_to_id(token) != i:
+            raise ValueError(f"the tokenizer must have {token!r} at id {i}, got {backend.token_to_id(token)}")
+    if isinstance(model_max_length, bool) or not isinstance(model_max_length, int) or model_max_length < 2:
+        raise ValueError(f"model_max_length must be an int >= 2, got {model_max_length!r}")
+    pad, bos, eos, unk, mask = bpe.SPECIAL_TOKENS
+    return ScratchformerTokenizer(
+        tokenizer_object=backend,
+        pad_token=pad,
+        bos_token=bos,
+        eos_token=eos,
+        unk_token=unk,
+        mask_token=mask,
+        model_max_length=model_max_length,
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def _stored(token: str, scheme: str) -> str:
+    if scheme == bpe.WHITESPACE and token.endswith(bpe.END_OF_WORD):
+        return token[: -len(bpe.END_OF_WORD)] + bpe.STORED_END_OF_WORD
+    return token
+
+
+def tokenizer_from_bpe(
+    reference: bpe.BPE, model_max_length: int = DEFAULT_MODEL_MAX_LENGTH
+) -> ScratchformerTokenizer:
+    """A fast tokenizer with the vocabulary and merges of a reference :class:`bpe.BPE` (same ids for every text)."""
+    vocab = {_stored(token, reference.scheme): i for token, i in reference.vocab.items()}
+    merges = [(_stored(a, reference.scheme), _stored(b, reference.scheme)) for a, b in reference.merges]
+    backend = _pipeline(models.BPE(vocab=vocab, merges=merges, unk_token=bpe.UNK), reference.scheme)
+    backend.add_special_tokens(special_added_tokens())
+    return wrap_backend(backend, model_max_length)
+
+
+def bpe_from_tokenizer(tokenizer: Any) -> bpe.BPE:
+    """The reference :class:`bpe.BPE` of a fast tokenizer (a ``ScratchformerTokenizer``, a ``tokenizers.Tokenizer``,
+    or the path of a ``tokenizer.json`` or of a folder holding one)."""
+    if isinstance(tokenizer, (str, os.PathLike)):
+        path = Path(tokenizer)
+        spec = json.loads((path / "tokenizer.json" if path.is_dir() else path).read_text(encoding="utf-8"))
+    else:
+        backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+        spec = json.loads(backend.to_str())
+    if spec["model"]["type"] != "BPE":
+        raise ValueError(f"not a BPE tokenizer: its model is {spec['model']['type']}")
+    scheme = bpe.BYTE_LEVEL if (spec.get("pre_tokenizer") or {}).get("type") == "ByteLevel" else bpe.WHITESPACE
+
+    def readable(token: str) -> str:
+        if scheme == bpe.WHITESPACE and token.endswith(bpe.STORED_END_OF_WORD):
+            return token[:-1] + bpe.END_OF_WORD
+        return token
+
+    merges = [m.split(" ", 1) if isinstance(m, str) else m for m in spec["model"]["merges"]]
+    return bpe.BPE(
+        {readable(t): i for t, i in spec["model"]["vocab"].items()},
+        [(readable(a), readable(b)) for a, b in merges],
+        scheme,
+    )
+
+
+class _CheckedTexts:
+    """Iterate ``texts``, checking each item and noting whether any word was seen (to report an empty corpus)."""
+
+    def __init__(self, texts: Iterable[str]):
+        self.texts = texts
+        self.saw_words = False
+
+    def __iter__(self) -> Iterator[str]:
+        for i, text in enumerate(self.texts):
+            bpe.check_text(text, f"text #{i}")
+            self.saw_words = self.saw_words or not text.isspace() and text != ""
+            yield text
+
+
+def train_fast_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int,
+    scheme: str = bpe.DEFAULT_SCHEME,
+    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
+    min_frequency: int = 2,
+    show_progress: bool = False,
+) -> ScratchformerTokenizer:
+    """Train with ``tokenizers``' ``BpeTrainer`` (Rust, multi-threaded) on an iterable of strings."""
+    bpe.check_scheme(scheme)
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
+    base_size = len(bpe.SPECIAL_TOKENS) + len(bpe.BYTE_LEVEL_ALPHABET)
+    if scheme == bpe.BYTE_LEVEL and vocab_size < base_size:
+        raise ValueError(
+            f"vocab_size={vocab_size} is smaller than the {len(bpe.SPECIAL_TOKENS)} special tokens plus the 256 "
+            f"bytes of the byte_level base alphabet; ask for at least {base_size}"
+        )
+    backend = _pipeline(models.BPE(unk_token=bpe.UNK), scheme)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=special_added_tokens(),
+        initial_alphabet=list(bpe.BYTE_LEVEL_ALPHABET) if scheme == bpe.BYTE_LEVEL else [],
+        show_progress=show_progress,
+    )
+    checked = _CheckedTexts(texts)
+    length = len(texts) if isinstance(texts, Sequence) else None
+    backend.train_from_iterator(checked, trainer, length=length)
+    if not checked.saw_words:
+        raise ValueError("the training corpus is empty: it has no words (only empty or whitespace-only text)")
+    if backend.get_vocab_size() > vocab_size:
+        alphabet = backend.get_vocab_size() - len(bpe.SPECIAL_TOKENS)
+        raise ValueError(
+            f"vocab_size={vocab_size} is smaller than the {len(bpe.SPECIAL_TOKENS)} special tokens plus the "
+            f"{alphabet} symbols of the {scheme} base alphabet of this corpus; ask for at least "
+            f"{backend.get_vocab_size()}"
+        )
+    return wrap_backend(backend, model_max_length)
+
+
+def train_reference_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int,
+    scheme: str = bpe.DEFAULT_SCHEME,
+    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
+    min_frequency: int = 2,
+    progress: Callable[[int, int], object] | None = None,
+) -> ScratchformerTokenizer:
+    """Train with the readable incremental trainer of :mod:`scratchformer.bpe`, then build the fast tokenizer."""
+    reference = bpe.train(texts, vocab_size, scheme, min_frequency=min_frequency, progress=progress)
+    return tokenizer_from_bpe(reference, model_max_length)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Files
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def check_text_file(path: str | os.PathLike, sniff_bytes: int = 1 << 20) -> Path:
+    """Raise a ``ValueError`` unless ``path`` is an existing UTF-8 text file (plain or gzip), judged by its start."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"{path}: no such file")
+    if not path.is_file():
+        raise ValueError(f"{path}: not a file (give text files, one or more, plain or .gz)")
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    try:
+        with (gzip.open if gzipped else open)(path, "rb") as f:
+            head = f.read(sniff_bytes)
+    except (OSError, EOFError) as err:
+        raise ValueError(f"{path}: cannot read it as {'gzip' if gzipped else 'a file'} ({err})") from None
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not a UTF-8 text file (invalid byte at offset {err.start})") from None
+    if b"\x00" in head:
+        raise ValueError(f"{path}: not a text file (it contains NUL bytes)")
+    return path
+
+
+def load_text_files(paths: Sequence[str | os.PathLike]) -> Any:
+    """The lines of text files (plain or ``.gz``) as a ``datasets.Dataset`` with a ``text`` column."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    if not paths:
+        raise ValueError("no training files given")
+    files = [str(check_text_file(p)) for p in paths]
+    import datasets
+
+    try:
+        return datasets.load_dataset("text", data_files=files, split="train")
+    except Exception as err:  # datasets wraps decoding errors in its own exception types
+        raise ValueError(f"could not read the training files as UTF-8 text: {err}") from err
+
+
+def tokens_per_word(tokenizer: ScratchformerTokenizer, texts: Sequence[str], batch_size: int = 1000) -> float:
+    """Average number of tokens (special tokens excluded) per whitespace-separated word of ``texts``."""
+    backend = tokenizer.backend_tokenizer
+    tokens = words = 0
+    for start in range(0, len(texts), batch_size):
+        batch = list(texts[start : start + batch_size])
+        tokens += sum(len(e.ids) for e in backend.encode_batch(batch, add_special_tokens=False))
+        words += sum(len(text.split()) for text in batch)
+    return tokens / words if words else 0.0
