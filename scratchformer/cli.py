@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES = [
     "scratchformer.compare", "scratchformer.senses",  # compare, senses (embedding extraction, issue 4)
     "scratchformer.hub",  # export, push (Hub-ready folder and upload, issue 6)
     "scratchformer.training",  # train (denoising / seq2seq, torchrun / accelerate launch, issue 5)
+    "scratchformer.tokenizer_cli",  # train-tokenizer (BPE, issue 3)
 ]
 
 

@@ -1,0 +1,84 @@
+"""``scratchformer train-tokenizer``: train a BPE tokenizer on text files and save it as a tokenizer folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    from .bpe import DEFAULT_SCHEME, SCHEMES
+
+    cmd = subparsers.add_parser(
+        "train-tokenizer",
+        help="train a BPE tokenizer on text files (plain or .gz) and save it for AutoTokenizer",
+        description="Train a BPE tokenizer (special tokens <pad> <s> </s> <unk> <mask> = ids 0-4) on text files, "
+        "one example per line, and save tokenizer.json, tokenizer_config.json and the tokenizer code to OUTPUT.",
+    )
+    cmd.add_argument("files", nargs="+", help="training text files, UTF-8, plain or .gz")
+    cmd.add_argument("--vocab-size", type=int, default=16000, help="vocabulary size, special tokens included")
+    cmd.add_argument(
+        "--scheme",
+        choices=SCHEMES,
+        default=DEFAULT_SCHEME,
+        help="byte_level (default: lossless, no unknown tokens) or whitespace (words + </w>, as in Sennrich et al.)",
+    )
+    cmd.add_argument("--output", required=True, help="folder to save the tokenizer into")
+    cmd.add_argument(
+        "--trainer",
+        choices=("fast", "reference"),
+        default="fast",
+        help="fast: the tokenizers library's BpeTrainer; reference: the readable pure-Python trainer (slow)",
+    )
+    cmd.add_argument("--min-frequency", type=int, default=2, help="merge only pairs seen at least this often")
+    cmd.add_argument(
+        "--model-max-length",
+        type=int,
+        default=512,
+        help="longest input the model takes (its max_position_embeddings; default 512)",
+    )
+    cmd.add_argument("--no-progress", action="store_true", help="do not show progress bars")
+    cmd.set_defaults(func=_train_tokenizer)
+
+
+def _train_tokenizer(args: argparse.Namespace) -> int:
+    from . import tokenizer_training as tt
+
+    try:
+        texts = tt.load_text_files(args.files)["text"]
+        show_progress = not args.no_progress
+        print(f"training a {args.scheme} BPE ({args.trainer} trainer) on {len(texts):,} lines", file=sys.stderr)
+        if args.trainer == "fast":
+            tokenizer = tt.train_fast_tokenizer(
+                texts,
+                args.vocab_size,
+                args.scheme,
+                model_max_length=args.model_max_length,
+                min_frequency=args.min_frequency,
+                show_progress=show_progress,
+            )
+        else:
+            from tqdm.auto import tqdm
+
+            with tqdm(unit="merge", disable=not show_progress) as bar:
+
+                def progress(done: int, total: int) -> None:
+                    bar.total = total
+                    bar.update(done - bar.n)
+
+                tokenizer = tt.train_reference_tokenizer(
+                    texts,
+                    args.vocab_size,
+                    args.scheme,
+                    model_max_length=args.model_max_length,
+                    min_frequency=args.min_frequency,
+                    progress=progress,
+                )
+        tokenizer.save_pretrained(args.output)
+    except (ValueError, TypeError, OSError) as err:
+        print(f"scratchformer train-tokenizer: error: {err}", file=sys.stderr)
+        return 1
+    print(f"saved to {args.output}")
+    print(f"vocabulary size: {len(tokenizer)}")
+    print(f"tokens per word: {tt.tokens_per_word(tokenizer, texts):.3f}")
+    return 0

@@ -1,0 +1,76 @@
+"""``scratchformer train-tokenizer``: files in (plain or .gz), a loadable tokenizer folder out, clear errors."""
+
+from __future__ import annotations
+
+import gzip
+import re
+
+import pytest
+from tokenizer_fixtures import sentences
+from transformers import AutoTokenizer
+
+import scratchformer  # noqa: F401  (registers ScratchformerTokenizer with AutoTokenizer)
+from scratchformer.cli import build_parser, main
+
+
+@pytest.fixture(scope="module")
+def corpus_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    lines = sentences(600)
+    plain, packed = folder / "a.txt", folder / "b.txt.gz"
+    plain.write_text("\n".join(lines[:300]) + "\n", encoding="utf-8")
+    with gzip.open(packed, "wt", encoding="utf-8") as f:
+        f.write("\n".join(lines[300:]) + "\n")
+    return plain, packed
+
+
+def test_help_lists_the_subcommand():
+    assert "train-tokenizer" in build_parser().format_help()
+
+
+@pytest.mark.parametrize("trainer, scheme, vocab_size", [
+    ("fast", "byte_level", 400),
+    ("reference", "whitespace", 150),
+])
+def test_train_tokenizer_writes_a_loadable_folder(corpus_files, tmp_path, capsys, trainer, scheme, vocab_size):
+    out = tmp_path / "tok"
+    rc = main(["train-tokenizer", *map(str, corpus_files), "--vocab-size", str(vocab_size), "--scheme", scheme,
+               "--trainer", trainer, "--output", str(out), "--no-progress", "--model-max-length", "256"])
+    stdout = capsys.readouterr().out
+    assert rc == 0
+    assert f"vocabulary size: {vocab_size}" in stdout
+    tokens_per_word = float(re.search(r"tokens per word: ([\d.]+)", stdout).group(1))
+    assert 1.0 <= tokens_per_word < 5.0  # a trained subword vocabulary; never fewer tokens than words here
+    tok = AutoTokenizer.from_pretrained(out)
+    assert len(tok) == vocab_size and tok.model_max_length == 256
+    assert tok("the river bank")["input_ids"][-1] == tok.eos_token_id == 2
+
+
+def test_default_is_fast_byte_level(corpus_files, tmp_path, capsys):
+    out = tmp_path / "tok"
+    assert main(["train-tokenizer", str(corpus_files[0]), "--vocab-size", "300", "--output", str(out)]) == 0
+    tok = AutoTokenizer.from_pretrained(out)
+    assert tok.backend_tokenizer.pre_tokenizer.__class__.__name__ == "ByteLevel"
+    assert tok.decode(tok("naïve  😀\tx")["input_ids"], skip_special_tokens=True) == "naïve  😀\tx"
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: d / "missing.txt", "missing.txt: no such file"),
+    (lambda d: d, "not a file"),
+    (lambda d: (d / "bin.dat").write_bytes(bytes(range(256)) * 10) and d / "bin.dat", "not a UTF-8 text file"),
+    (lambda d: (d / "nul.txt").write_bytes(b"abc\x00def\n") and d / "nul.txt", "contains NUL bytes"),
+    (lambda d: (d / "bad.gz").write_bytes(b"\x1f\x8b\x08garbage") and d / "bad.gz", "cannot read it as gzip"),
+    (lambda d: (d / "empty.txt").write_text("\n\n  \n") and d / "empty.txt", "the training corpus is empty"),
+])
+def test_bad_files_give_a_clear_error(tmp_path, capsys, make, message):
+    path = make(tmp_path)
+    rc = main(["train-tokenizer", str(path), "--output", str(tmp_path / "out"), "--no-progress"])
+    assert rc == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_too_small_vocabulary_is_refused(corpus_files, tmp_path, capsys):
+    rc = main(["train-tokenizer", str(corpus_files[0]), "--vocab-size", "100", "--output", str(tmp_path / "o")])
+    assert rc == 1
+    assert "ask for at least 261" in capsys.readouterr().err
