@@ -48,14 +48,10 @@ def _train_tokenizer(args: argparse.Namespace) -> int:
         texts = tt.load_text_files(args.files)["text"]
         show_progress = not args.no_progress
         print(f"training a {args.scheme} BPE ({args.trainer} trainer) on {len(texts):,} lines", file=sys.stderr)
+        settings = dict(model_max_length=args.model_max_length, min_frequency=args.min_frequency)
         if args.trainer == "fast":
             tokenizer = tt.train_fast_tokenizer(
-                texts,
-                args.vocab_size,
-                args.scheme,
-                model_max_length=args.model_max_length,
-                min_frequency=args.min_frequency,
-                show_progress=show_progress,
+                texts, args.vocab_size, args.scheme, show_progress=show_progress, **settings
             )
         else:
             from tqdm.auto import tqdm
@@ -67,12 +63,7 @@ def _train_tokenizer(args: argparse.Namespace) -> int:
                     bar.update(done - bar.n)
 
                 tokenizer = tt.train_reference_tokenizer(
-                    texts,
-                    args.vocab_size,
-                    args.scheme,
-                    model_max_length=args.model_max_length,
-                    min_frequency=args.min_frequency,
-                    progress=progress,
+                    texts, args.vocab_size, args.scheme, progress=progress, **settings
                 )
         tokenizer.save_pretrained(args.output)
     except (ValueError, TypeError, OSError) as err:

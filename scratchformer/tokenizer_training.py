@@ -13,8 +13,6 @@ loading a tokenizer needs only ``tokenization_scratchformer.py`` and ``tokenizer
 
 from __future__ import annotations
 
-import codecs
-import gzip
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -220,42 +218,15 @@ def train_reference_tokenizer(
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def check_text_file(path: str | os.PathLike, sniff_bytes: int = 1 << 20) -> Path:
-    """Raise a ``ValueError`` unless ``path`` is an existing UTF-8 text file (plain or gzip), judged by its start."""
-    path = Path(path)
-    if not path.exists():
-        raise ValueError(f"{path}: no such file")
-    if not path.is_file():
-        raise ValueError(f"{path}: not a file (give text files, one or more, plain or .gz)")
-    with open(path, "rb") as f:
-        gzipped = f.read(2) == b"\x1f\x8b"
-    try:
-        with (gzip.open if gzipped else open)(path, "rb") as f:
-            head = f.read(sniff_bytes)
-    except (OSError, EOFError) as err:
-        raise ValueError(f"{path}: cannot read it as {'gzip' if gzipped else 'a file'} ({err})") from None
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not a UTF-8 text file (invalid byte at offset {err.start})") from None
-    if b"\x00" in head:
-        raise ValueError(f"{path}: not a text file (it contains NUL bytes)")
-    return path
-
-
 def load_text_files(paths: Sequence[str | os.PathLike]) -> Any:
-    """The lines of text files (plain or ``.gz``) as a ``datasets.Dataset`` with a ``text`` column."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    if not paths:
-        raise ValueError("no training files given")
-    files = [str(check_text_file(p)) for p in paths]
-    import datasets
+    """The lines of UTF-8 text files (plain or ``.gz``) as a ``datasets.Dataset`` with a ``text`` column.
 
-    try:
-        return datasets.load_dataset("text", data_files=files, split="train")
-    except Exception as err:  # datasets wraps decoding errors in its own exception types
-        raise ValueError(f"could not read the training files as UTF-8 text: {err}") from err
+    Uses the project's data loader (:func:`scratchformer.data.load_data_files`): a missing, empty, non-text or
+    corrupt file raises a ``ValueError`` (``DataError``) that names it.
+    """
+    from .data import load_data_files
+
+    return load_data_files(paths, fmt="txt")
 
 
 def tokens_per_word(tokenizer: ScratchformerTokenizer, texts: Sequence[str], batch_size: int = 1000) -> float:
