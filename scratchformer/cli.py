@@ -12,7 +12,7 @@ import sys
 
 # Modules providing ``add_subcommand(subparsers)``, in the order they appear in ``--help``.
 SUBCOMMAND_MODULES = [
-    "scratchformer.cli",  # info, demo (below)
+    "scratchformer.cli",  # info (below)
     "scratchformer.compare", "scratchformer.senses",  # compare, senses (embedding extraction, issue 4)
     "scratchformer.hub",  # export, push (Hub-ready folder and upload, issue 6)
     "scratchformer.training",  # train (denoising / seq2seq, torchrun / accelerate launch, issue 5)
@@ -50,20 +50,9 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
-
-    return run_demo(args.output)
-
-
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     info = subparsers.add_parser("info", help="print versions and the registered Hugging Face classes")
     info.set_defaults(func=_info)
-    demo = subparsers.add_parser(
-        "demo", help="build a tiny random model, save it, reload it (also as remote code) and generate"
-    )
-    demo.add_argument("--output", default="outputs/demo", help="folder to save the demo model into")
-    demo.set_defaults(func=_demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
