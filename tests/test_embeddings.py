@@ -49,7 +49,7 @@ def tiny_distilbert(seed: int = 0, max_position_embeddings: int = 64):
 
 
 def tiny_scratchformer(texts=(RIVER, MONEY, TWO_BANKS), **overrides):
-    """A random tiny Scratchformer encoder-decoder with a toy byte-level BPE trained on ``texts``."""
+    """A random tiny Scratchformer encoder-decoder with our byte-level BPE trained on ``texts``."""
     from scratchformer.compare import build_random_scratchformer
 
     sizes = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
@@ -215,9 +215,9 @@ def test_end_of_word_bpe():
 
 @pytest.mark.parametrize("scheme", ["byte_level", "whitespace"])
 def test_word_location_with_our_tokenizer(scheme):
-    training = pytest.importorskip("scratchformer.tokenizer_training")
-    tokenizer = training.train_fast_tokenizer([RIVER, MONEY, TWO_BANKS] * 2, vocab_size=400, scheme=scheme,
-                                              min_frequency=1)
+    from scratchformer.tokenizer_training import train_fast_tokenizer
+
+    tokenizer = train_fast_tokenizer([RIVER, MONEY, TWO_BANKS] * 2, vocab_size=400, scheme=scheme, min_frequency=1)
     ex = EmbeddingExtractor(model_for(tokenizer), tokenizer)
     for sentence, word, occurrence in [(RIVER, "Write", 0), (MONEY, "withdrawing", 0), (TWO_BANKS, "bank", 1)]:
         location = ex.locate_word(sentence, word, occurrence)
