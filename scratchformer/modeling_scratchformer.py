@@ -317,6 +317,7 @@ class ScratchformerEncoderLayer(GradientCheckpointingLayer):
             self.self_attn_residual.sublayer_input(hidden_states), attention_mask=attention_mask, rotary=rotary,
             output_attentions=output_attentions)
         hidden_states = self.self_attn_residual(hidden_states, attended)
+        del attended  # added to the residual stream: free it before the FFN allocates (lower peak memory)
         fed = self.feed_forward(self.feed_forward_residual.sublayer_input(hidden_states))
         hidden_states = self.feed_forward_residual(hidden_states, fed)
         return hidden_states, weights
@@ -353,11 +354,13 @@ class ScratchformerDecoderLayer(GradientCheckpointingLayer):
             self.self_attn_residual.sublayer_input(hidden_states), attention_mask=attention_mask, rotary=rotary,
             past_key_values=past_key_values, output_attentions=output_attentions)
         hidden_states = self.self_attn_residual(hidden_states, attended)
+        del attended  # each sub-layer output is freed once it is in the residual stream (lower peak memory)
         attended, cross_weights = self.cross_attn(
             self.cross_attn_residual.sublayer_input(hidden_states), key_value_states=encoder_hidden_states,
             attention_mask=encoder_attention_mask, past_key_values=past_key_values,
             output_attentions=output_attentions)
         hidden_states = self.cross_attn_residual(hidden_states, attended)
+        del attended
         fed = self.feed_forward(self.feed_forward_residual.sublayer_input(hidden_states))
         hidden_states = self.feed_forward_residual(hidden_states, fed)
         return hidden_states, self_weights, cross_weights
