@@ -70,17 +70,23 @@ def sinusoidal_position_encoding(num_positions: int, d_model: int, dtype: torch.
 class ScratchformerSinusoidalPositionalEncoding(nn.Module):
     """Fixed sinusoidal position vectors added to the token embeddings (section 3.5). Has no parameters.
 
-    The table is computed for the lengths a forward pass needs, so any length works (no maximum), and no buffer is
-    stored (buffers would come back as garbage from meta-device loading in ``from_pretrained``).
+    Any length works (no maximum): the table is computed on first use and again, at least twice as long, when a
+    longer input comes. It is kept in a plain attribute, not a buffer (buffers would come back as garbage from
+    meta-device loading in ``from_pretrained``, and there is nothing to save). Recomputing it at every forward cost
+    about 0.1 ms per generated token.
     """
 
     def __init__(self, d_model: int):
         super().__init__()
         self.d_model = d_model
+        self._table: torch.Tensor | None = None  # (P, D), P > every position seen so far
 
     def forward(self, position_ids: torch.Tensor, num_positions: int) -> torch.Tensor:
         # position_ids: (B, T) with values < num_positions  ->  (B, T, D)
-        table = sinusoidal_position_encoding(num_positions, self.d_model).to(position_ids.device)
+        table = self._table
+        if table is None or table.shape[0] < num_positions or table.device != position_ids.device:
+            length = max(num_positions, 64 if table is None else 2 * table.shape[0])
+            table = self._table = sinusoidal_position_encoding(length, self.d_model).to(position_ids.device)
         return table[position_ids]
 
 
