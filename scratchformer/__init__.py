@@ -6,6 +6,7 @@ remote-code export, so that ``save_pretrained`` writes an ``auto_map`` and copie
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
+from .checkpoints import load_pretrained, pretrained_path
 from .configuration_scratchformer import ScratchformerConfig
 from .modeling_scratchformer import (
     ScratchformerEncoderModel,
@@ -35,4 +36,6 @@ __all__ = [
     "ScratchformerPreTrainedModel",
     "ScratchformerTokenizer",
     "__version__",
+    "load_pretrained",
+    "pretrained_path",
 ]
