@@ -53,6 +53,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--rows", type=int, default=4000, help="corpus rows to use")
+    parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
     parser.add_argument("--json", default=None, help="also write the table here")
     opts = parser.parse_args()
 
@@ -65,7 +66,7 @@ def main() -> None:
                               max_train_samples=opts.rows, tokenizer_max_rows=opts.rows, max_steps=opts.steps,
                               batch_size=opts.batch_size, max_length=opts.max_length, eval_steps=0,
                               save_steps=10**6, logging_steps=10**6, max_eval_samples=32, progress_bar=False,
-                              warmup_steps=opts.steps)
+                              warmup_steps=opts.steps, bf16=opts.bf16)
             result = run_training(cfg, callbacks=[timer])
             weights = Path(cfg.output_dir) / "model.safetensors"
             from scratchformer import ScratchformerForConditionalGeneration

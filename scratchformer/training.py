@@ -687,17 +687,15 @@ def run_training(cfg: TrainConfig, callbacks: list | None = None) -> dict[str, A
     model = _model(cfg, tokenizer, resume_from)
     check_tokenizer_matches(tokenizer, model.config, cfg.objective)
 
-    with args.main_process_first(desc="tokenizing"):
+    def tokenize(rows):
         if cfg.objective == "denoise":
-            train_ds = data.tokenize_for_denoising(train_raw, tokenizer, cfg.text_column, cfg.max_length,
-                                                   num_proc=cfg.num_proc)
-            valid_ds = data.tokenize_for_denoising(valid_raw, tokenizer, cfg.text_column, cfg.max_length,
-                                                   num_proc=cfg.num_proc)
-        else:
-            train_ds = data.tokenize_pairs(train_raw, tokenizer, cfg.source_column, cfg.target_column,
-                                           cfg.max_source_length, cfg.max_target_length, cfg.num_proc)
-            valid_ds = data.tokenize_pairs(valid_raw, tokenizer, cfg.source_column, cfg.target_column,
-                                           cfg.max_source_length, cfg.max_target_length, cfg.num_proc)
+            return data.tokenize_for_denoising(rows, tokenizer, cfg.text_column, cfg.max_length,
+                                               num_proc=cfg.num_proc)
+        return data.tokenize_pairs(rows, tokenizer, cfg.source_column, cfg.target_column, cfg.max_source_length,
+                                   cfg.max_target_length, cfg.num_proc)
+
+    with args.main_process_first(desc="tokenizing"):
+        train_ds, valid_ds = tokenize(train_raw), tokenize(valid_raw)
     if len(train_ds) == 0:
         raise data.DataError(f"no training example is left after tokenization (texts under 4 tokens are dropped "
                              f"for denoising); {len(train_raw)} rows were read")
