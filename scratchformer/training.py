@@ -109,7 +109,7 @@ class TrainConfig:
     cache_dir: str | None = _opt(None, "datasets cache folder (default: the datasets default)")
     # --- model and tokenizer
     model: str | None = _opt(None, "start from this checkpoint folder (fine-tuning) instead of a random model")
-    preset: str = _opt("small", "model size for a new model", choices=tuple(PRESETS))
+    preset: str = _opt("mini", "model size for a new model (docs/training.md)", choices=tuple(PRESETS))
     config_overrides: str | None = _opt(None, "ScratchformerConfig fields, e.g. 'd_model=256,encoder_layers=4,"
                                               "pre_layer_norm=true'")
     tokenizer: str | None = _opt(None, "tokenizer folder (default: the --model's, else train one on the training "
