@@ -275,7 +275,8 @@ class ScratchformerFeedForward(nn.Module):
     def __init__(self, config: ScratchformerConfig, ffn_dim: int):
         super().__init__()
         self.fc1 = nn.Linear(config.d_model, ffn_dim)
-        self.activation = nn.ReLU() if config.activation_function == "relu" else nn.GELU()
+        # ReLU in place: x W1 + b1 is not needed again, so no second (B, T, d_ff) tensor is allocated.
+        self.activation = nn.ReLU(inplace=True) if config.activation_function == "relu" else nn.GELU()
         self.activation_dropout = nn.Dropout(config.activation_dropout)
         self.fc2 = nn.Linear(ffn_dim, config.d_model)
 
