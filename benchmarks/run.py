@@ -245,28 +245,24 @@ class Workloads:
             self.models[key] = build_model(key, self.size)
         return self.models[key]
 
-    def encoder(self, key: str, length: int) -> Callable[[], object]:
+    def _inference(self, key: str, **inputs: torch.Tensor) -> Callable[[], object]:
         model = self.model(key)
-        ids = token_ids(self.size.encoder_batch, length, self.size.vocab, seed=1)
-        mask = torch.ones_like(ids)
 
         def run():
             with torch.inference_mode():
-                return model(input_ids=ids, attention_mask=mask)
+                return model(**inputs)
         return run
 
+    def encoder(self, key: str, length: int) -> Callable[[], object]:
+        ids = token_ids(self.size.encoder_batch, length, self.size.vocab, seed=1)
+        return self._inference(key, input_ids=ids, attention_mask=torch.ones_like(ids))
+
     def s2s_forward(self, key: str) -> Callable[[], object]:
-        model = self.model(key)
         s = self.size
         ids = token_ids(s.s2s_batch, s.s2s_source, s.vocab, seed=2)
         decoder_ids = token_ids(s.s2s_batch, s.s2s_target, s.vocab, seed=3)
         decoder_ids[:, 0] = BOS
-        mask = torch.ones_like(ids)
-
-        def run():
-            with torch.inference_mode():
-                return model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids)
-        return run
+        return self._inference(key, input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=decoder_ids)
 
     def train_step(self, key: str) -> Callable[[], object]:
         """Forward with labels (teacher forcing, cross-entropy), backward and an AdamW step."""
@@ -442,8 +438,9 @@ def memory_probes(size: Size) -> list[tuple[str, str, str]]:
     return probes
 
 
-def _status_kb(name: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def _proc_kb(path: str, name: str) -> int:
+    """A ``Name:  1234 kB`` field of /proc/self/status or /proc/meminfo."""
+    for line in Path(path).read_text().splitlines():
         if line.startswith(name + ":"):
             return int(line.split()[1])
     raise KeyError(name)
@@ -466,11 +463,11 @@ def _memory_child(conn, size: Size, workload: str, key: str, threads: int) -> No
         torch.set_num_threads(threads)
         _pin_malloc_to_live_memory()
         Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current resident set
-        start_kb = _status_kb("VmRSS")
+        start_kb = _proc_kb("/proc/self/status", "VmRSS")
         run = Workloads(size).get(workload, key)
         run()
         run()
-        peak_kb = _status_kb("VmHWM")
+        peak_kb = _proc_kb("/proc/self/status", "VmHWM")
         conn.send({"workload": workload, "model": key, "peak_rss_mb": peak_kb / 1024,
                    "start_rss_mb": start_kb / 1024, "increment_mb": (peak_kb - start_kb) / 1024})
     except BaseException as error:  # report, do not hang the parent
@@ -535,17 +532,10 @@ def machine() -> dict:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-        ram_gb = _meminfo_kb("MemTotal") / 2**20
+        ram_gb = _proc_kb("/proc/meminfo", "MemTotal") / 2**20
     except OSError:
         ram_gb = None
     return {"cpu": cpu, "logical_cpus": os.cpu_count(), "ram_gb": ram_gb, "platform": platform.platform()}
-
-
-def _meminfo_kb(name: str) -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith(name + ":"):
-            return int(line.split()[1])
-    raise KeyError(name)
 
 
 def git_state() -> dict:
