@@ -7,7 +7,8 @@ Writes ``results.json`` and ``RESULTS.md`` to ``--out-dir`` (default: this folde
 for ``--quick``, so that a quick run never overwrites the committed results).
 
 Method. Every comparison is a *pair* (A = ours, B = theirs) with identical dimensions, fp32 and sdpa attention unless
-stated. After ``warmup`` calls of each, the two are timed alternately A, B, A, B, ... so that both see the same
+stated, timed in its own process (forked from this one before anything is computed) holding just the two models.
+After ``warmup`` calls of each, the two are timed alternately A, B, A, B, ... so that both see the same
 background load; we report the median wall time of each, the spread (min, max, interquartile range) and
 ``ratio = median(B) / median(A)`` = ours tokens/s over theirs (> 1: ours is faster). The per-round ratio B_i / A_i
 (neighbouring calls) is reported too: it is the more robust one when other processes share the cores.
@@ -167,6 +168,9 @@ Measured while working on issue 7 (1 thread, this machine, shared); reproduce wi
   MB). With glibc's default allocator, the lower footprint also means fewer page faults: `--allocator default
   --only encoder,s2s,train_step_vs` then gave ours 4,064 faults per 32 x 128 encoder call against 16-23k for
   BART/BERT/DistilBERT, ratios 1.06 / 1.14 / 1.10, s2s forward 1.14, training step 1.05.
+- **One process per pair.** Timed one after the other in a single process, the training-step pair gave 0.979
+  in a full run and 1.005-1.014 run alone, every call alike (the heap left by earlier pairs decides where the
+  tensors land). Each pair now runs in a fresh child process, so a result does not depend on what ran before.
 - **Threads.** With 2 intra-op threads and other jobs on the 2 cores (load average 4-6), OpenMP barriers wait
   for descheduled threads: the same 32 x 32 encoder call took 0.26-0.9 s instead of 0.07 s. Runs on a shared
   machine therefore use `--threads 1`, which keeps the A/B comparison meaningful; on an idle machine the default
@@ -333,9 +337,9 @@ class Pair:
     title: str
     a: str  # label of A (ours)
     b: str  # label of B (theirs, or the alternative)
-    run_a: Callable[[], object] = field(repr=False)
-    run_b: Callable[[], object] = field(repr=False)
-    tokens: int  # tokens per call, for tokens/s ("" when meaningless)
+    make_a: Callable[[], Callable[[], object]] = field(repr=False)  # builds the model, returns the call to time
+    make_b: Callable[[], Callable[[], object]] = field(repr=False)
+    tokens: int  # tokens per call, for tokens/s
     target: float | None  # the minimum of median(B) / median(A), None when informative only
     repeats: int
     ratio_name: str = "ours/theirs tokens/s"
@@ -351,12 +355,13 @@ def summarise(times: list[float], tokens: int) -> dict:
 
 
 def time_pair(pair: Pair, warmup: int) -> dict:
+    run_a, run_b = pair.make_a(), pair.make_b()
     for _ in range(warmup):
-        pair.run_a()
-        pair.run_b()
+        run_a()
+        run_b()
     a_times, b_times, a_faults, b_faults = [], [], [], []
     for _ in range(pair.repeats):
-        for run, times, faults in ((pair.run_a, a_times, a_faults), (pair.run_b, b_times, b_faults)):
+        for run, times, faults in ((run_a, a_times, a_faults), (run_b, b_times, b_faults)):
             faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             start = time.perf_counter()
             run()
@@ -375,7 +380,14 @@ def time_pair(pair: Pair, warmup: int) -> dict:
     }
 
 
+def _pair_child(size: Size, pair_id: str, allocator: str) -> dict:
+    kept = allocator == "cached" and keep_freed_memory()
+    pair = next(p for p in make_pairs(Workloads(size)) if p.id == pair_id)
+    return {**time_pair(pair, size.warmup), "freed_memory_kept": kept}
+
+
 def make_pairs(w: Workloads) -> list[Pair]:
+    """Every pair; nothing is built until a pair's ``make_a`` / ``make_b`` is called."""
     s = w.size
     r, slow = s.repeats, s.slow_repeats
     pairs = []
@@ -385,41 +397,47 @@ def make_pairs(w: Workloads) -> list[Pair]:
             pairs.append(Pair(
                 f"encoder_b{s.encoder_batch}_s{length}_vs_{key.split('_')[0]}", "encoder",
                 f"encoder forward, batch {s.encoder_batch} x {length}", "ScratchformerEncoderModel", name,
-                w.encoder("ours_encoder", length), w.encoder(key, length), tokens, SPEED_TARGET, r))
+                lambda length=length: w.encoder("ours_encoder", length),
+                lambda key=key, length=length: w.encoder(key, length), tokens, SPEED_TARGET, r))
     s2s_tokens = s.s2s_batch * (s.s2s_source + s.s2s_target)
     shape = f"batch {s.s2s_batch}, source {s.s2s_source} + target {s.s2s_target}"
     pairs.append(Pair("s2s_forward_vs_bart", "s2s_forward", f"encoder-decoder forward, {shape}",
                       "ScratchformerForConditionalGeneration", "BartForConditionalGeneration",
-                      w.s2s_forward("ours_s2s"), w.s2s_forward("bart_s2s"), s2s_tokens, SPEED_TARGET, r))
+                      lambda: w.s2s_forward("ours_s2s"), lambda: w.s2s_forward("bart_s2s"), s2s_tokens,
+                      SPEED_TARGET, r))
     pairs.append(Pair("train_step_vs_bart", "train_step", f"training step (fwd + bwd + AdamW), {shape}",
                       "ScratchformerForConditionalGeneration", "BartForConditionalGeneration",
-                      w.train_step("ours_train"), w.train_step("bart_train"), s2s_tokens, SPEED_TARGET, r))
+                      lambda: w.train_step("ours_train"), lambda: w.train_step("bart_train"), s2s_tokens,
+                      SPEED_TARGET, r))
     for batch in s.generate_batches:
         pairs.append(Pair(
             f"generate_b{batch}_vs_bart", "generate",
             f"greedy generation with KV cache, batch {batch}, {s.generate_new} new tokens",
             "ScratchformerForConditionalGeneration", "BartForConditionalGeneration",
-            w.generate("ours_s2s", batch, s.generate_new), w.generate("bart_s2s", batch, s.generate_new),
+            lambda batch=batch: w.generate("ours_s2s", batch, s.generate_new),
+            lambda batch=batch: w.generate("bart_s2s", batch, s.generate_new),
             batch * s.generate_new, SPEED_TARGET, r))
     for batch in s.generate_batches:
         pairs.append(Pair(
             f"cache_b{batch}", "cache", f"ours, greedy generation, batch {batch}, {s.cache_new} new tokens",
             "with KV cache", "without cache (use_cache=False)",
-            w.generate("ours_s2s", batch, s.cache_new), w.generate("ours_s2s", batch, s.cache_new, use_cache=False),
+            lambda batch=batch: w.generate("ours_s2s", batch, s.cache_new),
+            lambda batch=batch: w.generate("ours_s2s", batch, s.cache_new, use_cache=False),
             batch * s.cache_new, CACHE_TARGET, slow, ratio_name="cache speed-up"))
     pairs.append(Pair(
         f"attention_encoder_b{s.encoder_batch}_s{s.long}", "attention",
         f"ours, encoder forward, batch {s.encoder_batch} x {s.long}", "sdpa", "eager",
-        w.encoder("ours_encoder", s.long), w.encoder("ours_encoder_eager", s.long), s.encoder_batch * s.long, None,
-        r, ratio_name="sdpa/eager tokens/s"))
+        lambda: w.encoder("ours_encoder", s.long), lambda: w.encoder("ours_encoder_eager", s.long),
+        s.encoder_batch * s.long, None, r, ratio_name="sdpa/eager tokens/s"))
     pairs.append(Pair(
         "attention_train_step", "attention", f"ours, training step, {shape}", "sdpa", "eager",
-        w.train_step("ours_train"), w.train_step("ours_train_eager"), s2s_tokens, None, r,
+        lambda: w.train_step("ours_train"), lambda: w.train_step("ours_train_eager"), s2s_tokens, None, r,
         ratio_name="sdpa/eager tokens/s"))
     pairs.append(Pair(
         "matmul", "matmul", f"ours, encoder forward {s.encoder_batch} x {s.long} vs fp32 matmul {s.matmul_n}^3",
-        "ScratchformerEncoderModel", f"torch.mm {s.matmul_n}x{s.matmul_n}", w.encoder("ours_encoder", s.long),
-        w.matmul(), s.encoder_batch * s.long, None, r, ratio_name="time(matmul) / time(encoder)"))
+        "ScratchformerEncoderModel", f"torch.mm {s.matmul_n}x{s.matmul_n}",
+        lambda: w.encoder("ours_encoder", s.long), w.matmul, s.encoder_batch * s.long, None, r,
+        ratio_name="time(matmul) / time(encoder)"))
     return pairs
 
 
@@ -458,22 +476,16 @@ def _pin_malloc_to_live_memory() -> None:
         pass
 
 
-def _memory_child(conn, size: Size, workload: str, key: str, threads: int) -> None:
-    try:
-        torch.set_num_threads(threads)
-        _pin_malloc_to_live_memory()
-        Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current resident set
-        start_kb = _proc_kb("/proc/self/status", "VmRSS")
-        run = Workloads(size).get(workload, key)
-        run()
-        run()
-        peak_kb = _proc_kb("/proc/self/status", "VmHWM")
-        conn.send({"workload": workload, "model": key, "peak_rss_mb": peak_kb / 1024,
-                   "start_rss_mb": start_kb / 1024, "increment_mb": (peak_kb - start_kb) / 1024})
-    except BaseException as error:  # report, do not hang the parent
-        conn.send({"workload": workload, "model": key, "error": repr(error)})
-    finally:
-        conn.close()
+def _memory_child(size: Size, workload: str, key: str) -> dict:
+    _pin_malloc_to_live_memory()
+    Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current resident set
+    start_kb = _proc_kb("/proc/self/status", "VmRSS")
+    run = Workloads(size).get(workload, key)
+    run()
+    run()
+    peak_kb = _proc_kb("/proc/self/status", "VmHWM")
+    return {"workload": workload, "model": key, "peak_rss_mb": peak_kb / 1024, "start_rss_mb": start_kb / 1024,
+            "increment_mb": (peak_kb - start_kb) / 1024}
 
 
 def keep_freed_memory() -> bool:
@@ -487,26 +499,40 @@ def keep_freed_memory() -> bool:
         return False
 
 
+def _child_main(conn, threads: int, function: Callable[..., dict], args: tuple) -> None:
+    try:
+        torch.set_num_threads(threads)
+        conn.send(function(*args))
+    except BaseException as error:  # report it, do not leave the parent waiting
+        conn.send({"error": f"{type(error).__name__}: {error}"})
+    finally:
+        conn.close()
+
+
+def in_child(threads: int, function: Callable[..., dict], *args, timeout: float = 1200) -> dict:
+    """``function(*args)`` in a forked child process, which starts from the parent's state (libraries imported,
+    no model built, nothing computed: a child forked after its parent used OpenMP threads can hang)."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_child_main, args=(send, threads, function, args))
+    child.start()
+    send.close()
+    result = receive.recv() if receive.poll(timeout) else {"error": f"no answer within {timeout:.0f} s"}
+    child.join(30)
+    if "error" in result:
+        raise RuntimeError(f"{function.__name__}{args[1:]} failed in the child process: {result['error']}")
+    return result
+
+
 def measure_memory(size: Size, threads: int) -> tuple[list[dict], list[dict]]:
-    """Fork one child per (workload, model). Must run before the parent computes anything: a child forked after
-    the parent used OpenMP threads can hang."""
+    """One child process per (workload, model)."""
     if not Path("/proc/self/clear_refs").exists():
         return [], []
-    context = multiprocessing.get_context("fork")
     measured: dict[tuple[str, str], dict] = {}
     for workload, *keys in memory_probes(size):
         for key in keys:
-            if (workload, key) in measured:
-                continue
-            receive, send = context.Pipe(duplex=False)
-            child = context.Process(target=_memory_child, args=(send, size, workload, key, threads))
-            child.start()
-            send.close()
-            result = receive.recv() if receive.poll(600) else {"workload": workload, "model": key, "error": "timeout"}
-            child.join(10)
-            if "error" in result:
-                raise RuntimeError(f"memory probe {workload}/{key} failed: {result['error']}")
-            measured[workload, key] = result
+            if (workload, key) not in measured:
+                measured[workload, key] = in_child(threads, _memory_child, size, workload, key)
     comparisons = []
     for workload, ours, theirs in memory_probes(size):
         a, b = measured[workload, ours], measured[workload, theirs]
@@ -697,16 +723,16 @@ def main(argv: list[str] | None = None) -> dict:
     transformers.logging.set_verbosity_error()
     started, load_before = time.perf_counter(), os.getloadavg()
 
+    # Every measurement runs in a child forked from this process, which computes nothing itself until the end.
     memory_raw, memory = ([], []) if (args.no_memory or args.only) else measure_memory(size, threads)
     print(f"memory: {len(memory_raw)} children", flush=True)
 
-    allocator = "glibc, freed memory kept" if args.allocator == "cached" and keep_freed_memory() else "default"
-    w = Workloads(size)
     pairs = []
-    for pair in make_pairs(w):
+    for pair in make_pairs(Workloads(size)):
         if args.only and not any(part in pair.id for part in args.only.split(",")):
             continue
-        result = time_pair(pair, size.warmup)
+        # Each pair in a fresh process: what earlier pairs left in the heap changed a ratio by up to 3%.
+        result = in_child(threads, _pair_child, size, pair.id, args.allocator)
         pairs.append(result)
         print(f"{pair.id:32s} A {_fmt_time(result['a']['median_s']):>10s}  B {_fmt_time(result['b']['median_s']):>10s}"
               f"  ratio {result['ratio']:.3f} (per-round {result['round_ratio_median']:.3f})  page faults/call "
@@ -727,6 +753,8 @@ def main(argv: list[str] | None = None) -> dict:
                 matmul["encoders_gflops"].setdefault(p["a"]["label"], flop / p["a"]["median_s"] / 1e9)
                 matmul["encoders_gflops"][p["b"]["label"]] = flop / p["b"]["median_s"] / 1e9
 
+    kept = bool(pairs) and all(p["freed_memory_kept"] for p in pairs)
+    allocator = "glibc, freed memory kept" if kept else "default"
     load_after = os.getloadavg()
     busy = max(load_before[0], load_after[0]) > 0.5 * (os.cpu_count() or 1)
     results = {
@@ -743,7 +771,7 @@ def main(argv: list[str] | None = None) -> dict:
             "shared_note": ("The machine was shared with other jobs during the run (load above half the CPUs): "
                             "absolute times are noisy, ratios of neighbouring A/B calls less so." if busy else
                             "The machine was otherwise idle."),
-            "size": asdict(size), "parameters": parameter_counts(w),
+            "size": asdict(size), "parameters": parameter_counts(Workloads(size)),
         },
         "pairs": pairs, "matmul": matmul, "memory": memory, "memory_children": memory_raw,
     }
