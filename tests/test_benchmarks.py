@@ -40,9 +40,10 @@ def test_every_pair_is_measured_with_positive_medians_and_ratios(quick_run):
     assert len([p for p in pairs if p["group"] in ("generate", "cache")]) == 4  # 2 batch sizes each
     size = results["meta"]["size"]
     for p in pairs:
+        repeats = size["slow_repeats"] if p["group"] == "cache" else size["repeats"]
         for side in ("a", "b"):
             times = p[side]["times_s"]
-            assert len(times) == size["repeats"] if p["group"] != "cache" else size["slow_repeats"]
+            assert len(times) == repeats
             assert all(t > 0 for t in times)
             assert p[side]["min_s"] <= p[side]["median_s"] <= p[side]["max_s"]
         assert p["ratio"] > 0 and p["round_ratio_median"] > 0
