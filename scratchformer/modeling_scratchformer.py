@@ -10,6 +10,7 @@ Reading order (top to bottom), one paper concept per class:
     ScratchformerFeedForward                section 3.3: FFN(x) = max(0, x W1 + b1) W2 + b2
     ScratchformerResidual                   section 3.1 / 5.4: LayerNorm(x + Dropout(Sublayer(x)))
     ScratchformerEncoderLayer / ScratchformerDecoderLayer
+    ScratchformerStack                      what the encoder and decoder share
     ScratchformerEncoder / ScratchformerDecoder
     ScratchformerModel                      the bare encoder-decoder
     ScratchformerForConditionalGeneration   + the pre-softmax linear projection (LM head), loss and generate()
@@ -534,18 +535,56 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
 # --------------------------------------------------------------------------------------------------------------------
 
 
-class ScratchformerEncoder(nn.Module):
-    """The encoder: embeddings, then N identical layers (section 3.1); pre-LN adds a final LayerNorm."""
+class ScratchformerStack(nn.Module):
+    """What the encoder and the decoder share (section 3.1): the input embeddings, N identical layers and, for
+    pre-LN, a final LayerNorm. Subclasses say which side of the config they read and which layer they stack."""
+
+    side: str  # "encoder" or "decoder": selects the config fields {side}_layers, {side}_attention_heads
+    layer_class: type[nn.Module]
 
     def __init__(self, config: ScratchformerConfig):
         super().__init__()
         self.config = config
         self.embeddings = ScratchformerEmbeddings(config)
-        head_dim = config.d_model // config.encoder_attention_heads
+        head_dim = config.d_model // getattr(config, f"{self.side}_attention_heads")
         self.rotary = ScratchformerRotaryEmbedding(head_dim, config.rope_theta) if (
             config.position_embedding_type == "rope") else None
-        self.layers = nn.ModuleList(ScratchformerEncoderLayer(config, i) for i in range(config.encoder_layers))
+        num_layers = getattr(config, f"{self.side}_layers")
+        self.layers = nn.ModuleList(self.layer_class(config, i) for i in range(num_layers))
         self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.pre_layer_norm else None
+
+    def _input_shape(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
+                     names: tuple[str, str]) -> tuple[int, int, torch.device]:
+        """Check the token ids (or embeddings) this stack reads; return batch size, length and device."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(f"pass exactly one of {names[0]} or {names[1]} to the {self.side}")
+        if input_ids is not None:
+            _check_ids(names[0], input_ids, self.config.vocab_size)
+            return input_ids.shape[0], input_ids.shape[1], input_ids.device
+        _check_embeds(names[1], inputs_embeds, self.config.d_model)
+        return inputs_embeds.shape[0], inputs_embeds.shape[1], inputs_embeds.device
+
+    def _check_positions(self, length: int, advice: str) -> None:
+        limit = self.config.max_position_embeddings
+        if self.config.position_embedding_type == "learned" and length > limit:
+            raise ValueError(f"the {self.side} input has {length} tokens but learned positions stop at "
+                             f"max_position_embeddings={limit}; {advice} or use sinusoidal or rope positions")
+
+    def _final_layer_norm(self, hidden_states: torch.Tensor, all_hidden_states: list | None) -> torch.Tensor:
+        """Pre-LN's final LayerNorm; the last ``hidden_states`` entry is then the normalised output."""
+        if self.layer_norm is None:
+            return hidden_states
+        hidden_states = self.layer_norm(hidden_states)
+        if all_hidden_states is not None:
+            all_hidden_states[-1] = hidden_states
+        return hidden_states
+
+
+class ScratchformerEncoder(ScratchformerStack):
+    """The encoder: embeddings, then N layers of self-attention + feed-forward (section 3.1)."""
+
+    side = "encoder"
+    layer_class = ScratchformerEncoderLayer
 
     def forward(
         self,
@@ -561,21 +600,9 @@ class ScratchformerEncoder(nn.Module):
         output_attentions = _flag(output_attentions, config, "output_attentions")
         output_hidden_states = _flag(output_hidden_states, config, "output_hidden_states")
         return_dict = _flag(return_dict, config, "return_dict", True)
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("pass exactly one of input_ids or inputs_embeds to the encoder")
-        if input_ids is not None:
-            _check_ids("input_ids", input_ids, config.vocab_size)
-            batch, length = input_ids.shape
-        else:
-            _check_embeds("inputs_embeds", inputs_embeds, config.d_model)
-            batch, length = inputs_embeds.shape[:2]
+        batch, length, device = self._input_shape(input_ids, inputs_embeds, ("input_ids", "inputs_embeds"))
         _check_mask("attention_mask", attention_mask, batch, (length,))
-        if config.position_embedding_type == "learned" and length > config.max_position_embeddings:
-            raise ValueError(
-                f"the input has {length} tokens but learned positions stop at max_position_embeddings="
-                f"{config.max_position_embeddings}; truncate it (tokenizer truncation=True) or use a model with "
-                f"sinusoidal or rope positions")
-        device = (input_ids if input_ids is not None else inputs_embeds).device
+        self._check_positions(length, "truncate it (tokenizer truncation=True)")
 
         position_ids = _position_ids(attention_mask, batch, length, 0, device)
         hidden_states = self.embeddings(input_ids, position_ids, inputs_embeds, num_positions=length)
@@ -592,10 +619,7 @@ class ScratchformerEncoder(nn.Module):
                 all_hidden_states.append(hidden_states)
             if output_attentions:
                 all_attentions.append(weights)
-        if self.layer_norm is not None:
-            hidden_states = self.layer_norm(hidden_states)
-            if output_hidden_states:  # the last entry is what the encoder returns
-                all_hidden_states[-1] = hidden_states
+        hidden_states = self._final_layer_norm(hidden_states, all_hidden_states)
 
         output = BaseModelOutput(
             last_hidden_state=hidden_states,
@@ -605,18 +629,11 @@ class ScratchformerEncoder(nn.Module):
         return output if return_dict else output.to_tuple()
 
 
-class ScratchformerDecoder(nn.Module):
+class ScratchformerDecoder(ScratchformerStack):
     """The decoder: embeddings, N layers of masked self-attention + cross-attention + FFN (section 3.1)."""
 
-    def __init__(self, config: ScratchformerConfig):
-        super().__init__()
-        self.config = config
-        self.embeddings = ScratchformerEmbeddings(config)
-        head_dim = config.d_model // config.decoder_attention_heads
-        self.rotary = ScratchformerRotaryEmbedding(head_dim, config.rope_theta) if (
-            config.position_embedding_type == "rope") else None
-        self.layers = nn.ModuleList(ScratchformerDecoderLayer(config, i) for i in range(config.decoder_layers))
-        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.pre_layer_norm else None
+    side = "decoder"
+    layer_class = ScratchformerDecoderLayer
 
     def forward(
         self,
@@ -639,31 +656,21 @@ class ScratchformerDecoder(nn.Module):
         output_hidden_states = _flag(output_hidden_states, config, "output_hidden_states")
         return_dict = _flag(return_dict, config, "return_dict", True)
         use_cache = _flag(use_cache, config, "use_cache")
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("pass exactly one of decoder_input_ids or decoder_inputs_embeds to the decoder")
-        if input_ids is not None:
-            _check_ids("decoder_input_ids", input_ids, config.vocab_size)
-            batch, length = input_ids.shape
-        else:
-            _check_embeds("decoder_inputs_embeds", inputs_embeds, config.d_model)
-            batch, length = inputs_embeds.shape[:2]
+        batch, length, device = self._input_shape(
+            input_ids, inputs_embeds, ("decoder_input_ids", "decoder_inputs_embeds"))
         if encoder_hidden_states is None:
             raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
         if encoder_hidden_states.shape[0] != batch:
             raise ValueError(f"the decoder inputs have batch size {batch} but the encoder output has "
                              f"{encoder_hidden_states.shape[0]}")
         _check_mask("encoder attention_mask", encoder_attention_mask, batch, (encoder_hidden_states.shape[1],))
-        device = (input_ids if input_ids is not None else inputs_embeds).device
 
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         total = past_length + length
         _check_mask("decoder_attention_mask", attention_mask, batch, (length, total) if past_length else (length,))
-        if config.position_embedding_type == "learned" and total > config.max_position_embeddings:
-            raise ValueError(
-                f"the decoder reached {total} tokens but learned positions stop at max_position_embeddings="
-                f"{config.max_position_embeddings}; generate fewer tokens or use sinusoidal or rope positions")
+        self._check_positions(total, "generate fewer tokens")
         if attention_mask is not None and attention_mask.shape[1] == length and past_length:
             attention_mask = None  # a mask of the new tokens only says nothing about the cached ones
 
@@ -688,10 +695,7 @@ class ScratchformerDecoder(nn.Module):
             if output_attentions:
                 all_self.append(self_weights)
                 all_cross.append(cross_weights)
-        if self.layer_norm is not None:
-            hidden_states = self.layer_norm(hidden_states)
-            if output_hidden_states:
-                all_hidden_states[-1] = hidden_states
+        hidden_states = self._final_layer_norm(hidden_states, all_hidden_states)
 
         output = BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
