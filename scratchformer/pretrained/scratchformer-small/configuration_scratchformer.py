@@ -1,0 +1,147 @@
+"""Configuration of the Scratchformer encoder-decoder.
+
+The defaults are the *base* model of Vaswani et al. (2017), "Attention Is All You Need", section 6.1 / Table 3:
+N = 6 encoder and 6 decoder layers, d_model = 512, h = 8 heads, d_ff = 2048, P_drop = 0.1, sinusoidal positions,
+post-LayerNorm residual blocks, embeddings multiplied by sqrt(d_model), and one embedding matrix shared between the
+encoder input, the decoder input and the pre-softmax projection (section 3.4).
+
+This file is copied next to the weights by ``save_pretrained`` so that a Hub user can load the model with
+``trust_remote_code=True``; it therefore imports nothing from the ``scratchformer`` package.
+"""
+
+from __future__ import annotations
+
+from transformers import PreTrainedConfig
+
+ACTIVATIONS = ("relu", "gelu")
+POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned", "rope")
+# Version of the checkpoint layout (config fields, weight names) this code reads. Bump it when a change makes
+# checkpoints unreadable by older code: the older code then refuses them with a clear error instead of misloading.
+CHECKPOINT_FORMAT = 1
+
+
+class ScratchformerConfig(PreTrainedConfig):
+    """Hyper-parameters of a Scratchformer model.
+
+    Args:
+        vocab_size: size of the (shared) token vocabulary.
+        d_model: width of every residual stream (the paper's ``d_model``).
+        encoder_layers / decoder_layers: number of layers ``N`` in each stack.
+        encoder_attention_heads / decoder_attention_heads: number of heads ``h``; ``d_model`` must be divisible.
+        encoder_ffn_dim / decoder_ffn_dim: inner size ``d_ff`` of the position-wise feed-forward network.
+        activation_function: ``"relu"`` (paper) or ``"gelu"``.
+        dropout: ``P_drop``, applied to each sub-layer output before the residual add and to the embedding sums.
+        attention_dropout: dropout on the attention probabilities (not in the paper; 0 by default).
+        activation_dropout: dropout after the FFN activation (not in the paper; 0 by default).
+        max_position_embeddings: longest sequence for ``"learned"`` positions; also the tokenizer's
+            ``model_max_length``. Sinusoidal and rotary positions work past it.
+        position_embedding_type: ``"sinusoidal"`` (paper), ``"learned"`` (BERT-style table) or ``"rope"`` (rotary,
+            applied to queries and keys of self-attention; nothing is added to the embeddings).
+        rope_theta: base of the rotary frequencies.
+        pre_layer_norm: ``False`` = post-LN, ``LayerNorm(x + Sublayer(x))`` as in the paper; ``True`` = pre-LN,
+            ``x + Sublayer(LayerNorm(x))`` with a final LayerNorm after each stack (more stable for deep models).
+        layer_norm_eps: epsilon of every LayerNorm.
+        scale_embedding: multiply token embeddings by ``sqrt(d_model)`` (paper, section 3.4).
+        tie_word_embeddings: share one matrix between the encoder input, decoder input and output projection.
+            When ``False`` the three are separate matrices.
+        attention_bias: use biases in the q/k/v/output projections.
+        init_std: standard deviation of the normal initialisation of linear layers. Token embeddings use
+            ``d_model ** -0.5`` when ``scale_embedding`` is on, so that the scaled embedding has unit variance.
+        pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids; they must agree
+            with the tokenizer (``<pad>``=0, ``<s>``=1, ``</s>``=2, ``<unk>``=3, ``<mask>``=4 for ours).
+        use_cache: return key/value caches from the decoder (used by ``generate``).
+        scratchformer_format: checkpoint layout version (``CHECKPOINT_FORMAT``); a config.json written by a newer,
+            incompatible version is refused.
+    """
+
+    model_type = "scratchformer"
+    keys_to_ignore_at_inference = ["past_key_values"]
+    attribute_map = {
+        "hidden_size": "d_model",
+        "num_attention_heads": "encoder_attention_heads",
+        "num_hidden_layers": "encoder_layers",
+        "intermediate_size": "encoder_ffn_dim",
+    }
+
+    vocab_size: int = 37000
+    d_model: int = 512
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    encoder_attention_heads: int = 8
+    decoder_attention_heads: int = 8
+    encoder_ffn_dim: int = 2048
+    decoder_ffn_dim: int = 2048
+    activation_function: str = "relu"
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    max_position_embeddings: int = 512
+    position_embedding_type: str = "sinusoidal"
+    rope_theta: float = 10000.0
+    pre_layer_norm: bool = False
+    layer_norm_eps: float = 1e-5
+    scale_embedding: bool = True
+    tie_word_embeddings: bool = True
+    attention_bias: bool = True
+    init_std: float = 0.02
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 1
+    eos_token_id: int | None = 2
+    decoder_start_token_id: int | None = 1
+    use_cache: bool = True
+    is_encoder_decoder: bool = True
+    scratchformer_format: int = CHECKPOINT_FORMAT
+
+    def __post_init__(self, **kwargs):
+        self.validate_values()
+        super().__post_init__(**kwargs)
+
+    def validate_values(self) -> None:
+        """Raise ``ValueError`` naming the field, its value and the rule it breaks."""
+
+        def fail(field: str, rule: str) -> None:
+            raise ValueError(f"ScratchformerConfig.{field}={getattr(self, field)!r} is invalid: {rule}")
+
+        for field in (
+            "vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
+            "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings",
+        ):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                fail(field, "must be a positive integer")
+        for side in ("encoder", "decoder"):
+            heads = getattr(self, f"{side}_attention_heads")
+            if self.d_model % heads:
+                fail(f"{side}_attention_heads", f"d_model={self.d_model} must be divisible by the number of heads")
+        if self.position_embedding_type == "rope":
+            for side in ("encoder", "decoder"):
+                if (self.d_model // getattr(self, f"{side}_attention_heads")) % 2:
+                    fail(f"{side}_attention_heads", "rotary positions need an even head size (d_model / heads)")
+        for field in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                fail(field, "must be a probability in [0, 1)")
+        if self.activation_function not in ACTIVATIONS:
+            fail("activation_function", f"must be one of {ACTIVATIONS}")
+        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
+            fail("position_embedding_type", f"must be one of {POSITION_EMBEDDING_TYPES}")
+        for field in ("layer_norm_eps", "init_std", "rope_theta"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                fail(field, "must be a positive number")
+        for field in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            value = getattr(self, field)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.vocab_size:
+                fail(field, f"must be a token id in [0, vocab_size={self.vocab_size})")
+        if self.decoder_start_token_id is None:
+            fail("decoder_start_token_id", "must be set: the decoder needs a first input token")
+        version = self.scratchformer_format
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            fail("scratchformer_format", "must be a positive integer (the checkpoint format of config.json)")
+        if version > CHECKPOINT_FORMAT:
+            fail("scratchformer_format", f"this config.json was written by a newer, incompatible scratchformer "
+                 f"(checkpoint format {version}; this code reads formats up to {CHECKPOINT_FORMAT}). Upgrade "
+                 "scratchformer, or load it with trust_remote_code=True in a process that does not import "
+                 "scratchformer, so that the checkpoint's own code is used")

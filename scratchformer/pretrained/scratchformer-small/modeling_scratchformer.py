@@ -1,0 +1,937 @@
+"""The Transformer of Vaswani et al. (2017), "Attention Is All You Need", written from scratch as a Hugging Face model.
+
+Reading order (top to bottom), one paper concept per class:
+
+    sinusoidal_position_encoding            section 3.5, PE(pos, 2i) = sin(pos / 10000^(2i/d_model))
+    ScratchformerSinusoidalPositionalEncoding
+    ScratchformerRotaryEmbedding            RoFormer (Su et al. 2021), an optional alternative
+    ScratchformerEmbeddings                 section 3.4: token embedding * sqrt(d_model) + positions, dropout
+    ScratchformerAttention                  section 3.2: scaled dot-product, multi-head attention
+    ScratchformerFeedForward                section 3.3: FFN(x) = max(0, x W1 + b1) W2 + b2
+    ScratchformerResidual                   section 3.1 / 5.4: LayerNorm(x + Dropout(Sublayer(x)))
+    ScratchformerEncoderLayer / ScratchformerDecoderLayer
+    ScratchformerStack                      what the encoder and decoder share
+    ScratchformerEncoder / ScratchformerDecoder
+    ScratchformerModel                      the bare encoder-decoder
+    ScratchformerForConditionalGeneration   + the pre-softmax linear projection (LM head), loss and generate()
+    ScratchformerEncoderModel               the encoder alone, for contextual embeddings (AutoModel)
+
+Tensor shapes in comments: B = batch, T = target (query) length, S = source (key) length, D = d_model,
+H = heads, Dh = D / H (head size), V = vocabulary.
+
+This file is copied next to the weights by ``save_pretrained`` so that ``from_pretrained(..., trust_remote_code=True)``
+works where the ``scratchformer`` package is not installed; it imports only torch, transformers and its sibling
+``configuration_scratchformer`` (single-dot relative import).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.generation import GenerationMixin
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .configuration_scratchformer import ScratchformerConfig
+
+# --------------------------------------------------------------------------------------------------------------------
+# Positions
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def sinusoidal_position_encoding(num_positions: int, d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The paper's fixed positional encoding table, shape ``(num_positions, d_model)`` (section 3.5).
+
+    ``PE[pos, 2i] = sin(pos / 10000^(2i / d_model))`` and ``PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))``:
+    sines on even dimensions, cosines on odd ones, *interleaved*. (Several tutorials use ``i / d_model`` in the
+    exponent, or put all sines in the first half; both differ from the formula.) Computed in float64 and then cast.
+    """
+    position = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # the "2i" of the formula, (ceil(D/2),)
+    angle = position / torch.pow(10000.0, two_i / d_model)  # (P, ceil(D/2))
+    table = torch.zeros(num_positions, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return table.to(dtype)
+
+
+class ScratchformerSinusoidalPositionalEncoding(nn.Module):
+    """Fixed sinusoidal position vectors added to the token embeddings (section 3.5). Has no parameters.
+
+    Any length works (no maximum): the table is computed on first use and again, at least twice as long, when a
+    longer input comes. It is kept in a plain attribute, not a buffer (buffers would come back as garbage from
+    meta-device loading in ``from_pretrained``, and there is nothing to save). Recomputing it at every forward cost
+    about 0.1 ms per generated token.
+    """
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.d_model = d_model
+        self._table: torch.Tensor | None = None  # (P, D), P > every position seen so far
+
+    def forward(self, position_ids: torch.Tensor, num_positions: int) -> torch.Tensor:
+        # position_ids: (B, T) with values < num_positions  ->  (B, T, D)
+        table = self._table
+        if table is None or table.shape[0] < num_positions or table.device != position_ids.device:
+            length = max(num_positions, 64 if table is None else 2 * table.shape[0])
+            table = self._table = sinusoidal_position_encoding(length, self.d_model).to(position_ids.device)
+        return table[position_ids]
+
+
+class ScratchformerRotaryEmbedding(nn.Module):
+    """Rotary position embedding (RoPE, Su et al. 2021): rotates query/key pairs by a position-dependent angle.
+
+    Used instead of additive positions when ``position_embedding_type="rope"``; applied to self-attention only
+    (cross-attention compares decoder and encoder positions, which live on different axes). Dimension ``j`` is paired
+    with ``j + Dh/2`` ("rotate half", as in GPT-NeoX/Llama), with angle ``pos * theta^(-2j/Dh)``.
+    """
+
+    def __init__(self, head_dim: int, theta: float):
+        super().__init__()
+        self.head_dim = head_dim
+        self.theta = theta
+
+    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # position_ids: (B, T)  ->  cos, sin: (B, 1, T, Dh), broadcast over heads
+        two_j = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=position_ids.device)
+        inv_freq = self.theta ** (-two_j / self.head_dim)  # (Dh/2,)
+        angle = position_ids[..., None].float() * inv_freq  # (B, T, Dh/2)
+        angle = torch.cat((angle, angle), dim=-1)[:, None]  # (B, 1, T, Dh)
+        return angle.cos(), angle.sin()
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` of shape ``(B, H, T, Dh)`` by the angles whose cosines/sines are given, ``(B, 1, T, Dh)``."""
+    return (x * cos + _rotate_half(x) * sin).to(x.dtype)
+
+
+class ScratchformerEmbeddings(nn.Module):
+    """The input of a stack: ``Dropout(Embedding(x) * sqrt(d_model) + PE)`` (sections 3.4, 3.5 and 5.4).
+
+    ``word_embeddings`` is the learned token table (the same attribute path as in BERT/DistilBERT);
+    ``position_embeddings`` is the learned position table when ``position_embedding_type="learned"``.
+    With ``"rope"`` nothing is added here: positions enter inside attention.
+    """
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.position_embedding_type = config.position_embedding_type
+        self.max_position_embeddings = config.max_position_embeddings
+        if config.position_embedding_type == "learned":
+            self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.d_model)
+        elif config.position_embedding_type == "sinusoidal":
+            self.position_embeddings = ScratchformerSinusoidalPositionalEncoding(config.d_model)
+        else:
+            self.position_embeddings = None
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(
+        self, input_ids: torch.Tensor | None, position_ids: torch.Tensor, inputs_embeds: torch.Tensor | None = None,
+        num_positions: int | None = None,
+    ) -> torch.Tensor:
+        # input_ids, position_ids: (B, T); inputs_embeds: raw table rows (B, T, D)  ->  (B, T, D)
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        hidden_states = inputs_embeds * self.embed_scale
+        if self.position_embedding_type == "learned":
+            hidden_states = hidden_states + self.position_embeddings(position_ids)
+        elif self.position_embedding_type == "sinusoidal":
+            hidden_states = hidden_states + self.position_embeddings(position_ids, num_positions).to(hidden_states.dtype)
+        return self.dropout(hidden_states)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Attention
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention written out (section 3.2.1): ``softmax(Q K^T / sqrt(d_k) + mask) V``.
+
+    query: (B, H, T, Dh); key, value: (B, H, S, Dh); attention_mask: additive, broadcastable to (B, H, T, S).
+    Returns the output (B, T, H, Dh) and the attention probabilities (B, H, T, S).
+    """
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # (B, H, T, S)
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value)  # (B, H, T, Dh)
+    return output.transpose(1, 2).contiguous(), weights  # (B, T, H, Dh)
+
+
+class ScratchformerAttention(nn.Module):
+    """Multi-head attention (section 3.2.2): ``Concat(head_1, ..., head_h) W^O``, ``head_i = Attention(Q W_i^Q,
+    K W_i^K, V W_i^V)``.
+
+    The same class serves the three uses of the paper (section 3.2.3): encoder self-attention, masked (causal) decoder
+    self-attention, and encoder-decoder ("cross") attention whose queries come from the decoder and whose keys and
+    values come from the encoder output. The kernel is chosen through the transformers attention interface
+    (``config._attn_implementation``: ``"sdpa"`` by default, ``"eager"`` = :func:`eager_attention_forward`).
+    """
+
+    def __init__(self, config: ScratchformerConfig, num_heads: int, *, is_causal: bool, is_cross_attention: bool,
+                 layer_idx: int | None = None):
+        super().__init__()
+        self.config = config
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads
+        self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
+        self.dropout = config.attention_dropout
+        # Read by the sdpa integration when no mask is given: encoder and cross-attention must never be causal.
+        self.is_causal = is_causal
+        self.is_cross_attention = is_cross_attention
+        self.layer_idx = layer_idx
+        bias = config.attention_bias
+        self.q_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
+        self.k_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
+        self.v_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
+        self.out_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        # (B, L, D) -> (B, L, H, Dh) -> (B, H, L, Dh)
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        past_key_values: Cache | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """hidden_states: (B, T, D) queries; key_value_states: (B, S, D) encoder output for cross-attention."""
+        query = self._split_heads(self.q_proj(hidden_states))  # (B, H, T, Dh)
+
+        cache = None
+        if past_key_values is not None:
+            cache = past_key_values.cross_attention_cache if self.is_cross_attention else (
+                past_key_values.self_attention_cache)
+
+        if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(self.layer_idx):
+            # The encoder output does not change while decoding: its keys/values were projected once, at step 1.
+            key = cache.layers[self.layer_idx].keys  # (B, H, S, Dh)
+            value = cache.layers[self.layer_idx].values
+        else:
+            source = key_value_states if self.is_cross_attention else hidden_states
+            key = self._split_heads(self.k_proj(source))  # (B, H, S, Dh)
+            value = self._split_heads(self.v_proj(source))
+            if rotary is not None:
+                query, key = apply_rotary(query, *rotary), apply_rotary(key, *rotary)
+            if cache is not None:
+                # Self-attention: append this step's keys/values and get all of them back.
+                key, value = cache.update(key, value, self.layer_idx)
+                if self.is_cross_attention:
+                    past_key_values.is_updated[self.layer_idx] = True
+
+        # The attention weights only exist in the eager kernel: fall back to it for calls that ask for them.
+        implementation = "eager" if output_attentions else self.config._attn_implementation
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        output, weights = attention_interface(
+            self, query, key, value, attention_mask,
+            dropout=self.dropout if self.training else 0.0, scaling=self.scaling,
+        )
+        output = output.reshape(*hidden_states.shape[:-1], -1)  # (B, T, H, Dh) -> (B, T, D)
+        return self.out_proj(output), weights
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Layers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class ScratchformerFeedForward(nn.Module):
+    """Position-wise feed-forward network (section 3.3): ``FFN(x) = max(0, x W1 + b1) W2 + b2``."""
+
+    def __init__(self, config: ScratchformerConfig, ffn_dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        # ReLU in place: x W1 + b1 is not needed again, so no second (B, T, d_ff) tensor is allocated.
+        self.activation = nn.ReLU(inplace=True) if config.activation_function == "relu" else nn.GELU()
+        self.activation_dropout = nn.Dropout(config.activation_dropout)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.activation_dropout(self.activation(self.fc1(hidden_states))))
+
+
+class ScratchformerResidual(nn.Module):
+    """The residual connection and LayerNorm around every sub-layer (sections 3.1 and 5.4).
+
+    Post-LN (the paper): ``LayerNorm(x + Dropout(Sublayer(x)))``. Pre-LN: ``x + Dropout(Sublayer(LayerNorm(x)))``.
+    A layer calls ``sublayer_input(x)`` to get what the sub-layer reads, then ``residual(x, sublayer_output)``.
+    """
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__()
+        self.pre_layer_norm = config.pre_layer_norm
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer_norm(x) if self.pre_layer_norm else x
+
+    def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
+        x = x + self.dropout(sublayer_output)
+        return x if self.pre_layer_norm else self.layer_norm(x)
+
+
+class ScratchformerEncoderLayer(GradientCheckpointingLayer):
+    """Encoder layer (section 3.1): self-attention, then the feed-forward network, each in a residual block."""
+
+    def __init__(self, config: ScratchformerConfig, layer_idx: int):
+        super().__init__()
+        self.self_attn = ScratchformerAttention(
+            config, config.encoder_attention_heads, is_causal=False, is_cross_attention=False, layer_idx=layer_idx)
+        self.self_attn_residual = ScratchformerResidual(config)
+        self.feed_forward = ScratchformerFeedForward(config, config.encoder_ffn_dim)
+        self.feed_forward_residual = ScratchformerResidual(config)
+
+    def forward(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None, output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attended, weights = self.self_attn(
+            self.self_attn_residual.sublayer_input(hidden_states), attention_mask=attention_mask, rotary=rotary,
+            output_attentions=output_attentions)
+        hidden_states = self.self_attn_residual(hidden_states, attended)
+        del attended  # added to the residual stream: free it before the FFN allocates (lower peak memory)
+        fed = self.feed_forward(self.feed_forward_residual.sublayer_input(hidden_states))
+        hidden_states = self.feed_forward_residual(hidden_states, fed)
+        return hidden_states, weights
+
+
+class ScratchformerDecoderLayer(GradientCheckpointingLayer):
+    """Decoder layer (section 3.1): masked self-attention, encoder-decoder attention, feed-forward network."""
+
+    def __init__(self, config: ScratchformerConfig, layer_idx: int):
+        super().__init__()
+        heads = config.decoder_attention_heads
+        self.self_attn = ScratchformerAttention(
+            config, heads, is_causal=True, is_cross_attention=False, layer_idx=layer_idx)
+        self.self_attn_residual = ScratchformerResidual(config)
+        self.cross_attn = ScratchformerAttention(
+            config, heads, is_causal=False, is_cross_attention=True, layer_idx=layer_idx)
+        self.cross_attn_residual = ScratchformerResidual(config)
+        self.feed_forward = ScratchformerFeedForward(config, config.decoder_ffn_dim)
+        self.feed_forward_residual = ScratchformerResidual(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        # `use_cache` is only read by the gradient-checkpointing wrapper, which turns caching off while training.
+        attended, self_weights = self.self_attn(
+            self.self_attn_residual.sublayer_input(hidden_states), attention_mask=attention_mask, rotary=rotary,
+            past_key_values=past_key_values, output_attentions=output_attentions)
+        hidden_states = self.self_attn_residual(hidden_states, attended)
+        del attended  # each sub-layer output is freed once it is in the residual stream (lower peak memory)
+        attended, cross_weights = self.cross_attn(
+            self.cross_attn_residual.sublayer_input(hidden_states), key_value_states=encoder_hidden_states,
+            attention_mask=encoder_attention_mask, past_key_values=past_key_values,
+            output_attentions=output_attentions)
+        hidden_states = self.cross_attn_residual(hidden_states, attended)
+        del attended
+        fed = self.feed_forward(self.feed_forward_residual.sublayer_input(hidden_states))
+        hidden_states = self.feed_forward_residual(hidden_states, fed)
+        return hidden_states, self_weights, cross_weights
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Input checks and masks
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
+    """Reject what would otherwise fail deep inside torch (or silently index garbage)."""
+    if not isinstance(ids, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}; "
+                         f"call the tokenizer with return_tensors='pt'")
+    if ids.dim() != 2:
+        raise ValueError(f"{name} must have shape (batch, sequence_length), got shape {tuple(ids.shape)}; "
+                         f"for a single sequence use {name}[None]")
+    if ids.shape[0] == 0 or ids.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(ids.shape)}): pass at least one sequence of one token")
+    if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
+        raise ValueError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
+    if not torch.compiler.is_compiling():
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= vocab_size:
+            raise ValueError(f"{name} has token ids in [{low}, {high}] but the vocabulary has {vocab_size} tokens "
+                             f"(valid ids are 0..{vocab_size - 1}); was it made by a different tokenizer?")
+
+
+def _check_embeds(name: str, embeds: torch.Tensor, d_model: int) -> None:
+    if not isinstance(embeds, torch.Tensor) or embeds.dim() != 3 or embeds.shape[-1] != d_model:
+        shape = tuple(embeds.shape) if isinstance(embeds, torch.Tensor) else type(embeds).__name__
+        raise ValueError(f"{name} must have shape (batch, sequence_length, d_model={d_model}), got {shape}")
+    if embeds.shape[0] == 0 or embeds.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(embeds.shape)})")
+
+
+def _check_mask(name: str, mask: torch.Tensor | None, batch: int, lengths: tuple[int, ...]) -> None:
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.shape[0] != batch or mask.shape[1] not in lengths:
+        shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        expected = " or ".join(f"({batch}, {n})" for n in lengths)
+        raise ValueError(f"{name} must have shape {expected} to match the input ids, got {shape}")
+
+
+def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, past_length: int,
+                  device: torch.device) -> torch.Tensor:
+    """Positions of the current tokens, ``(B, T)``. With a padding mask, padding does not count: a left-padded
+    sentence gets the same positions as the sentence alone, so padding never changes the real tokens' outputs."""
+    if padding_mask is None:
+        return torch.arange(past_length, past_length + length, device=device).expand(batch, length)
+    positions = (padding_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, past + T) or (B, T)
+    return positions[:, -length:]
+
+
+def _additive_mask(
+    key_padding_mask: torch.Tensor | None, query_length: int, key_length: int, causal: bool, dtype: torch.dtype,
+    device: torch.device, explicit: bool,
+) -> torch.Tensor | None:
+    """Build the additive attention mask, broadcastable to ``(B, H, T, S)``: 0 where attending is allowed, the most
+    negative finite number elsewhere (never -inf: a fully padded row then gets uniform weights, not NaN).
+
+    Returns ``None`` when nothing is masked, so that sdpa can use its fastest kernel (``is_causal`` handles the causal
+    case when there is no cache); ``explicit=True`` forces a tensor (the eager kernel needs the causal mask).
+    """
+    if key_padding_mask is not None and not torch.compiler.is_compiling() and bool(key_padding_mask.all()):
+        key_padding_mask = None  # nothing is padded
+    past_length = key_length - query_length
+    needs_causal = causal and query_length > 1  # a single new token may see every key
+    if key_padding_mask is None:
+        if not needs_causal:
+            return None
+        if not explicit and past_length == 0:
+            return None  # sdpa applies `is_causal` itself (valid only without a cache: it aligns top-left)
+    allowed = torch.ones(1, 1, 1, key_length, dtype=torch.bool, device=device)
+    if causal:
+        # query i (absolute position past + i) may see keys 0..past + i  (section 3.2.3, "masking out")
+        allowed = torch.ones(query_length, key_length, dtype=torch.bool, device=device).tril(past_length)[None, None]
+    if key_padding_mask is not None:
+        allowed = allowed & key_padding_mask.bool()[:, None, None, :]  # (B, 1, T or 1, S)
+    return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+def _flag(value: bool | None, config: ScratchformerConfig, name: str, default: bool = False) -> bool:
+    return bool(value) if value is not None else bool(getattr(config, name, default))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Pre-trained model base
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class ScratchformerPreTrainedModel(PreTrainedModel):
+    """Weight initialisation and the Hugging Face plumbing shared by all Scratchformer models."""
+
+    config_class = ScratchformerConfig
+    config: ScratchformerConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["ScratchformerEncoderLayer", "ScratchformerDecoderLayer"]
+    _skip_keys_device_placement = ["past_key_values"]
+    _supports_sdpa = True
+    _supports_attention_backend = True
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """Save as usual, and make sure ``config.json``'s ``auto_map`` also names the encoder model for ``AutoModel``:
+        transformers only lists the class being saved, and Hub users need ``AutoModel`` (and the feature-extraction
+        pipeline) to find ``ScratchformerEncoderModel``."""
+        auto_map = dict(getattr(self.config, "auto_map", None) or {})
+        auto_map.setdefault("AutoModel", "modeling_scratchformer.ScratchformerEncoderModel")
+        self.config.auto_map = auto_map
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """Load as usual, with two safety rules: weights come from safetensors only (a pickled ``pytorch_model.bin``
+        is never unpickled, unless the caller passes ``use_safetensors=False``), and an unreadable weights file gives
+        an error that names it."""
+        kwargs.setdefault("use_safetensors", True)
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        except Exception as error:
+            source = str(pretrained_model_name_or_path)
+            if type(error).__name__ == "SafetensorError":  # header or size check failed: truncated or corrupted
+                names = ["model.safetensors"]
+                if os.path.isdir(source):
+                    names = sorted(name for name in os.listdir(source) if name.endswith(".safetensors"))
+                raise OSError(f"cannot read the weights file {' / '.join(names)} of {source}: it is truncated or "
+                              f"corrupted ({error}). Download it again (force_download=True) or re-export the "
+                              "checkpoint.") from error
+            message = str(error)
+            if kwargs["use_safetensors"] and isinstance(error, OSError) and "model.safetensors" in message and (
+                    "no file named" in message or "does not appear to have a file named" in message):
+                raise OSError(f"{source} has no model.safetensors. Scratchformer loads weights from safetensors only: "
+                              "unpickling a pytorch_model.bin can run arbitrary code. Convert the checkpoint where "
+                              "you trust it (load it, then save_pretrained writes safetensors).") from error
+            raise
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Linear layers ~ N(0, init_std), biases 0. Token embeddings ~ N(0, d_model^-1/2) when they are scaled by
+        sqrt(d_model), so the scaled embedding has unit variance like the positional encoding (as in fairseq);
+        the padding row is zero. LayerNorm: weight 1, bias 0."""
+        std = self.config.init_std
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            is_token_table = module.num_embeddings == self.config.vocab_size and module.padding_idx is not None
+            scaled = is_token_table and self.config.scale_embedding
+            init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5 if scaled else std)
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Encoder and decoder stacks
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class ScratchformerStack(nn.Module):
+    """What the encoder and the decoder share (section 3.1): the input embeddings, N identical layers and, for
+    pre-LN, a final LayerNorm. Subclasses say which side of the config they read and which layer they stack."""
+
+    side: str  # "encoder" or "decoder": selects the config fields {side}_layers, {side}_attention_heads
+    layer_class: type[nn.Module]
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = ScratchformerEmbeddings(config)
+        head_dim = config.d_model // getattr(config, f"{self.side}_attention_heads")
+        self.rotary = ScratchformerRotaryEmbedding(head_dim, config.rope_theta) if (
+            config.position_embedding_type == "rope") else None
+        num_layers = getattr(config, f"{self.side}_layers")
+        self.layers = nn.ModuleList(self.layer_class(config, i) for i in range(num_layers))
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.pre_layer_norm else None
+
+    def _input_shape(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
+                     names: tuple[str, str]) -> tuple[int, int, torch.device]:
+        """Check the token ids (or embeddings) this stack reads; return batch size, length and device."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(f"pass exactly one of {names[0]} or {names[1]} to the {self.side}")
+        if input_ids is not None:
+            _check_ids(names[0], input_ids, self.config.vocab_size)
+            return input_ids.shape[0], input_ids.shape[1], input_ids.device
+        _check_embeds(names[1], inputs_embeds, self.config.d_model)
+        return inputs_embeds.shape[0], inputs_embeds.shape[1], inputs_embeds.device
+
+    def _check_positions(self, length: int, advice: str) -> None:
+        limit = self.config.max_position_embeddings
+        if self.config.position_embedding_type == "learned" and length > limit:
+            raise ValueError(f"the {self.side} input has {length} tokens but learned positions stop at "
+                             f"max_position_embeddings={limit}; {advice} or use sinusoidal or rope positions")
+
+    def _final_layer_norm(self, hidden_states: torch.Tensor, all_hidden_states: list | None) -> torch.Tensor:
+        """Pre-LN's final LayerNorm; the last ``hidden_states`` entry is then the normalised output."""
+        if self.layer_norm is None:
+            return hidden_states
+        hidden_states = self.layer_norm(hidden_states)
+        if all_hidden_states is not None:
+            all_hidden_states[-1] = hidden_states
+        return hidden_states
+
+
+class ScratchformerEncoder(ScratchformerStack):
+    """The encoder: embeddings, then N layers of self-attention + feed-forward (section 3.1)."""
+
+    side = "encoder"
+    layer_class = ScratchformerEncoderLayer
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutput | tuple:
+        """input_ids, attention_mask: (B, S); ``attention_mask`` is 1 for real tokens and 0 for padding."""
+        config = self.config
+        output_attentions = _flag(output_attentions, config, "output_attentions")
+        output_hidden_states = _flag(output_hidden_states, config, "output_hidden_states")
+        return_dict = _flag(return_dict, config, "return_dict", True)
+        batch, length, device = self._input_shape(input_ids, inputs_embeds, ("input_ids", "inputs_embeds"))
+        _check_mask("attention_mask", attention_mask, batch, (length,))
+        self._check_positions(length, "truncate it (tokenizer truncation=True)")
+
+        position_ids = _position_ids(attention_mask, batch, length, 0, device)
+        hidden_states = self.embeddings(input_ids, position_ids, inputs_embeds, num_positions=length)
+        rotary = self.rotary(position_ids) if self.rotary is not None else None
+        explicit = output_attentions or config._attn_implementation != "sdpa"
+        mask = _additive_mask(attention_mask, length, length, False, hidden_states.dtype, device, explicit)
+
+        all_hidden_states = [hidden_states] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        for layer in self.layers:
+            hidden_states, weights = layer(hidden_states, attention_mask=mask, rotary=rotary,
+                                           output_attentions=output_attentions)
+            if output_hidden_states:
+                all_hidden_states.append(hidden_states)
+            if output_attentions:
+                all_attentions.append(weights)
+        hidden_states = self._final_layer_norm(hidden_states, all_hidden_states)
+
+        output = BaseModelOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
+            attentions=tuple(all_attentions) if output_attentions else None,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class ScratchformerDecoder(ScratchformerStack):
+    """The decoder: embeddings, N layers of masked self-attention + cross-attention + FFN (section 3.1)."""
+
+    side = "decoder"
+    layer_class = ScratchformerDecoderLayer
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
+        """input_ids: (B, T) the tokens of this step (only the new ones when a cache is given);
+        attention_mask: (B, T) or (B, past + T) decoder padding; encoder_hidden_states: (B, S, D);
+        encoder_attention_mask: (B, S)."""
+        config = self.config
+        output_attentions = _flag(output_attentions, config, "output_attentions")
+        output_hidden_states = _flag(output_hidden_states, config, "output_hidden_states")
+        return_dict = _flag(return_dict, config, "return_dict", True)
+        use_cache = _flag(use_cache, config, "use_cache")
+        batch, length, device = self._input_shape(
+            input_ids, inputs_embeds, ("decoder_input_ids", "decoder_inputs_embeds"))
+        if encoder_hidden_states is None:
+            raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
+        if encoder_hidden_states.shape[0] != batch:
+            raise ValueError(f"the decoder inputs have batch size {batch} but the encoder output has "
+                             f"{encoder_hidden_states.shape[0]}")
+        _check_mask("encoder attention_mask", encoder_attention_mask, batch, (encoder_hidden_states.shape[1],))
+
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        total = past_length + length
+        _check_mask("decoder_attention_mask", attention_mask, batch, (length, total) if past_length else (length,))
+        self._check_positions(total, "generate fewer tokens")
+        if attention_mask is not None and attention_mask.shape[1] == length and past_length:
+            attention_mask = None  # a mask of the new tokens only says nothing about the cached ones
+
+        position_ids = _position_ids(attention_mask, batch, length, past_length, device)
+        hidden_states = self.embeddings(input_ids, position_ids, inputs_embeds, num_positions=total)
+        rotary = self.rotary(position_ids) if self.rotary is not None else None
+        explicit = output_attentions or config._attn_implementation != "sdpa"
+        self_mask = _additive_mask(attention_mask, length, total, True, hidden_states.dtype, device,
+                                   explicit or past_length > 0)
+        cross_mask = _additive_mask(encoder_attention_mask, length, encoder_hidden_states.shape[1], False,
+                                    hidden_states.dtype, device, explicit)
+
+        all_hidden_states = [hidden_states] if output_hidden_states else None
+        all_self, all_cross = ([], []) if output_attentions else (None, None)
+        for layer in self.layers:
+            hidden_states, self_weights, cross_weights = layer(
+                hidden_states, encoder_hidden_states, attention_mask=self_mask, encoder_attention_mask=cross_mask,
+                rotary=rotary, past_key_values=past_key_values, use_cache=use_cache,
+                output_attentions=output_attentions)
+            if output_hidden_states:
+                all_hidden_states.append(hidden_states)
+            if output_attentions:
+                all_self.append(self_weights)
+                all_cross.append(cross_weights)
+        hidden_states = self._final_layer_norm(hidden_states, all_hidden_states)
+
+        output = BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values if use_cache else None,
+            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
+            attentions=tuple(all_self) if output_attentions else None,
+            cross_attentions=tuple(all_cross) if output_attentions else None,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Teacher forcing: the decoder input is the target shifted one step right, starting with the start token
+    (``-100`` loss-ignore markers become padding)."""
+    shifted = labels.new_zeros(labels.shape)
+    shifted[:, 1:] = labels[:, :-1].clone()
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class ScratchformerModel(ScratchformerPreTrainedModel):
+    """The bare encoder-decoder (Figure 1 of the paper, without the final linear + softmax).
+
+    With ``tie_word_embeddings`` (default) the encoder and decoder read one shared token table.
+    """
+
+    _tied_weights_keys = {"decoder.embeddings.word_embeddings.weight": "encoder.embeddings.word_embeddings.weight"}
+    _keys_to_ignore_on_load_unexpected = [r"(^|\.)lm_head\."]
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__(config)
+        self.encoder = ScratchformerEncoder(config)
+        self.decoder = ScratchformerDecoder(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embeddings.word_embeddings = value
+        if self.config.tie_word_embeddings:
+            self.decoder.embeddings.word_embeddings = value
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput | tuple:
+        """Encode the source (unless ``encoder_outputs`` are given) and decode. Without decoder inputs, the
+        decoder reads the source shifted right (as BART does), which makes the bare model usable on one text."""
+        return_dict = _flag(return_dict, self.config, "return_dict", True)
+        if decoder_input_ids is None and decoder_inputs_embeds is None:
+            if input_ids is None:
+                raise ValueError("pass decoder_input_ids (or input_ids, which are then shifted right)")
+            _check_ids("input_ids", input_ids, self.config.vocab_size)
+            decoder_input_ids = shift_tokens_right(input_ids, self.config.pad_token_id,
+                                                   self.config.decoder_start_token_id)
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True)
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(
+                last_hidden_state=encoder_outputs[0],
+                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
+                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
+            )
+        decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids, attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values, inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True)
+        output = Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, GenerationMixin):
+    """The encoder-decoder with the pre-softmax linear projection to the vocabulary (section 3.4).
+
+    ``labels`` give the cross-entropy loss (positions with ``-100`` are ignored) and, shifted right, the decoder
+    inputs. ``generate()`` (greedy, beam search, sampling) comes from ``GenerationMixin`` and uses a key/value cache
+    in which the cross-attention keys and values are computed once per sequence.
+    """
+
+    _tied_weights_keys = {"lm_head.weight": "model.encoder.embeddings.word_embeddings.weight"}
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__(config)
+        self.model = ScratchformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.set_input_embeddings(value)
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput | tuple:
+        return_dict = _flag(return_dict, self.config, "return_dict", True)
+        if labels is not None:
+            if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
+                raise ValueError("labels must be a (batch, target_length) tensor of token ids, -100 where ignored")
+            _check_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        outputs = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values, inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds, use_cache=use_cache, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, return_dict=True)
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
+
+        loss = None
+        if labels is not None:
+            if labels.shape != logits.shape[:2]:
+                raise ValueError(f"labels have shape {tuple(labels.shape)} but the decoder produced "
+                                 f"{tuple(logits.shape[:2])} positions")
+            loss = nn.functional.cross_entropy(
+                logits.float().view(-1, logits.shape[-1]), labels.to(logits.device).view(-1), ignore_index=-100)
+
+        output = Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
+    """The encoder alone: contextual embeddings of a text, the class behind ``AutoModel``.
+
+    Loads from a full encoder-decoder checkpoint (the decoder and LM head are skipped). As in DistilBERT,
+    ``model.embeddings.word_embeddings`` is the learned token table and
+    ``model(**tokenizer(text, return_tensors="pt")).last_hidden_state`` the contextual vectors.
+    """
+
+    # A full encoder-decoder checkpoint also holds the decoder and the LM head: they are simply not needed here.
+    _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\.", r"(^|\.)lm_head\."]
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__(config)
+        self.encoder = ScratchformerEncoder(config)
+        self.post_init()
+
+    @property
+    def embeddings(self) -> ScratchformerEmbeddings:
+        """The input embedding layer (``embeddings.word_embeddings`` is the learned table), as in BERT/DistilBERT."""
+        return self.encoder.embeddings
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embeddings.word_embeddings = value
+
+    def get_encoder(self) -> ScratchformerEncoder:
+        return self.encoder
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutput | tuple:
+        return self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=return_dict)
+
+
+__all__ = [
+    "ScratchformerEncoderModel",
+    "ScratchformerForConditionalGeneration",
+    "ScratchformerModel",
+    "ScratchformerPreTrainedModel",
+    "sinusoidal_position_encoding",
+]

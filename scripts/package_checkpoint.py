@@ -1,0 +1,142 @@
+"""Turn a finished ``scratchformer train`` run into the checkpoint shipped in ``scratchformer/pretrained/``.
+
+Measures what the model card reports (validation denoising loss and token accuracy from the run; word-sense ROC-AUC
+on a WordNet TSV, ours next to the MiniLM reference), stores the weights in float16 with ``dtype: float32`` in the
+config (so every loader runs it in float32), and writes the folder through ``scratchformer.hub.export`` (model card,
+auto_map, code files, tokenizer), then checks it loads.
+
+    python scripts/package_checkpoint.py --run /path/to/run --senses-data ../shared/data/wordnet_senses_dev.tsv \
+        --command "$(cat /path/to/run/command.txt)" --minutes 70
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import torch
+
+from scratchformer import ScratchformerForConditionalGeneration, ScratchformerTokenizer
+from scratchformer.checkpoints import CHECKPOINTS, PRETRAINED_DIR
+from scratchformer.hub import check_folder, export
+from scratchformer.senses import run_senses
+
+
+def card_description(run: Path, command: str, minutes: float, model, results: dict, senses: dict,
+                     reference: dict | None, extra_notes: str) -> str:
+    """The markdown of the model card's own sections (export adds the metadata, usage snippets and scores)."""
+    config = model.config
+    train_config = json.loads((run / "train_config.json").read_text())
+    contextual = [s for s in senses["layers"] if isinstance(s["layer"], int) and s["layer"] >= 1]
+    last, best = senses["layers"][-1], max(contextual, key=lambda s: s["roc_auc"])
+    lines = [
+        "A small Scratchformer (the *Attention Is All You Need* encoder-decoder, written from scratch) pre-trained "
+        "as a BART-style denoising autoencoder on English text. It is the default model of `scratchformer compare` "
+        "and is meant for studying learned vs contextual embeddings, not for production use.",
+        "",
+        "## Training",
+        "",
+        "- **Data**: `corpus_en.txt.gz` (the project's development corpus: ~5.7M words of Wikipedia summaries, Jane "
+        "Austen, the World English and King James Bibles, Spurgeon's Treasury of David, `fortune` files; one "
+        "paragraph per line), cut into chunks of at most "
+        f"{train_config['max_length']} tokens; 5% of the lines held out for validation (at most "
+        f"{train_config['max_eval_samples']} chunks scored).",
+        "- **Objective**: text infilling (BART): Poisson(3) spans covering 30% of the tokens, each replaced by one "
+        "`<mask>`; the decoder reconstructs the original. Label smoothing 0.1.",
+        f"- **Tokenizer**: byte-level BPE, {config.vocab_size} tokens, trained on the training split.",
+        f"- **Model**: d_model {config.d_model}, {config.encoder_layers} encoder / {config.decoder_layers} decoder "
+        f"layers, {config.encoder_attention_heads} heads, FFN {config.encoder_ffn_dim}, "
+        f"{config.position_embedding_type} positions, {'pre' if config.pre_layer_norm else 'post'}-LayerNorm, "
+        f"dropout {config.dropout}, tied embeddings; {model.num_parameters():,} parameters.",
+        f"- **Optimisation**: AdamW (0.9, 0.98, 1e-9), the paper's inverse-square-root schedule with "
+        f"{train_config['warmup_steps']} warm-up steps and peak {train_config['learning_rate']}, batch "
+        f"{train_config['batch_size']}, {results.get('global_step', '?')} steps "
+        f"({results.get('epoch', 0):.2f} epochs), {minutes:.0f} minutes on 2 CPU cores.",
+        "- **Reproduce** (from the repository root, with the corpus at `../shared/data`):",
+        "",
+        "```bash",
+        command,
+        "python scripts/package_checkpoint.py --run RUN_DIR --senses-data ../shared/data/wordnet_senses_dev.tsv",
+        "```",
+        "",
+        "![loss curve](loss_curve.png)",
+        "",
+        "## Scores",
+        "",
+        f"- Validation denoising loss (plain cross-entropy per target token): **{results['eval_loss']:.3f}** nats; "
+        f"teacher-forced token accuracy: **{results['eval_token_accuracy']:.3f}**.",
+        f"- Word-sense ROC-AUC on `wordnet_senses_dev.tsv` ({senses['pairs']:,} pairs of occurrences of the same "
+        f"lemma; cosine of the mean of the word's sub-token vectors): last layer **{last['roc_auc']:.3f}**, best "
+        f"layer {best['layer']} {best['roc_auc']:.3f}; 1-NN sense accuracy {last['nn_accuracy']:.3f} (chance "
+        f"{senses['nn_chance']:.3f}). Learned input embeddings score 0.5 by construction on identical tokens "
+        f"(measured over all pairs: {senses['layers'][0]['roc_auc']:.3f}).",
+    ]
+    if reference:
+        ref_last = reference["layers"][-1]
+        lines.append(f"- Reference, same data and code: all-MiniLM-L6-v2 (a real 6-layer BERT trained on far more "
+                     f"data) scores {ref_last['roc_auc']:.3f} at its last layer.")
+    lines.append("")
+    lines.append("| layer | ROC-AUC | 1-NN accuracy |")
+    lines.append("| --- | --- | --- |")
+    for score in senses["layers"]:
+        lines.append(f"| {score['layer']} | {score['roc_auc']:.3f} | {score['nn_accuracy']:.3f} |")
+    if extra_notes:
+        lines += ["", "## Notes", "", extra_notes]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", type=Path, required=True, help="output folder of `scratchformer train`")
+    parser.add_argument("--name", default="small", choices=sorted(CHECKPOINTS))
+    parser.add_argument("--senses-data", type=Path, required=True, help="wordnet_senses_dev.tsv")
+    parser.add_argument("--command", default="(see docs/training.md)", help="the training command, for the card")
+    parser.add_argument("--minutes", type=float, default=0.0, help="training wall time, for the card")
+    parser.add_argument("--notes", default="", help="markdown appended to the card (what was tried)")
+    parser.add_argument("--no-reference", action="store_true", help="skip the MiniLM reference score")
+    args = parser.parse_args()
+
+    results = json.loads((args.run / "all_results.json").read_text())
+    # the step reached: the run's last checkpoint (the final model is saved at that step)
+    states = sorted(args.run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
+    results.setdefault("global_step", json.loads(states[-1].read_text())["global_step"] if states else "?")
+    model = ScratchformerForConditionalGeneration.from_pretrained(args.run, dtype=torch.float32).eval()
+    tokenizer = ScratchformerTokenizer.from_pretrained(args.run)
+
+    work = args.run / "package"
+    sources = [str(args.run)] + ([] if args.no_reference else ["minilm"])
+    reports = run_senses(args.senses_data, sources, output=work / "senses")
+    senses, reference = reports[0].as_dict(), (reports[1].as_dict() if len(reports) > 1 else None)
+
+    last = senses["layers"][-1]
+    scores = {"results": [
+        {"task": "fill-mask", "task_name": "denoising (text infilling), validation", "dataset": "corpus_en",
+         "split": "validation", "metrics": {"loss": round(results["eval_loss"], 4),
+                                            "token_accuracy": round(results["eval_token_accuracy"], 4)}},
+        {"task": "feature-extraction", "task_name": "word-sense pairs (WordNet), last encoder layer",
+         "dataset": "wordnet_senses_dev", "split": "dev",
+         "metrics": {"roc_auc": round(last["roc_auc"], 4), "nn_sense_accuracy": round(last["nn_accuracy"], 4)}},
+    ]}
+    description = card_description(args.run, args.command, args.minutes, model, results, senses, reference,
+                                   args.notes)
+    out = PRETRAINED_DIR / CHECKPOINTS[args.name]
+    export(model.to(torch.float16), out, tokenizer, scores=scores, model_name=f"scratchformer-{args.name}",
+           language="en", datasets=["corpus_en", "wordnet_senses_dev"], description=description,
+           example_text="Write a poem about a man fishing on a river <mask>.", overwrite=True)
+    config_path = out / "config.json"
+    config = json.loads(config_path.read_text())
+    config["dtype"] = "float32"  # stored in float16, run in float32
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    for extra in ("loss_curve.png", "loss_history.json"):
+        if (args.run / extra).exists():
+            shutil.copy(args.run / extra, out / extra)
+    (out / "senses.json").write_text(json.dumps(reports[0].as_dict(), indent=2) + "\n")
+    check_folder(out)
+    size = sum(f.stat().st_size for f in out.iterdir() if f.is_file()) / 2**20
+    print(f"packaged {out} ({size:.1f} MiB)")
+
+
+if __name__ == "__main__":
+    main()
