@@ -4,8 +4,9 @@ The verse-aligned Bible file is split by *book*: the books in ``--validation-boo
 scores are computed by ``sacrebleu`` on greedy generations for verses of those books. For scale, the script also
 scores the trivial system that copies the KJV verse unchanged.
 
-    python examples/finetune_kjv_to_web.py --model outputs/pretrain-small          # a pretraining output folder
-    python examples/finetune_kjv_to_web.py --model outputs/pretrain-small --max-steps 50 --max-eval-samples 64
+    python examples/finetune_kjv_to_web.py                                   # the shipped scratchformer-small
+    python examples/finetune_kjv_to_web.py --model outputs/pretrain-small    # or a pretraining output folder
+    python examples/finetune_kjv_to_web.py --max-steps 50 --max-eval-samples 64     # a quick look
 
 Any other ``scratchformer train`` option (``--batch-size``, ``--learning-rate``, ``--resume`` ...) is passed on.
 It runs ``scratchformer train --objective seq2seq --source-column kjv --target-column web --group-column ref``.
@@ -18,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+from scratchformer.checkpoints import pretrained_path
 from scratchformer.training import config_from_args, run_training
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,7 +41,8 @@ def copy_baseline(cfg) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], add_help=True)
-    parser.add_argument("--model", required=True, help="pre-trained checkpoint folder (model + tokenizer)")
+    parser.add_argument("--model", default=None,
+                        help="pre-trained checkpoint folder (model + tokenizer); default: the shipped scratchformer-small")
     parser.add_argument("--data", default=str(DATA))
     parser.add_argument("--output-dir", default=str(REPO / "outputs" / "finetune-kjv-web"))
     parser.add_argument("--validation-books", nargs="+", default=HELD_OUT_BOOKS)
@@ -47,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = config_from_args([
         "--objective", "seq2seq", "--train-files", opts.data, "--source-column", "kjv", "--target-column", "web",
         "--group-column", "ref", "--validation-groups", *opts.validation_books,
-        "--model", opts.model, "--output-dir", opts.output_dir,
+        "--model", opts.model or str(pretrained_path("small")), "--output-dir", opts.output_dir,
         "--max-steps", "1500", "--batch-size", "32", "--max-source-length", "96", "--max-target-length", "96",
         "--lr-schedule", "inverse_sqrt", "--learning-rate", "5e-4", "--warmup-steps", "100",
         "--eval-steps", "500", "--save-steps", "500", "--logging-steps", "25", "--max-eval-samples", "300",

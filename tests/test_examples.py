@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import random
 import re
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from conftest import REPO_ROOT
 
@@ -18,3 +24,70 @@ def test_reverse_task_learns_to_99_percent_exact_match():
     match = re.search(r"held-out exact match: ([\d.]+)%", result.stdout)
     assert match, result.stdout
     assert float(match.group(1)) >= 99.0, result.stdout
+
+
+# The training examples on tiny data, for a few steps: they must run end to end and write what they promise.
+# (Their real runs - the shipped checkpoint, the kjv -> web scores - are in docs/training.md.)
+
+WORDS = "the a light word earth water spirit good day night heaven made said let was".split()
+
+
+def run_example(name: str, *args: str, tmp_path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_DATASETS_CACHE": str(tmp_path / "hf-cache")}
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "examples" / name), *args], capture_output=True,
+                            text=True, timeout=600, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    rng = random.Random(0)
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 15))) + "."
+                              for _ in range(200)) + "\n")
+    return path
+
+
+def test_pretrain_denoising_example_runs(tmp_path, corpus):
+    out = tmp_path / "pretrain"
+    run_example("pretrain_denoising.py", "--train-files", str(corpus), "--output-dir", str(out), "--preset", "tiny",
+                "--tokenizer-vocab-size", "300", "--max-length", "32", "--batch-size", "8", "--max-steps", "4",
+                "--warmup-steps", "2", "--eval-steps", "0", "--save-steps", "100", "--max-eval-samples", "16",
+                "--no-progress-bar", tmp_path=tmp_path)
+    for name in ("model.safetensors", "tokenizer.json", "loss_curve.png", "loss_history.json"):
+        assert (out / name).is_file(), name
+    config = json.loads((out / "config.json").read_text())
+    assert config["pre_layer_norm"] is True and config["dropout"] == 0.0  # the recipe's overrides are applied
+
+
+def test_finetune_kjv_to_web_example_scores_held_out_books(tmp_path):
+    """From the shipped checkpoint, on a 3-book verse file with one held-out book: the report has BLEU / chrF of the
+    fine-tuned model and of copying the source, on the held-out verses only."""
+    rng = random.Random(1)
+    rows = ["ref\tkjv\tweb"]
+    for book in ("Genesis", "Joshua", "Mark"):
+        for verse in range(1, 16):
+            words = [rng.choice(WORDS) for _ in range(rng.randint(4, 10))]
+            rows.append(f"{book} 1:{verse}\t{' '.join(words)} hath\t{' '.join(words)} has")
+    data = tmp_path / "verses.tsv"
+    data.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "finetune"
+    result = run_example("finetune_kjv_to_web.py", "--data", str(data), "--output-dir", str(out),
+                         "--validation-books", "Mark", "--max-steps", "2", "--batch-size", "4",
+                         "--max-eval-samples", "6", "--generation-max-length", "16", "--eval-steps", "0",
+                         "--save-steps", "100", "--no-progress-bar", tmp_path=tmp_path)
+    report = json.loads((out / "kjv_to_web_scores.json").read_text())
+    assert report["held_out_books"] == ["Mark"] and report["verses"] == 6
+    for system in ("fine_tuned", "copy_source"):
+        assert 0.0 <= report[system]["bleu"] <= 100.0 and 0.0 <= report[system]["chrf"] <= 100.0, report
+    assert report["copy_source"]["bleu"] > 0.0  # "x hath" vs "x has": most words match
+    assert json.loads(result.stdout[result.stdout.rindex('{\n  "held_out_books"'):]) == report  # printed too
+
+
+def test_measure_step_time_example_prints_a_row_per_preset(tmp_path, corpus):
+    out = tmp_path / "steps.json"
+    run_example("measure_step_time.py", "--corpus", str(corpus), "--presets", "tiny", "--steps", "4", "--skip", "1",
+                "--batch-size", "4", "--max-length", "32", "--rows", "100", "--json", str(out), tmp_path=tmp_path)
+    (row,) = json.loads(out.read_text())
+    assert row["preset"] == "tiny" and row["steps_timed"] == 2 and row["wall_s_per_step"] > 0 and row["params"] > 0
