@@ -24,8 +24,30 @@ from scratchformer.hub import check_folder, export
 from scratchformer.senses import run_senses
 
 
+def progress_table(run: Path, snapshots: list[Path], senses_data: Path) -> list[dict]:
+    """Validation scores and word-sense ROC-AUC of intermediate checkpoints (folders with config, weights and
+    tokenizer, e.g. copies of the run's ``checkpoint-*`` taken before ``--save-total-limit`` deleted them)."""
+    history = json.loads((run / "loss_history.json").read_text())
+    evaluations = {e["step"]: e for e in history["eval"]}
+    rows = []
+    for folder in sorted(snapshots, key=lambda p: int(p.name.rsplit("-", 1)[-1])):
+        step = int(folder.name.rsplit("-", 1)[-1])
+        (report,) = run_senses(senses_data, [str(folder)], output=folder / "senses", quiet=True)
+        best = report.best_layer
+        rows.append({"step": step, "eval_loss": evaluations.get(step, {}).get("eval_loss"),
+                     "eval_token_accuracy": evaluations.get(step, {}).get("eval_token_accuracy"),
+                     "roc_auc": report.last_layer.roc_auc, "roc_auc_centred": report.last_layer.roc_auc_centred,
+                     "best_layer": best.layer, "best_roc_auc": best.roc_auc})
+        print(f"step {step}: word-sense ROC-AUC last layer {report.last_layer.roc_auc:.4f}", flush=True)
+    return rows
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
 def card_description(run: Path, command: str, minutes: float, model, results: dict, senses: dict,
-                     reference: dict | None, extra_notes: str) -> str:
+                     reference: dict | None, extra_notes: str, progress: list[dict] | None = None) -> str:
     """The markdown of the model card's own sections (export adds the metadata, usage snippets and scores)."""
     config = model.config
     train_config = json.loads((run / "train_config.json").read_text())
@@ -78,10 +100,20 @@ def card_description(run: Path, command: str, minutes: float, model, results: di
         lines.append(f"- Reference, same data and code: all-MiniLM-L6-v2 (a real 6-layer BERT trained on far more "
                      f"data) scores {ref_last['roc_auc']:.3f} at its last layer.")
     lines.append("")
-    lines.append("| layer | ROC-AUC | 1-NN accuracy |")
-    lines.append("| --- | --- | --- |")
+    lines.append("| layer | ROC-AUC | 1-NN accuracy | ROC-AUC, mean-centred vectors |")
+    lines.append("| --- | --- | --- | --- |")
     for score in senses["layers"]:
-        lines.append(f"| {score['layer']} | {score['roc_auc']:.3f} | {score['nn_accuracy']:.3f} |")
+        lines.append(f"| {score['layer']} | {score['roc_auc']:.3f} | {score['nn_accuracy']:.3f} | "
+                     f"{score['roc_auc_centred']:.3f} |")
+    if progress:
+        lines += ["", "During training (validation on the same held-out chunks; word-sense scores of the saved "
+                  "checkpoints):", "",
+                  "| step | validation loss | token accuracy | word-sense ROC-AUC, last layer | centred | best layer |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for row in progress:
+            lines.append(f"| {row['step']} | {_number(row['eval_loss'])} | {_number(row['eval_token_accuracy'])} | "
+                         f"{row['roc_auc']:.3f} | {row['roc_auc_centred']:.3f} | "
+                         f"{row['best_layer']}: {row['best_roc_auc']:.3f} |")
     if extra_notes:
         lines += ["", "## Notes", "", extra_notes]
     return "\n".join(lines)
@@ -91,11 +123,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", type=Path, required=True, help="output folder of `scratchformer train`")
     parser.add_argument("--name", default="small", choices=sorted(CHECKPOINTS))
+    parser.add_argument("--output", type=Path, default=None,
+                        help="where to write the folder (default: the package's folder for --name)")
     parser.add_argument("--senses-data", type=Path, required=True, help="wordnet_senses_dev.tsv")
     parser.add_argument("--command", default="(see docs/training.md)", help="the training command, for the card")
     parser.add_argument("--minutes", type=float, default=0.0, help="training wall time, for the card")
     parser.add_argument("--notes", default="", help="markdown appended to the card (what was tried)")
     parser.add_argument("--no-reference", action="store_true", help="skip the MiniLM reference score")
+    parser.add_argument("--snapshots", type=Path, nargs="*", default=[],
+                        help="intermediate checkpoint folders (named *-STEP) to score for the card's per-step table")
     args = parser.parse_args()
 
     results = json.loads((args.run / "all_results.json").read_text())
@@ -119,9 +155,10 @@ def main() -> None:
          "dataset": "wordnet_senses_dev", "split": "dev",
          "metrics": {"roc_auc": round(last["roc_auc"], 4), "nn_sense_accuracy": round(last["nn_accuracy"], 4)}},
     ]}
+    progress = progress_table(args.run, args.snapshots, args.senses_data) if args.snapshots else None
     description = card_description(args.run, args.command, args.minutes, model, results, senses, reference,
-                                   args.notes)
-    out = PRETRAINED_DIR / CHECKPOINTS[args.name]
+                                   args.notes, progress)
+    out = args.output or PRETRAINED_DIR / CHECKPOINTS[args.name]
     export(model.to(torch.float16), out, tokenizer, scores=scores, model_name=f"scratchformer-{args.name}",
            language="en", datasets=["corpus_en", "wordnet_senses_dev"], description=description,
            example_text="Write a poem about a man fishing on a river <mask>.", overwrite=True)
@@ -133,6 +170,8 @@ def main() -> None:
         if (args.run / extra).exists():
             shutil.copy(args.run / extra, out / extra)
     (out / "senses.json").write_text(json.dumps(reports[0].as_dict(), indent=2) + "\n")
+    if progress:
+        (out / "training_progress.json").write_text(json.dumps(progress, indent=2) + "\n")
     check_folder(out)
     size = sum(f.stat().st_size for f in out.iterdir() if f.is_file()) / 2**20
     print(f"packaged {out} ({size:.1f} MiB)")

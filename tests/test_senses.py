@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
+import torch
 from test_embeddings import minilm_or_skip, tiny_distilbert
 
 from scratchformer.embeddings import EmbeddingExtractor
@@ -103,6 +105,35 @@ def test_learned_score_is_one_half_when_tokens_are_identical(tmp_path):
     report = evaluate_senses(EmbeddingExtractor(model, tokenizer), read_senses_tsv(write_tsv(tmp_path / "s.tsv", rows)))
     assert report.learned_identical_token_pairs == report.pairs == 6
     assert report.layers[0].roc_auc == 0.5
+
+
+class FixedVectors:
+    """A stand-in extractor whose word vectors are given: one per occurrence, the same at every layer."""
+
+    model_name, num_layers = "fixed", 1
+
+    def __init__(self, vectors):
+        self.vectors = vectors
+
+    def word_embeddings(self, words, layers, pooling):
+        assert len(words) == len(self.vectors)
+        return [[SimpleNamespace(vector=v, location=SimpleNamespace(token_ids=[i])) for _ in layers]
+                for i, v in enumerate(self.vectors)]
+
+
+def test_centred_score_ignores_a_direction_all_vectors_share(tmp_path):
+    """Adding one vector to every word vector (anisotropy) changes the plain cosines but not the centred ROC-AUC."""
+    examples = read_senses_tsv(write_tsv(tmp_path / "s.tsv"))
+    used = sorted(i for group in group_examples(examples) for i in group)
+    generator = torch.Generator().manual_seed(0)
+    sense_direction = {synset: torch.randn(16, generator=generator) for synset in "1234"}
+    vectors = [sense_direction[examples[i].synset] + 0.8 * torch.randn(16, generator=generator) for i in used]
+    shared = 30.0 * torch.randn(16, generator=generator)
+    plain = evaluate_senses(FixedVectors(vectors), examples).last_layer
+    shifted = evaluate_senses(FixedVectors([v + shared for v in vectors]), examples).last_layer
+    assert shifted.roc_auc_centred == pytest.approx(plain.roc_auc_centred, abs=1e-9)
+    assert shifted.roc_auc != plain.roc_auc  # the shared direction squeezes every plain cosine towards 1
+    assert 0.0 <= plain.roc_auc_centred <= 1.0
 
 
 def test_cli_writes_json_and_plot(tmp_path, capsys):
