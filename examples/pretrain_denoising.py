@@ -3,7 +3,7 @@
 This is ``scratchformer train --objective denoise`` with the options of docs/training.md filled in; any option given
 here is passed on and wins over the defaults (see ``scratchformer train --help``):
 
-    python examples/pretrain_denoising.py                                   # the shipped recipe (~70 min on 2 quiet cores)
+    python examples/pretrain_denoising.py                                   # the shipped recipe (~2 h on 2 quiet cores)
     python examples/pretrain_denoising.py --max-steps 50 --output-dir outputs/smoke --eval-steps 25
     python examples/pretrain_denoising.py --resume                          # continue an interrupted run
     torchrun --nproc_per_node=2 examples/pretrain_denoising.py ...          # data-parallel
@@ -31,7 +31,7 @@ DEFAULTS = [
     "--tokenizer-vocab-size", "16000",
     "--max-length", "128",
     "--batch-size", "32",
-    "--max-steps", "1652",
+    "--max-steps", "3191",
     "--lr-schedule", "inverse_sqrt",
     "--learning-rate", "2e-3",
     "--warmup-steps", "300",

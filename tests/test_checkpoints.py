@@ -65,7 +65,7 @@ def test_unknown_names_are_refused():
 @torch.no_grad()
 def test_the_model_has_learned_to_denoise(small):
     """Teacher-forced reconstruction of clean English is far better than chance (1 / 16,000 per token; the
-    checkpoint scores about 0.36 here, 0.37 on noised validation text), and better than for the same words shuffled:
+    checkpoint scores 0.49 here, 0.54 on noised validation text), and better than for the same words shuffled:
     the model knows word order, not only word frequencies."""
     model, tokenizer = small
     text = ("The river flows through the valley and into the sea. She walked to the bank to deposit her money, "
@@ -79,8 +79,8 @@ def test_the_model_has_learned_to_denoise(small):
         return (logits.argmax(-1) == batch["input_ids"]).float().mean().item()
 
     clean, scrambled = accuracy(text), accuracy(shuffled)
-    assert clean > 0.25, clean
-    assert clean > scrambled + 0.05, (clean, scrambled)
+    assert clean > 0.35, clean
+    assert clean > scrambled + 0.15, (clean, scrambled)  # measured: 0.49 vs 0.15
 
 
 @torch.no_grad()

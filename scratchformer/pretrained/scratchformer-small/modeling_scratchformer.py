@@ -475,6 +475,13 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_attention_backend = True
 
+    def post_init(self) -> None:
+        """Initialise and tie as usual, then list the tied copies (e.g. ``lm_head.weight``) as keys that are never
+        saved: ``save_pretrained`` stores one tensor per tie anyway, and with the list ``Trainer`` re-ties them on
+        ``resume_from_checkpoint`` instead of warning that they are "missing"."""
+        super().post_init()
+        self._keys_to_ignore_on_save = set(self.all_tied_weights_keys) or None
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save as usual, and make sure ``config.json``'s ``auto_map`` also names the encoder model for ``AutoModel``:
         transformers only lists the class being saved, and Hub users need ``AutoModel`` (and the feature-extraction
