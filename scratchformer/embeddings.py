@@ -64,7 +64,8 @@ def describe_layer(layer: Layer, num_layers: int) -> str:
     if layer == LEARNED:
         return "learned input embedding (raw row of get_input_embeddings(); same vector in every sentence)"
     if layer == 0:
-        return "embedding-layer output hidden_states[0] (input to layer 1: token embedding + position; not learned)"
+        return ("embedding-layer output hidden_states[0] (input to layer 1: token embedding plus any position encoding "
+                "the model adds there, e.g. none with rotary positions; not learned)")
     if layer == num_layers:
         return f"contextual, layer {layer} of {num_layers} (last_hidden_state)"
     return f"contextual, layer {layer} of {num_layers}"
