@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
+from conftest import REPO_ROOT
 from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
 import scratchformer
@@ -90,3 +92,19 @@ def test_generation_round_trips_through_the_tokenizer(small):
     generated = model.generate(**batch, max_new_tokens=16, num_beams=2)
     text = tokenizer.decode(generated[0], skip_special_tokens=True)
     assert isinstance(text, str) and text.strip()
+
+
+def test_readme_gives_the_model_cards_training_command():
+    """The README's command that reproduces the shipped checkpoint is the one its model card states."""
+
+    def training_command(markdown: str) -> str:
+        # the command, continued over lines that end with a backslash
+        command = re.search(r"^OMP_WAIT_POLICY=PASSIVE scratchformer train (?:.*\\\n)*.*$", markdown, re.M)
+        assert command, "no scratchformer train command"
+        return " ".join(command.group(0).replace("\\\n", " ").split())
+
+    card = (pretrained_path("small") / "README.md").read_text()
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert training_command(readme) == training_command(card)
+    steps_trained = re.search(r"batch \d+, (\d+) steps", card).group(1)  # the card's Optimisation line
+    assert f"--max-steps {steps_trained} " in training_command(card)
