@@ -602,12 +602,13 @@ def _model(cfg: TrainConfig, tokenizer, resume_from: str | None):
             raise TrainingSetupError(
                 f"--resume: the model options differ from the checkpoint's in {differ}; resume with the options "
                 "of the original run")
-        if _checkpoint_step(resume_from) >= cfg.max_steps > 0:
+        if checkpoint_step(resume_from) >= cfg.max_steps > 0:
             return ScratchformerForConditionalGeneration.from_pretrained(resume_from, dtype=torch.float32)
     return ScratchformerForConditionalGeneration(config)
 
 
-def _checkpoint_step(checkpoint: str) -> int:
+def checkpoint_step(checkpoint: str | Path) -> int:
+    """The optimizer step a Trainer checkpoint folder was saved at (from its ``trainer_state.json``)."""
     return int(json.loads((Path(checkpoint) / "trainer_state.json").read_text())["global_step"])
 
 
@@ -737,7 +738,7 @@ def run_training(cfg: TrainConfig, callbacks: list | None = None) -> dict[str, A
               flush=True)
 
     start = time.time()
-    if resume_from is not None and _checkpoint_step(resume_from) >= cfg.max_steps > 0:
+    if resume_from is not None and checkpoint_step(resume_from) >= cfg.max_steps > 0:
         # "--resume --max-steps N" with a checkpoint at step >= N: no more training, just finish the run (final
         # model, evaluation, loss curve) from that checkpoint, e.g. to end a long run early
         from transformers import TrainerState

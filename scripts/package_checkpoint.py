@@ -22,17 +22,19 @@ from scratchformer import ScratchformerForConditionalGeneration, ScratchformerTo
 from scratchformer.checkpoints import CHECKPOINTS, PRETRAINED_DIR
 from scratchformer.hub import check_folder, export
 from scratchformer.senses import run_senses
+from scratchformer.training import checkpoint_step
 
 
 def progress_table(run: Path, snapshots: list[Path], senses_data: Path) -> list[dict]:
     """Validation scores and word-sense ROC-AUC of intermediate checkpoints (folders with config, weights and
-    tokenizer, e.g. copies of the run's ``checkpoint-*`` taken before ``--save-total-limit`` deleted them)."""
+    tokenizer and ``trainer_state.json``, e.g. copies of the run's ``checkpoint-*`` taken before
+    ``--save-total-limit`` deleted them). Their senses reports go to ``RUN/package/senses-step-N``."""
     history = json.loads((run / "loss_history.json").read_text())
     evaluations = {e["step"]: e for e in history["eval"]}
     rows = []
-    for folder in sorted(snapshots, key=lambda p: int(p.name.rsplit("-", 1)[-1])):
-        step = int(folder.name.rsplit("-", 1)[-1])
-        (report,) = run_senses(senses_data, [str(folder)], output=folder / "senses", quiet=True)
+    for step, folder in sorted((checkpoint_step(folder), folder) for folder in snapshots):
+        (report,) = run_senses(senses_data, [str(folder)], output=run / "package" / f"senses-step-{step}",
+                               quiet=True)
         best = report.best_layer
         rows.append({"step": step, "eval_loss": evaluations.get(step, {}).get("eval_loss"),
                      "eval_token_accuracy": evaluations.get(step, {}).get("eval_token_accuracy"),
@@ -131,13 +133,14 @@ def main() -> None:
     parser.add_argument("--notes", default="", help="markdown appended to the card (what was tried)")
     parser.add_argument("--no-reference", action="store_true", help="skip the MiniLM reference score")
     parser.add_argument("--snapshots", type=Path, nargs="*", default=[],
-                        help="intermediate checkpoint folders (named *-STEP) to score for the card's per-step table")
+                        help="intermediate checkpoint folders (with trainer_state.json) to score for the card's per-step "
+                        "table")
     args = parser.parse_args()
 
     results = json.loads((args.run / "all_results.json").read_text())
     # the step reached: the run's last checkpoint (the final model is saved at that step)
-    states = sorted(args.run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    results.setdefault("global_step", json.loads(states[-1].read_text())["global_step"] if states else "?")
+    steps = [checkpoint_step(state.parent) for state in args.run.glob("checkpoint-*/trainer_state.json")]
+    results.setdefault("global_step", max(steps) if steps else "?")
     model = ScratchformerForConditionalGeneration.from_pretrained(args.run, dtype=torch.float32).eval()
     tokenizer = ScratchformerTokenizer.from_pretrained(args.run)
 
