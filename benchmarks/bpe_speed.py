@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from scratchformer import bpe
+from scratchformer.tokenizer import bpe
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "corpus_en.txt.gz"

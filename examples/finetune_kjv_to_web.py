@@ -19,8 +19,8 @@ import json
 import sys
 from pathlib import Path
 
-from scratchformer.checkpoints import pretrained_path
-from scratchformer.training import config_from_args, run_training
+from scratchformer.loading import pretrained_path
+from scratchformer.training.pipeline import config_from_args, run_training
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "parallel_kjv_web_spa.tsv.gz"
@@ -31,7 +31,7 @@ def copy_baseline(cfg) -> dict[str, float]:
     """BLEU / chrF of copying the source verse, on the same held-out verses the evaluation uses."""
     import sacrebleu
 
-    from scratchformer.training import load_raw_splits
+    from scratchformer.training.pipeline import load_raw_splits
 
     _, valid, _, _ = load_raw_splits(cfg)
     hyps, refs = valid[cfg.source_column], valid[cfg.target_column]

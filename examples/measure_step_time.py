@@ -24,7 +24,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from scratchformer.training import TrainConfig, run_training
+from scratchformer.training.pipeline import TrainConfig, run_training
 
 
 class StepTimer(TrainerCallback):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from scratchformer.training import main
+from scratchformer.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,4 +46,4 @@ DEFAULTS = [
 
 
 if __name__ == "__main__":
-    sys.exit(main(DEFAULTS + sys.argv[1:]))
+    sys.exit(main(["train", *DEFAULTS, *sys.argv[1:]]))

@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 
 from scratchformer import ScratchformerForConditionalGeneration, ScratchformerTokenizer
-from scratchformer.checkpoints import CHECKPOINTS, PRETRAINED_DIR
-from scratchformer.hub import check_folder, export
-from scratchformer.senses import run_senses
-from scratchformer.training import checkpoint_step
+from scratchformer.analysis.senses import run_senses
+from scratchformer.hub.export import check_folder, export
+from scratchformer.loading import CHECKPOINTS, PRETRAINED_DIR
+from scratchformer.training.pipeline import checkpoint_step
 
 
 def progress_table(run: Path, snapshots: list[Path], senses_data: Path) -> list[dict]:

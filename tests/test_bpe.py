@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizer_fixtures import reference_bpe, unicode_text, unicode_text_without_specials
 
-from scratchformer import bpe
+from scratchformer.tokenizer import bpe
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,17 +12,9 @@ from pathlib import Path
 import pytest
 from test_embeddings import tiny_distilbert, tiny_scratchformer
 
-from scratchformer.compare import (
-    BANK_STUDY,
-    RANDOM_LABEL,
-    LoadedModel,
-    default_model_source,
-    load_study_model,
-    make_study,
-    run_compare,
-    run_study,
-)
-from scratchformer.embeddings import EmbeddingExtractor
+from scratchformer.analysis.bank import BANK_STUDY, make_study, run_compare, run_study
+from scratchformer.analysis.extractor import EmbeddingExtractor, LoadedModel, load_extractor
+from scratchformer.loading import RANDOM_SCRATCHFORMER, describe, resolve
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "distilbert_style_extraction.py"
@@ -65,8 +57,8 @@ def test_make_study_defaults_and_errors():
 def test_default_model_is_the_shipped_checkpoint_and_random_is_labelled():
     from scratchformer import pretrained_path
 
-    assert default_model_source() == str(pretrained_path("small"))
-    assert "RANDOM INIT" in RANDOM_LABEL
+    assert resolve("scratchformer") == resolve("small") == str(pretrained_path("small"))
+    assert "RANDOM INIT" in describe(RANDOM_SCRATCHFORMER)
 
 
 def test_run_study_on_tiny_distilbert():
@@ -141,7 +133,7 @@ def test_extractor_loads_the_encoder_from_a_seq2seq_checkpoint(scratch_folder):
 
     import torch
 
-    from scratchformer.modeling_scratchformer import (
+    from scratchformer.models.modeling_scratchformer import (
         ScratchformerEncoderModel,
         ScratchformerForConditionalGeneration,
     )
@@ -159,8 +151,8 @@ def test_extractor_loads_the_encoder_from_a_seq2seq_checkpoint(scratch_folder):
 
 
 def test_unknown_model_source_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match="cannot load a model and tokenizer from"):
-        load_study_model(str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="no model at .*missing"):
+        load_extractor(str(tmp_path / "missing"))
 
 
 def _run_example(path: Path, tmp_path: Path) -> str:

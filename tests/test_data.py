@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from scratchformer import data
-from scratchformer.data import DataCollatorForTextInfilling, DataError, text_infilling
+from scratchformer.training import data
+from scratchformer.training.data import DataCollatorForTextInfilling, DataError, text_infilling
 
 MASK = 4
 

@@ -15,7 +15,7 @@ import warnings
 import pytest
 import torch
 
-from scratchformer.embeddings import (
+from scratchformer.analysis.extractor import (
     EmbeddingExtractor,
     cosine,
     pool_tokens,
@@ -50,7 +50,7 @@ def tiny_distilbert(seed: int = 0, max_position_embeddings: int = 64):
 
 def tiny_scratchformer(texts=(RIVER, MONEY, TWO_BANKS), **overrides):
     """A random tiny Scratchformer encoder-decoder with our byte-level BPE trained on ``texts``."""
-    from scratchformer.compare import build_random_scratchformer
+    from scratchformer.loading import build_random_scratchformer
 
     sizes = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                  decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
@@ -120,7 +120,7 @@ def test_contextual_last_layer_equals_last_hidden_state(extractor):
 
 
 def test_scratchformer_embedding_output_is_scaled_embedding_plus_sinusoid(scratch):
-    from scratchformer.modeling_scratchformer import sinusoidal_position_encoding
+    from scratchformer.models.modeling_scratchformer import sinusoidal_position_encoding
 
     learned = scratch.learned_embeddings(RIVER).vectors
     d_model = learned.shape[1]
@@ -215,7 +215,7 @@ def test_end_of_word_bpe():
 
 @pytest.mark.parametrize("scheme", ["byte_level", "whitespace"])
 def test_word_location_with_our_tokenizer(scheme):
-    from scratchformer.tokenizer_training import train_fast_tokenizer
+    from scratchformer.tokenizer.training import train_fast_tokenizer
 
     tokenizer = train_fast_tokenizer([RIVER, MONEY, TWO_BANKS] * 2, vocab_size=400, scheme=scheme, min_frequency=1)
     ex = EmbeddingExtractor(model_for(tokenizer), tokenizer)

@@ -24,7 +24,7 @@ from model_fixtures import run_without_scratchformer, tiny_config
 
 from scratchformer import ScratchformerForConditionalGeneration, ScratchformerModel
 from scratchformer.cli import main as cli_main
-from scratchformer.hub import HubError, check_folder, export, load_scores, push
+from scratchformer.hub.export import HubError, check_folder, export, load_scores, push
 
 TEXTS = ["the cat sat on the mat.", "attention is all you need.", "hello world, this is a test of the hub."] * 8
 SENTENCES = ["the cat sat on the mat.", "hello world"]
@@ -40,7 +40,7 @@ TIMEOUT = 240
 def make_tokenizer():
     """A small byte-level BPE ScratchformerTokenizer (<pad> <s> </s> <unk> <mask> = 0-4)."""
     try:
-        from scratchformer.tokenizer_training import train_fast_tokenizer
+        from scratchformer.tokenizer.training import train_fast_tokenizer
     except ImportError:  # the tokenizer module is not there: build the same kind of tokenizer by hand
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
@@ -150,7 +150,7 @@ def test_export_cli_and_its_refusals(artifacts, tmp_path, capsys):
     assert {p.name for p in out.iterdir()} == EXPORTED
     readme = (out / "README.md").read_text()
     assert "# tiny" in readme and 'from_pretrained("alice/tiny"' in readme and "- en" in readme
-    assert cli_main(["export", str(artifacts["source"]), str(out)]) == 1  # not empty, no --overwrite
+    assert cli_main(["export", str(artifacts["source"]), str(out)]) == 2  # not empty, no --overwrite
     assert "not empty" in capsys.readouterr().err
     assert cli_main(["export", str(artifacts["source"]), str(out), "--overwrite"]) == 0
 
@@ -162,7 +162,7 @@ def test_export_cli_and_its_refusals(artifacts, tmp_path, capsys):
         export(no_tokenizer, tmp_path / "x")
     mismatched = ScratchformerForConditionalGeneration(tiny_config(vocab_size=len(artifacts["tokenizer"]),
                                                                    eos_token_id=4))
-    with pytest.raises(HubError, match=r"eos: tokenizer '</s>' has id 2, config.eos_token_id=4"):
+    with pytest.raises(HubError, match=r"eos: tokenizer '</s>' has id 2, the model's eos_token_id is 4"):
         export(mismatched, tmp_path / "y", artifacts["tokenizer"])
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()  # nothing half-written
 
@@ -249,7 +249,7 @@ def test_push_cli_refused_by_the_hub_gives_a_clear_error(artifacts, hub, monkeyp
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.url)
     monkeypatch.setenv("HF_TOKEN", hub.token)
     hub.refuse = {"create", "commit"}
-    assert cli_main(["push", str(artifacts["source"]), "someone-else/model"]) == 1
+    assert cli_main(["push", str(artifacts["source"]), "someone-else/model"]) == 2
     err = capsys.readouterr().err
     assert f"error: the Hub at {hub.url} refused creating the repository someone-else/model (HTTP 403" in err
     assert "write access" in err
@@ -383,7 +383,7 @@ def test_check_folder_names_each_defect(artifacts, tmp_path):
     shutil.copytree(artifacts["folder"], absolute)
     code = (absolute / "modeling_scratchformer.py").read_text()
     (absolute / "modeling_scratchformer.py").write_text(
-        code.replace("from .configuration_scratchformer import", "from scratchformer.configuration_scratchformer import"))
+        code.replace("from .configuration_scratchformer import", "from scratchformer.models.configuration_scratchformer import"))
     copies["absolute-import"] = (absolute, "modeling_scratchformer.py:")
     for name, (folder, culprit) in copies.items():
         with pytest.raises(HubError) as error:

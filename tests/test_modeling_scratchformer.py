@@ -20,7 +20,7 @@ from scratchformer import (
     ScratchformerForConditionalGeneration,
     ScratchformerModel,
 )
-from scratchformer.modeling_scratchformer import shift_tokens_right, sinusoidal_position_encoding
+from scratchformer.models.modeling_scratchformer import shift_tokens_right, sinusoidal_position_encoding
 
 ATOL = 1e-5
 POSITION_TYPES = ["sinusoidal", "learned", "rope"]

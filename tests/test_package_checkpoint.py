@@ -15,7 +15,7 @@ from test_senses import write_tsv
 from test_training import corpus, tiny  # noqa: F401  (corpus is a fixture)
 
 from scratchformer import ScratchformerEncoderModel, ScratchformerTokenizer
-from scratchformer.training import run_training
+from scratchformer.training.pipeline import run_training
 
 
 def test_package_a_run_with_per_step_scores(tmp_path, corpus):  # noqa: F811

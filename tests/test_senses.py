@@ -9,8 +9,8 @@ import pytest
 import torch
 from test_embeddings import minilm_or_skip, tiny_distilbert
 
-from scratchformer.embeddings import EmbeddingExtractor
-from scratchformer.senses import (
+from scratchformer.analysis.extractor import EmbeddingExtractor
+from scratchformer.analysis.senses import (
     evaluate_senses,
     group_examples,
     read_senses_tsv,

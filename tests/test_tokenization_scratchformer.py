@@ -22,8 +22,9 @@ from tokenizer_fixtures import (
 from transformers import AutoTokenizer
 
 import scratchformer
-from scratchformer import ScratchformerConfig, ScratchformerTokenizer, bpe
-from scratchformer import tokenizer_training as tt
+from scratchformer import ScratchformerConfig, ScratchformerTokenizer
+from scratchformer.tokenizer import bpe
+from scratchformer.tokenizer import training as tt
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,10 @@ import pytest
 from tokenizer_fixtures import sentences
 from transformers import AutoTokenizer
 
-import scratchformer  # noqa: F401  (registers ScratchformerTokenizer with AutoTokenizer)
+import scratchformer
 from scratchformer.cli import build_parser, main
+
+scratchformer.register()  # ScratchformerTokenizer with AutoTokenizer
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +66,12 @@ def test_default_is_fast_byte_level(corpus_files, tmp_path, capsys):
 def test_bad_files_give_a_clear_error(tmp_path, capsys, make, message):
     path = make(tmp_path)
     rc = main(["train-tokenizer", str(path), "--output", str(tmp_path / "out"), "--no-progress"])
-    assert rc == 1
+    assert rc == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
 def test_too_small_vocabulary_is_refused(corpus_files, tmp_path, capsys):
     rc = main(["train-tokenizer", str(corpus_files[0]), "--vocab-size", "100", "--output", str(tmp_path / "o")])
-    assert rc == 1
+    assert rc == 2
     assert "ask for at least 261" in capsys.readouterr().err

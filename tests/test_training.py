@@ -22,8 +22,8 @@ from transformers.trainer import logger as trainer_logger
 from scratchformer import ScratchformerConfig, ScratchformerForConditionalGeneration
 from scratchformer.cli import build_parser
 from scratchformer.cli import main as cli_main
-from scratchformer.data import DataError
-from scratchformer.training import (
+from scratchformer.errors import DataError
+from scratchformer.training.pipeline import (
     Seq2SeqLoss,
     TrainConfig,
     TrainingSetupError,
@@ -220,7 +220,7 @@ def test_empty_data_is_a_clear_error(tmp_path):
 
 
 def test_tokenizer_that_does_not_match_the_model_is_refused(tmp_path, corpus):
-    from scratchformer.tokenizer_training import train_fast_tokenizer
+    from scratchformer.tokenizer.training import train_fast_tokenizer
 
     tok_dir = tmp_path / "tok"
     train_fast_tokenizer(corpus.read_text().splitlines(), 300).save_pretrained(tok_dir)
@@ -240,7 +240,7 @@ def test_tokenizer_that_does_not_match_the_model_is_refused(tmp_path, corpus):
 
 
 def test_batch_that_does_not_fit_in_memory_is_refused(monkeypatch):
-    import scratchformer.training as training
+    import scratchformer.training.pipeline as training
 
     config = ScratchformerConfig(vocab_size=16000, d_model=256, encoder_layers=6, decoder_layers=2,
                                  encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=1024,

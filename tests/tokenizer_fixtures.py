@@ -12,8 +12,8 @@ from pathlib import Path
 import regex
 from hypothesis import strategies as st
 
-from scratchformer import bpe
-from scratchformer import tokenizer_training as tt
+from scratchformer.tokenizer import bpe
+from scratchformer.tokenizer import training as tt
 
 WORDS = (
     "the a river bank of money deposit lower lowest newer wider walk walked walking run running bat bats ball "

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..errors import ScratchformerError
+from . import add_command
+
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
-    from .bpe import DEFAULT_SCHEME, SCHEMES
+    from ..tokenizer.bpe import DEFAULT_SCHEME, SCHEMES
 
-    cmd = subparsers.add_parser(
-        "train-tokenizer",
+    cmd = add_command(
+        subparsers, "train-tokenizer",
         help="train a BPE tokenizer on text files (plain or .gz) and save it for AutoTokenizer",
         description="Train a BPE tokenizer (special tokens <pad> <s> </s> <unk> <mask> = ids 0-4) on text files, "
         "one example per line, and save tokenizer.json, tokenizer_config.json and the tokenizer code to OUTPUT.",
@@ -42,7 +45,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _train_tokenizer(args: argparse.Namespace) -> int:
-    from . import tokenizer_training as tt
+    from ..tokenizer import training as tt
 
     try:
         texts = tt.load_text_files(args.files)["text"]
@@ -67,8 +70,7 @@ def _train_tokenizer(args: argparse.Namespace) -> int:
                 )
         tokenizer.save_pretrained(args.output)
     except (ValueError, TypeError, OSError) as err:
-        print(f"scratchformer train-tokenizer: error: {err}", file=sys.stderr)
-        return 1
+        raise ScratchformerError(str(err)) from err
     print(f"saved to {args.output}")
     print(f"vocabulary size: {len(tokenizer)}")
     print(f"tokens per word: {tt.tokens_per_word(tokenizer, texts):.3f}")

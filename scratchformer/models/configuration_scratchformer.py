@@ -20,6 +20,19 @@ POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned", "rope")
 CHECKPOINT_FORMAT = 1
 
 
+def checkpoint_format_problem(version: object) -> str | None:
+    """Why a ``scratchformer_format`` value cannot be read by this code, or ``None`` if it can. The one place of the
+    format-version rule: the config checks itself with it, and so does the Hub export's folder check."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        return "must be a positive integer (the checkpoint format of config.json)"
+    if version > CHECKPOINT_FORMAT:
+        return (f"this config.json was written by a newer, incompatible scratchformer (checkpoint format {version}; "
+                f"this code reads formats up to {CHECKPOINT_FORMAT}). Upgrade scratchformer, or load it with "
+                "trust_remote_code=True in a process that does not import scratchformer, so that the checkpoint's "
+                "own code is used")
+    return None
+
+
 class ScratchformerConfig(PreTrainedConfig):
     """Hyper-parameters of a Scratchformer model.
 
@@ -137,11 +150,6 @@ class ScratchformerConfig(PreTrainedConfig):
                 fail(field, f"must be a token id in [0, vocab_size={self.vocab_size})")
         if self.decoder_start_token_id is None:
             fail("decoder_start_token_id", "must be set: the decoder needs a first input token")
-        version = self.scratchformer_format
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            fail("scratchformer_format", "must be a positive integer (the checkpoint format of config.json)")
-        if version > CHECKPOINT_FORMAT:
-            fail("scratchformer_format", f"this config.json was written by a newer, incompatible scratchformer "
-                 f"(checkpoint format {version}; this code reads formats up to {CHECKPOINT_FORMAT}). Upgrade "
-                 "scratchformer, or load it with trust_remote_code=True in a process that does not import "
-                 "scratchformer, so that the checkpoint's own code is used")
+        problem = checkpoint_format_problem(self.scratchformer_format)
+        if problem:
+            fail("scratchformer_format", problem)

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import TrainingSetupError
+
 OBJECTIVES = ("denoise", "seq2seq")
 LR_SCHEDULES = {  # ours -> transformers' lr_scheduler_type
     "inverse_sqrt": "inverse_sqrt",
@@ -65,10 +67,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8, decoder_attention_heads=8,
                  encoder_ffn_dim=2048, decoder_ffn_dim=2048),
 }
-
-
-class TrainingSetupError(ValueError):
-    """A bad option, tokenizer/model mismatch or batch size, found before training starts."""
 
 
 def _opt(default, help: str, **extra):
@@ -244,23 +242,11 @@ def parse_overrides(text: str | None) -> dict[str, Any]:
 
 
 def check_tokenizer_matches(tokenizer, config, objective: str) -> None:
-    """The tokenizer's special tokens must be the model's, and its ids must fit the embedding table."""
-    problems = []
-    for name in ("pad", "bos", "eos"):
-        tok_id = getattr(tokenizer, f"{name}_token_id")
-        cfg_id = getattr(config, f"{name}_token_id")
-        if tok_id != cfg_id:
-            problems.append(f"{name}: tokenizer {getattr(tokenizer, f'{name}_token')!r} has id {tok_id}, "
-                            f"the model's {name}_token_id is {cfg_id}")
-    if len(tokenizer) > config.vocab_size:
-        problems.append(f"the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}")
-    if objective == "denoise" and tokenizer.mask_token_id is None:
-        problems.append("the tokenizer has no mask token (denoising needs <mask>)")
-    probe = tokenizer("a")["input_ids"]
-    if not probe or probe[-1] != tokenizer.eos_token_id:
-        problems.append(f"the tokenizer does not end a text with its eos token (tokenizer('a') = {probe})")
-    if problems:
-        raise TrainingSetupError("the tokenizer does not match the model:\n  - " + "\n  - ".join(problems))
+    """:func:`scratchformer.loading.check_tokenizer_matches`, as a :class:`TrainingSetupError`; denoising needs
+    ``<mask>``."""
+    from ..loading import check_tokenizer_matches as check
+
+    check(tokenizer, config, needs_mask=objective == "denoise", error=TrainingSetupError)
 
 
 def _available_memory() -> int | None:
@@ -537,7 +523,7 @@ def load_raw_splits(cfg: TrainConfig):
 def _tokenizer(cfg: TrainConfig, train, columns, is_main: bool, resume_from: str | None):
     from transformers import AutoTokenizer
 
-    from .tokenizer_training import train_fast_tokenizer
+    from ..tokenizer.training import train_fast_tokenizer
 
     if cfg.tokenizer or cfg.model:
         path = cfg.tokenizer or cfg.model
@@ -567,7 +553,7 @@ def _model(cfg: TrainConfig, tokenizer, resume_from: str | None):
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
-    from . import ScratchformerConfig, ScratchformerForConditionalGeneration
+    from ..models import ScratchformerConfig, ScratchformerForConditionalGeneration
 
     overrides = parse_overrides(cfg.config_overrides)
     fields = {f.name for f in dataclasses.fields(ScratchformerConfig)}
@@ -783,30 +769,3 @@ def _save_converted(model, tokenizer, out: Path, save_dtype: str) -> None:
     tokenizer.save_pretrained(str(out))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m scratchformer.training ...`` = ``scratchformer train ...``."""
-    return _command(config_from_args(argv))
-
-
-def _command(cfg: TrainConfig) -> int:
-    from .data import DataError
-
-    try:
-        run_training(cfg)
-    except (TrainingSetupError, DataError) as err:
-        print(f"scratchformer train: error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "train", help="train a model (denoising pre-training or seq2seq); works under torchrun / accelerate launch",
-        description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    parser.set_defaults(func=lambda args: _command(TrainConfig(**{
-        f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

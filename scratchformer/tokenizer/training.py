@@ -31,8 +31,8 @@ from tokenizers import (
     trainers,
 )
 
+from ..models.tokenization_scratchformer import ScratchformerTokenizer
 from . import bpe
-from .tokenization_scratchformer import ScratchformerTokenizer
 
 DEFAULT_MODEL_MAX_LENGTH = 512  # ScratchformerConfig().max_position_embeddings
 
@@ -224,7 +224,7 @@ def load_text_files(paths: Sequence[str | os.PathLike]) -> Any:
     Uses the project's data loader (:func:`scratchformer.data.load_data_files`): a missing, empty, non-text or
     corrupt file raises a ``ValueError`` (``DataError``) that names it.
     """
-    from .data import load_data_files
+    from ..training.data import load_data_files
 
     return load_data_files(paths, fmt="txt")
 

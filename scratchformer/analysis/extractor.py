@@ -321,8 +321,12 @@ class EmbeddingExtractor:
     def from_pretrained(
         cls, source: str, *, trust_remote_code: bool = False, with_decoder: bool = False, **kwargs: Any
     ) -> EmbeddingExtractor:
-        """Load tokenizer and model from a folder or Hub id (see :func:`load_model`); ``kwargs`` go to ``__init__``."""
-        model, tokenizer = load_model(source, trust_remote_code=trust_remote_code, with_decoder=with_decoder)
+        """Load tokenizer and model (an alias, a folder or a Hub id: :func:`scratchformer.loading.load`);
+        ``kwargs`` go to ``__init__``."""
+        from ..loading import load
+
+        model, tokenizer = load(source, task="seq2seq" if with_decoder else "encoder",
+                                trust_remote_code=trust_remote_code)
         return cls(model, tokenizer, **kwargs)
 
     def _default_max_length(self) -> int | None:
@@ -832,35 +836,34 @@ def _stack_attention(attentions: Any) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def load_model(source: str, *, trust_remote_code: bool = False, with_decoder: bool = False) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` from a folder or Hub id. Encoder-only configs load with ``AutoModel``; an
-    encoder-decoder loads with ``AutoModelForSeq2SeqLM`` when ``with_decoder`` (needed for decoder and cross
-    attention maps), otherwise with ``AutoModel`` (for Scratchformer: the encoder-only ``ScratchformerEncoderModel``).
-    Weights missing from the checkpoint (left randomly initialised) raise a warning naming them."""
-    from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
+@dataclass
+class LoadedModel:
+    """A model ready for analysis: its label for tables and plots, where it came from, and its extractor."""
 
-    import scratchformer  # noqa: F401  (registers the Scratchformer classes with the Auto factories)
+    label: str
+    source: str
+    random_init: bool
+    extractor: EmbeddingExtractor
+    note: str = ""
 
-    try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError) as error:
-        raise ValueError(
-            f"cannot load a model and tokenizer from {source!r}: {error}\nGive a folder with config.json and "
-            "tokenizer files, or a Hub id (which needs network access and HF_HUB_OFFLINE unset)."
-        ) from error
-    auto = AutoModelForSeq2SeqLM if with_decoder and getattr(config, "is_encoder_decoder", False) else AutoModel
-    model, info = auto.from_pretrained(
-        source, config=config, trust_remote_code=trust_remote_code, output_loading_info=True
-    )
-    missing = [k for k in info.get("missing_keys", []) if "pooler" not in k]
-    if missing:
-        warnings.warn(
-            f"{len(missing)} weight(s) of {type(model).__name__} were not in {source!r} and are random: "
-            f"{sorted(missing)[:5]}{'...' if len(missing) > 5 else ''}",
-            stacklevel=2,
-        )
-    return model.eval(), tokenizer
+
+RANDOM_NOTE = ("paper base sizes, random weights (seed 0), our byte-level BPE trained on the study sentences only; "
+               "what a Transformer gives before any training")
+
+
+def load_extractor(name: str, *, batch_size: int = 32, texts: Sequence[str] | None = None,
+                   with_decoder: bool = False, trust_remote_code: bool = False) -> LoadedModel:
+    """:func:`scratchformer.loading.load` (an alias, a folder or a Hub id) wrapped in an :class:`EmbeddingExtractor`.
+    ``with_decoder`` loads an encoder-decoder whole (decoder and cross attention maps); ``texts`` train the tokenizer
+    of ``random-scratchformer``."""
+    from ..loading import RANDOM_SCRATCHFORMER, describe, load, resolve
+
+    model, tokenizer = load(name, task="seq2seq" if with_decoder else "encoder", texts=texts,
+                            trust_remote_code=trust_remote_code)
+    random_init = str(name) == RANDOM_SCRATCHFORMER
+    return LoadedModel(describe(name), str(name) if random_init else resolve(name), random_init,
+                       EmbeddingExtractor(model, tokenizer, batch_size=batch_size),
+                       RANDOM_NOTE if random_init else "")
 
 
 def finite_or_none(value: float | None) -> float | None:

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import DataError
+
 # file suffix (after an optional .gz) -> (datasets builder, builder options)
 FILE_FORMATS: dict[str, tuple[str, dict[str, Any]]] = {
     "txt": ("text", {}),
@@ -40,10 +42,6 @@ FILE_FORMATS: dict[str, tuple[str, dict[str, Any]]] = {
 
 # "Genesis 1:1", "I Samuel 3:10", "Song of Solomon 2:1" -> the book is everything before "<chapter>:<verse>"
 _REF = re.compile(r"^(?P<book>.*?\S)\s+\d+[:.]\d+\s*$")
-
-
-class DataError(ValueError):
-    """Bad training data or data options; raised before training starts."""
 
 
 def file_format(path: str | os.PathLike) -> str:

@@ -1,0 +1,7 @@
+"""``python -m scratchformer`` = ``scratchformer``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

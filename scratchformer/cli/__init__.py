@@ -1,0 +1,66 @@
+"""The ``scratchformer`` command line: one module per subcommand, one way to fail.
+
+Each module in :data:`COMMANDS` provides ``add_subcommand(subparsers)``; it imports nothing heavy at module level
+(torch, transformers and the feature code load inside the command function), so that ``scratchformer --help`` is
+fast. :func:`main` is the one place where a user's mistake - a :class:`~scratchformer.errors.ScratchformerError`
+from any command - becomes one line, ``scratchformer <command>: error: <message>``, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .. import __version__
+from ..errors import ScratchformerError
+
+# Modules providing ``add_subcommand(subparsers)``, in the order they appear in ``--help``.
+COMMANDS = ["info", "compare", "senses", "train", "train_tokenizer", "export", "push"]
+
+EXIT_USER_ERROR = 2  # argparse's own status for a bad command line
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows every option's default (argparse's ``%(default)s``), except where there is none to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, argparse.SUPPRESS) or "%(default)" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def add_command(subparsers: argparse._SubParsersAction, name: str, help: str, description: str | None = None,
+                ) -> argparse.ArgumentParser:
+    """A subcommand parser with the house formatter (defaults shown)."""
+    return subparsers.add_parser(name, help=help, description=description or help, formatter_class=HelpFormatter)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scratchformer",
+        description="The 'Attention is All You Need' Transformer from scratch, as a Hugging Face model.",
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"scratchformer {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f".{name}", __name__).add_subcommand(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; a :class:`ScratchformerError` ends it with one line on stderr and exit status 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return EXIT_USER_ERROR
+    try:
+        return int(args.func(args) or 0)
+    except ScratchformerError as error:
+        print(f"scratchformer {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print(f"scratchformer {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,7 @@
+"""``python -m scratchformer.cli`` = ``scratchformer``."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

