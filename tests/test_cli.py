@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 from scratchformer.cli import build_parser, main
 
@@ -34,3 +37,45 @@ def test_console_script_runs():
 def test_no_command_prints_help_and_fails(capsys):
     assert main([]) == 2
     assert "usage" in capsys.readouterr().out
+
+
+def test_version_is_printed_without_a_command():
+    import scratchformer
+
+    result = subprocess.run([sys.executable, "-m", "scratchformer", "--version"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == f"scratchformer {scratchformer.__version__}"
+
+
+def test_help_shows_defaults():
+    help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["compare"].format_help().split())
+    assert "(default: compare_output)" in help_text and "(default: -1)" in help_text
+
+
+# One ordinary mistake per subcommand. Each must end in one line, "scratchformer <cmd>: error: ...", exit status 2
+# and no traceback: the CLI's one error path (scratchformer.cli.main) turns every ScratchformerError into that.
+BAD_ARGUMENTS = {
+    "info": ["info", "--no-such-option"],
+    "compare": ["compare", "--no-defaults", "--model", "does/not/exist/at/all", "--no-plots", "--output", "{tmp}/c"],
+    "senses": ["senses", "--data", "{tmp}/missing.tsv", "--model", "small", "--output", "{tmp}/s"],
+    "train": ["train", "--train-files", "{tmp}/missing.txt", "--output-dir", "{tmp}/t", "--max-steps", "2"],
+    "train-tokenizer": ["train-tokenizer", "{tmp}/missing.txt", "--output", "{tmp}/tok"],
+    "export": ["export", "{tmp}/not-a-model", "{tmp}/out"],
+    "push": ["push", "{tmp}/not-a-model", "not a repo id"],
+}
+
+
+def test_every_subcommand_is_covered_by_a_bad_argument_case():
+    assert set(build_parser()._subparsers._group_actions[0].choices) == set(BAD_ARGUMENTS)
+
+
+@pytest.mark.parametrize("command", sorted(BAD_ARGUMENTS))
+def test_a_user_mistake_is_one_line_and_exit_2(command, tmp_path):
+    argv = [arg.format(tmp=tmp_path) for arg in BAD_ARGUMENTS[command]]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_TOKEN": "not-used", "HF_ENDPOINT": "http://127.0.0.1:9"}
+    result = subprocess.run([sys.executable, "-m", "scratchformer", *argv], capture_output=True, text=True,
+                            timeout=300, cwd=tmp_path, env=env)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if f"scratchformer {command}: error:" in line]
+    assert len(errors) == 1, result.stderr[-2000:]

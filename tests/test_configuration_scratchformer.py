@@ -91,3 +91,27 @@ def test_a_saved_invalid_config_fails_on_load(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(data))
     with pytest.raises(ValueError, match="dropout"):
         AutoConfig.from_pretrained(tmp_path)
+
+
+def test_values_given_under_their_hugging_face_alias_are_checked_too():
+    config = ScratchformerConfig(hidden_size=64, num_attention_heads=4)
+    assert (config.d_model, config.encoder_attention_heads) == (64, 4)
+    with pytest.raises(ValueError, match="divisible by the number of heads"):
+        ScratchformerConfig(hidden_size=30, num_attention_heads=4)
+
+
+@pytest.mark.parametrize("value", ["false", "no", 0, 1, None])
+def test_flags_must_be_booleans_not_strings(value):
+    with pytest.raises(ValueError, match="pre_layer_norm=.* must be true or false"):
+        ScratchformerConfig(pre_layer_norm=value)
+
+
+def test_a_string_boolean_in_config_json_is_refused_not_read_as_true(tmp_path):
+    import json
+
+    ScratchformerConfig().save_pretrained(tmp_path)
+    data = json.loads((tmp_path / "config.json").read_text())
+    data["pre_layer_norm"] = "false"
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="pre_layer_norm='false' is invalid"):
+        AutoConfig.from_pretrained(tmp_path)

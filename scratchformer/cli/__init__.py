@@ -52,9 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; a :class:`ScratchformerError` ends it with one line on stderr and exit status 2."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
     if not hasattr(args, "func"):
         parser.print_help()
+        return EXIT_USER_ERROR
+    if unknown:  # argparse would blame the top-level parser; name the command instead
+        print(f"scratchformer {args.command}: error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
         return EXIT_USER_ERROR
     try:
         return int(args.func(args) or 0)

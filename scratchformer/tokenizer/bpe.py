@@ -209,6 +209,69 @@ def _pair_positions(symbols: Sequence[str]) -> set[tuple[Pair, int]]:
     return set(zip(zip(symbols, symbols[1:]), accumulate(map(len, symbols), initial=0)))
 
 
+class _PairIndex:
+    """The pair counts of :func:`learn_merges`, kept current as pairs are merged.
+
+    ``counts[pair]`` is the frequency-weighted number of occurrences, ``where[pair]`` the indices of the words that
+    contain it, and ``first[pair]`` its first occurrence ``(word index, character offset)``, or ``None`` when that
+    occurrence was merged away and must be looked up again.
+    """
+
+    def __init__(self, vocab: dict[tuple[str, ...], int]):
+        self.words = list(vocab)
+        self.freqs = list(vocab.values())
+        self.counts: dict[Pair, int] = {}
+        self.where: dict[Pair, set[int]] = {}
+        self.first: dict[Pair, tuple[int, int] | None] = {}
+        for w, symbols in enumerate(self.words):
+            for pair, offset in _pair_positions(symbols):
+                self._add(pair, w, offset)
+
+    def _add(self, pair: Pair, w: int, offset: int) -> None:
+        if pair not in self.counts:
+            self.counts[pair], self.where[pair], self.first[pair] = 0, set(), (w, offset)
+        elif self.first[pair] is not None and (w, offset) < self.first[pair]:
+            self.first[pair] = (w, offset)
+        self.counts[pair] += self.freqs[w]
+        self.where[pair].add(w)
+
+    def priority(self, pair: Pair) -> tuple[int, tuple[int, int]]:
+        """``(-count, first occurrence)``: the smallest is the pair to merge next (ties go to the first seen)."""
+        if self.first[pair] is None:  # its old first occurrence was merged away: look again
+            w = min(self.where[pair])
+            self.first[pair] = (w, min(offset for p, offset in _pair_positions(self.words[w]) if p == pair))
+        return -self.counts[pair], self.first[pair]
+
+    def merge(self, pair: Pair) -> set[Pair]:
+        """Merge ``pair`` in every word that contains it; return the pairs that gained occurrences."""
+        gained: set[Pair] = set()
+        emptied: set[Pair] = set()
+        for w in self.where[pair].copy():
+            gained |= self._merge_in_word(w, pair, emptied)
+        for p in emptied:
+            if self.counts[p] == 0:
+                del self.counts[p], self.where[p], self.first[p]
+        return gained & self.counts.keys()
+
+    def _merge_in_word(self, w: int, pair: Pair, emptied: set[Pair]) -> set[Pair]:
+        old, new = self.words[w], merge_symbols(self.words[w], pair)
+        old_positions, new_positions = _pair_positions(old), _pair_positions(new)
+        for p, offset in old_positions - new_positions:  # occurrences the merge removed
+            self.counts[p] -= self.freqs[w]
+            if self.counts[p] == 0:
+                emptied.add(p)
+            if self.first[p] == (w, offset):
+                self.first[p] = None
+        still_there = {p for p, _ in new_positions}
+        for p, _ in old_positions:
+            if p not in still_there:
+                self.where[p].discard(w)
+        for p, offset in new_positions - old_positions:  # occurrences the merge created
+            self._add(p, w, offset)
+        self.words[w] = new
+        return {p for p, _ in new_positions - old_positions}
+
+
 def learn_merges(
     vocab: dict[tuple[str, ...], int],
     num_merges: int,
@@ -228,70 +291,25 @@ def learn_merges(
 
     ``progress(done, num_merges)`` is called after every merge (for a progress bar).
     """
-    words = list(vocab)
-    freqs = list(vocab.values())
-    counts: dict[Pair, int] = {}
-    where: dict[Pair, set[int]] = {}  # pair -> indices of the words that contain it
-    first: dict[Pair, tuple[int, int] | None] = {}  # pair -> first (word, offset); None: recompute when needed
-
-    def add_occurrence(pair: Pair, w: int, offset: int, freq: int) -> None:
-        if pair not in counts:
-            counts[pair], where[pair], first[pair] = 0, set(), (w, offset)
-        elif first[pair] is not None and (w, offset) < first[pair]:
-            first[pair] = (w, offset)
-        counts[pair] += freq
-        where[pair].add(w)
-
-    def first_occurrence(pair: Pair) -> tuple[int, int]:
-        if first[pair] is None:  # its old first occurrence was merged away: look again
-            w = min(where[pair])
-            first[pair] = (w, min(offset for p, offset in _pair_positions(words[w]) if p == pair))
-        return first[pair]
-
-    for w, symbols in enumerate(words):
-        for pair, offset in _pair_positions(symbols):
-            add_occurrence(pair, w, offset, freqs[w])
-    heap = [(-count, first[pair], pair) for pair, count in counts.items()]
+    index = _PairIndex(vocab)
+    heap = [(*index.priority(pair), pair) for pair in index.counts]
     heapq.heapify(heap)
-
     merges: list[Pair] = []
     while len(merges) < num_merges and heap:
         neg_count, position, pair = heap[0]
-        if pair not in counts:  # merged away, or no longer occurs
+        if pair not in index.counts:  # merged away, or no longer occurs
             heapq.heappop(heap)
             continue
-        current = (-counts[pair], first_occurrence(pair))
+        current = index.priority(pair)
         if current != (neg_count, position):  # stale entry: re-file it with its current priority
             heapq.heapreplace(heap, (*current, pair))
             continue
-        if counts[pair] < min_frequency:
+        if index.counts[pair] < min_frequency:
             break
         heapq.heappop(heap)
         merges.append(pair)
-        gained: set[Pair] = set()
-        emptied: set[Pair] = set()
-        for w in where[pair].copy():
-            old, new = words[w], merge_symbols(words[w], pair)
-            old_positions, new_positions = _pair_positions(old), _pair_positions(new)
-            for p, offset in old_positions - new_positions:
-                counts[p] -= freqs[w]
-                if counts[p] == 0:
-                    emptied.add(p)
-                if first[p] == (w, offset):
-                    first[p] = None
-            still_there = {p for p, _ in new_positions}
-            for p, _ in old_positions:
-                if p not in still_there:
-                    where[p].discard(w)
-            for p, offset in new_positions - old_positions:
-                add_occurrence(p, w, offset, freqs[w])
-                gained.add(p)
-            words[w] = new
-        for p in emptied:
-            if counts[p] == 0:
-                del counts[p], where[p], first[p]
-        for p in gained & counts.keys():
-            heapq.heappush(heap, (-counts[p], first_occurrence(p), p))
+        for gained in index.merge(pair):
+            heapq.heappush(heap, (*index.priority(gained), gained))
         if progress is not None:
             progress(len(merges), num_merges)
     return merges

