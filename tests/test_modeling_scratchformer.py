@@ -251,12 +251,14 @@ def test_bf16_forward_is_finite():
     "kwargs, match",
     [
         (dict(input_ids=torch.tensor([[5, 61]])), "vocabulary has 61"),
-        (dict(input_ids=torch.tensor([[5, -1]])), "token ids in \\[-1"),
+        (dict(input_ids=torch.tensor([[5, -1]])), "span \\[-1, 5\\]"),
         (dict(input_ids=torch.tensor([5, 6, 7])), "shape \\(batch, sequence_length\\)"),
         (dict(input_ids=torch.ones(1, 2, 3, dtype=torch.long)), "shape \\(batch, sequence_length\\)"),
         (dict(input_ids=torch.zeros(0, 4, dtype=torch.long)), "empty"),
         (dict(input_ids=torch.zeros(2, 0, dtype=torch.long)), "empty"),
         (dict(input_ids=torch.ones(1, 3)), "integer token ids"),
+        (dict(input_ids=torch.ones(1, 3, dtype=torch.int8)), "integer token ids of dtype torch.long"),
+        (dict(input_ids=torch.ones(1, 3, dtype=torch.bool)), "integer token ids of dtype torch.long"),
         (dict(input_ids=torch.ones(2, 4, dtype=torch.long) * 7, attention_mask=torch.ones(2, 5)), "attention_mask"),
         (dict(input_ids=torch.ones(2, 4, dtype=torch.long) * 7, attention_mask=torch.ones(4)), "attention_mask"),
         (dict(input_ids=[[5, 6]]), "torch.Tensor"),
@@ -298,6 +300,65 @@ def test_loss_is_cross_entropy_over_shifted_labels_ignoring_minus_100():
     keep = labels != -100
     expected = nn.functional.cross_entropy(logits[keep], labels[keep])
     assert torch.allclose(out.loss, expected, atol=1e-6)
+
+
+def test_all_labels_ignored_gives_a_zero_loss_not_nan():
+    model = make_model()
+    out = model(input_ids=random_batch(2, 6), labels=torch.full((2, 4), -100))
+    assert out.loss.item() == 0.0
+    out.loss.backward()  # still a graph: a training step on such a batch changes nothing
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+
+
+def test_a_mask_of_zeros_and_twos_means_what_zeros_and_ones_mean():
+    model = make_model()
+    ids = random_batch(2, 6)
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[0, :2] = 0
+    ones = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3]).logits
+    twos = model(input_ids=ids, attention_mask=mask * 2, decoder_input_ids=ids[:, :3]).logits
+    assert torch.equal(ones, twos)
+
+
+# ------------------------------------------------------------------------------------------------ no host syncs
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+def test_forward_and_cached_decoding_make_no_host_synchronisation(implementation):
+    """On the meta device every host synchronisation (``.item()``, ``bool(t)``, ``int(t)``) raises, so a forward
+    that completes there never makes the host wait for an accelerator: the CPU-side proof of what
+    ``test_no_host_syncs_on_a_gpu`` checks with CUDA's sync debug mode."""
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+    with torch.device("meta"):
+        model = ScratchformerForConditionalGeneration(tiny_config()).eval()
+    model.config._attn_implementation = implementation
+    ids = torch.ones(2, 7, dtype=torch.long, device="meta")
+    mask = torch.ones(2, 7, dtype=torch.long, device="meta")
+    out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3], labels=ids[:, :3])
+    assert out.logits.shape == (2, 3, 61) and out.loss.shape == ()
+    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    for _ in range(3):
+        step = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=ids[:, :1],
+                     past_key_values=cache, use_cache=True)
+        cache = step.past_key_values
+    assert cache.get_seq_length() == 3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_no_host_syncs_on_a_gpu():
+    model = make_model().cuda()
+    ids = random_batch(2, 6).cuda()
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0
+    model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3])  # warm-up (lazy initialisation)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3], labels=ids[:, :3])
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
 
 
 # ------------------------------------------------------------------------------------------------ tying, save/load

@@ -380,7 +380,13 @@ class ScratchformerDecoderLayer(GradientCheckpointingLayer):
 
 
 def _check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
-    """Reject what would otherwise fail deep inside torch (or silently index garbage)."""
+    """Reject what would otherwise fail deep inside torch (or silently index garbage).
+
+    The value check never stalls an accelerator: on the CPU (where tokenizers put their output) a bad id is a clear
+    ``ValueError`` at once; on a GPU the check is a device-side assert (``torch._assert_async``), which stops the
+    program at the next synchronisation without making the host wait for the device on every call and every
+    generation step. Meta tensors have no values to check.
+    """
     if not isinstance(ids, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}; "
                          f"call the tokenizer with return_tensors='pt'")
@@ -389,13 +395,18 @@ def _check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
                          f"for a single sequence use {name}[None]")
     if ids.shape[0] == 0 or ids.shape[1] == 0:
         raise ValueError(f"{name} is empty (shape {tuple(ids.shape)}): pass at least one sequence of one token")
-    if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
-        raise ValueError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
-    if not torch.compiler.is_compiling():
-        low, high = int(ids.min()), int(ids.max())
-        if low < 0 or high >= vocab_size:
-            raise ValueError(f"{name} has token ids in [{low}, {high}] but the vocabulary has {vocab_size} tokens "
-                             f"(valid ids are 0..{vocab_size - 1}); was it made by a different tokenizer?")
+    if ids.dtype not in (torch.long, torch.int):
+        raise ValueError(f"{name} must hold integer token ids of dtype torch.long (or torch.int), got {ids.dtype}; "
+                         f"convert with {name}.long()")
+    if torch.compiler.is_compiling() or ids.device.type == "meta":
+        return
+    in_range = ((ids >= 0) & (ids < vocab_size)).all()
+    message = (f"{name} has token ids outside 0..{vocab_size - 1} (the vocabulary has {vocab_size} tokens); was it "
+               "made by a different tokenizer?")
+    if ids.device.type != "cpu":
+        torch._assert_async(in_range, message)
+    elif not in_range:
+        raise ValueError(f"{message} Its ids span [{int(ids.min())}, {int(ids.max())}].")
 
 
 def _check_embeds(name: str, embeds: torch.Tensor, d_model: int) -> None:
@@ -407,6 +418,8 @@ def _check_embeds(name: str, embeds: torch.Tensor, d_model: int) -> None:
 
 
 def _check_mask(name: str, mask: torch.Tensor | None, batch: int, lengths: tuple[int, ...]) -> None:
+    """A padding mask is ``(batch, length)``: 0 marks padding, and any other value a real token (a mask of 0/2 then
+    means what 0/1 means: every use of it goes through ``mask.bool()``)."""
     if mask is None:
         return
     if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.shape[0] != batch or mask.shape[1] not in lengths:
@@ -421,7 +434,7 @@ def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, pa
     sentence gets the same positions as the sentence alone, so padding never changes the real tokens' outputs."""
     if padding_mask is None:
         return torch.arange(past_length, past_length + length, device=device).expand(batch, length)
-    positions = (padding_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, past + T) or (B, T)
+    positions = (padding_mask.bool().long().cumsum(-1) - 1).clamp(min=0)  # (B, past + T) or (B, T); nonzero = real
     return positions[:, -length:]
 
 
@@ -435,8 +448,10 @@ def _additive_mask(
     Returns ``None`` when nothing is masked, so that sdpa can use its fastest kernel (``is_causal`` handles the causal
     case when there is no cache); ``explicit=True`` forces a tensor (the eager kernel needs the causal mask).
     """
-    if key_padding_mask is not None and not torch.compiler.is_compiling() and bool(key_padding_mask.all()):
-        key_padding_mask = None  # nothing is padded
+    if (key_padding_mask is not None and key_padding_mask.device.type == "cpu" and not torch.compiler.is_compiling()
+            and bool(key_padding_mask.all())):
+        key_padding_mask = None  # nothing is padded: let sdpa use its fastest kernel (checked on the CPU only,
+        # where it costs no synchronisation; on a GPU the mask is built instead of stalling the host)
     past_length = key_length - query_length
     needs_causal = causal and query_length > 1  # a single new token may see every key
     if key_padding_mask is None:
@@ -894,8 +909,11 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
             if labels.shape != logits.shape[:2]:
                 raise ValueError(f"labels have shape {tuple(labels.shape)} but the decoder produced "
                                  f"{tuple(logits.shape[:2])} positions")
-            loss = nn.functional.cross_entropy(
-                logits.float().view(-1, logits.shape[-1]), labels.to(logits.device).view(-1), ignore_index=-100)
+            # mean over the predicted positions; 0 (not NaN) when every label is -100 (nothing to predict)
+            labels = labels.to(logits.device).reshape(-1)
+            total = nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels, ignore_index=-100,
+                                                reduction="sum")
+            loss = total / (labels != -100).sum().clamp(min=1)
 
         output = Seq2SeqLMOutput(
             loss=loss,
