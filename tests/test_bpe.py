@@ -225,3 +225,29 @@ def test_benchmark_quick_mode_runs_and_merges_agree(tmp_path):
     assert result["merges"] == 100
     assert result["speedup"] > 0
     assert "speed-up" in out_md.read_text()
+
+
+@given(st.text(alphabet="ab \n", max_size=400), st.integers(min_value=1, max_value=30))
+def test_training_pieces_cut_only_long_words_and_lose_nothing(text, max_length):
+    pieces = bpe.training_pieces(text, max_length)
+    assert "".join(pieces) == text
+    for piece in pieces:
+        assert all(len(word) <= max_length for word in piece.split())
+    if all(len(word) <= max_length for word in text.split()):
+        assert pieces == [text]
+
+
+def test_both_trainers_train_on_the_cut_pieces():
+    """A line of 300,000 letters is cut into MAX_TRAINING_WORD-letter pieces for training by both trainers, so that
+    training time stays linear in the line (benchmarks/tokenizer_long_lines.py times it): each trainer learns from
+    the line exactly what it learns from its pieces."""
+    from scratchformer.tokenizer.training import bpe_from_tokenizer, train_fast_tokenizer
+
+    rng = random.Random(0)
+    texts = ["".join(rng.choices("abcdefgh", k=300_000)), "the bank of the river", "a bank holds money"]
+    pieces = [piece for text in texts for piece in bpe.training_pieces(text)]
+    assert len(pieces) > 3000 and max(map(len, pieces)) == bpe.MAX_TRAINING_WORD
+    assert bpe.train(texts, 320).merges == bpe.train(pieces, 320).merges
+    fast = bpe_from_tokenizer(train_fast_tokenizer(texts, 320))
+    assert fast.merges == bpe_from_tokenizer(train_fast_tokenizer(pieces, 320)).merges
+    assert "".join(fast.tokenize(texts[0])) == texts[0]  # encoding is not cut

@@ -146,7 +146,8 @@ def bpe_from_tokenizer(tokenizer: Any) -> bpe.BPE:
 
 
 class _CheckedTexts:
-    """Iterate ``texts``, checking each item and noting whether any word was seen (to report an empty corpus)."""
+    """Iterate ``texts`` as the trainer should see them (checked, long words cut: :func:`bpe.training_pieces`), noting
+    whether any word was seen (to report an empty corpus)."""
 
     def __init__(self, texts: Iterable[str]):
         self.texts = texts
@@ -156,7 +157,7 @@ class _CheckedTexts:
         for i, text in enumerate(self.texts):
             bpe.check_text(text, f"text #{i}")
             self.saw_words = self.saw_words or not text.isspace() and text != ""
-            yield text
+            yield from bpe.training_pieces(text)  # very long words cut: training time stays linear
 
 
 def train_fast_tokenizer(
