@@ -20,7 +20,7 @@ import torch
 
 from scratchformer import ScratchformerForConditionalGeneration, ScratchformerTokenizer
 from scratchformer.analysis.senses import run_senses
-from scratchformer.hub.export import check_folder, export
+from scratchformer.hub import check_folder, export
 from scratchformer.loading import CHECKPOINTS, PRETRAINED_DIR
 from scratchformer.training.pipeline import checkpoint_step
 

@@ -101,164 +101,183 @@ class FakeHub:
 
 
 def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    """The request handler class of one server: :class:`FakeHubHandler` bound to ``hub``."""
+    return type("Handler", (FakeHubHandler,), {"hub": hub})
 
-        def log_message(self, *args) -> None:  # keep test output quiet
-            pass
 
-        # -------------------------------------------------------------------------------------------- plumbing
-        def _reply(self, status: int, body: bytes | dict | list = b"", headers: dict | None = None,
-                   head: bool = False) -> None:
-            if isinstance(body, (dict, list)):
-                body = json.dumps(body).encode()
-                headers = {"Content-Type": "application/json", **(headers or {})}
-            self.send_response(status)
-            for key, value in (headers or {}).items():
-                self.send_header(key, str(value))
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if not head:
-                self.wfile.write(body)
+class UnsupportedCommit(ValueError):
+    """A commit line the fake does not implement (answered 400)."""
 
-        def _error(self, status: int, code: str, message: str, head: bool = False) -> None:
-            self._reply(status, {"error": message}, {"X-Error-Code": code, "X-Error-Message": message}, head=head)
 
-        def _body(self) -> bytes:
-            length = int(self.headers.get("Content-Length") or 0)
-            return self.rfile.read(length) if length else b""
+class FakeHubHandler(BaseHTTPRequestHandler):
+    """Answers one request: :data:`ROUTES` picks the method; ``hub`` is set by :func:`_make_handler`."""
 
-        def _authorized(self) -> bool:
-            return self.headers.get("Authorization") == f"Bearer {hub.token}"
+    protocol_version = "HTTP/1.1"
+    hub: FakeHub
 
-        def _dispatch(self, method: str) -> None:
-            path = unquote(urlsplit(self.path).path)
-            with hub._lock:
-                hub.log.append(f"{method} {path}")
-                too_many = len(hub.log) > hub.max_requests
-            if too_many:
-                self._error(429, "TooManyRequests", "fake hub request budget exhausted")
-                return
-            try:
-                self._route(method, path)
-            except Exception as error:  # a bug in the fake must show up as a server error, not a hang
-                self._error(500, "FakeHubError", f"{type(error).__name__}: {error}")
+    def log_message(self, *args) -> None:  # keep test output quiet
+        pass
 
-        def do_GET(self) -> None:
-            self._dispatch("GET")
+    # ------------------------------------------------------------------------------------------------ plumbing
+    def _reply(self, status: int, body: bytes | dict | list = b"", headers: dict | None = None) -> None:
+        """Send ``body`` (JSON for a dict or list); a HEAD request gets the headers only."""
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            headers = {"Content-Type": "application/json", **(headers or {})}
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, str(value))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
-        def do_HEAD(self) -> None:
-            self._dispatch("HEAD")
+    def _error(self, status: int, code: str, message: str) -> None:
+        self._reply(status, {"error": message}, {"X-Error-Code": code, "X-Error-Message": message})
 
-        def do_POST(self) -> None:
-            self._dispatch("POST")
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
 
-        # ---------------------------------------------------------------------------------------------- routes
-        def _route(self, method: str, path: str) -> None:
-            if path == "/api/health":
-                return self._reply(200, {"ok": True})
-            if method == "POST" and path == "/api/repos/create":
-                return self._create_repo()
-            if method == "POST" and path == "/api/validate-yaml":  # upload_folder checks README.md's metadata
-                payload = json.loads(self._body() or b"{}")
-                if not isinstance(payload.get("content"), str):
-                    return self._error(400, "BadRequest", "validate-yaml needs 'content'")
-                return self._reply(200, {"errors": [], "warnings": []})
-            if match := re.fullmatch(rf"/api/models/{REPO}/preupload/(?P<rev>[^/]+)", path):
-                return self._preupload(match["repo"])
-            if match := re.fullmatch(rf"/api/models/{REPO}/commit/(?P<rev>[^/]+)", path):
-                return self._commit(match["repo"])
-            if match := re.fullmatch(rf"/api/models/{REPO}/tree/(?P<rev>[^/]+)(?:/(?P<sub>.*))?", path):
-                return self._tree(match["repo"], match["rev"], match["sub"] or "")
-            if match := re.fullmatch(rf"/api/models/{REPO}(?:/revision/(?P<rev>[^/]+))?", path):
-                return self._info(match["repo"], match["rev"] or "main")
-            if match := re.fullmatch(rf"/{REPO}/resolve/(?P<rev>[^/]+)/(?P<file>.+)", path):
-                return self._resolve(match["repo"], match["rev"], match["file"], head=method == "HEAD")
-            return self._error(404, "NotFound", f"fake hub has no route for {method} {path}", head=method == "HEAD")
+    def _json_body(self) -> dict:
+        return json.loads(self._body() or b"{}")
 
-        def _readable_repo(self, repo_id: str, rev: str, head: bool = False) -> FakeRepo | None:
-            repo = hub.repos.get(repo_id)
-            if repo is None or (repo.private and not self._authorized()):
-                self._error(404, "RepoNotFound", f"Repository {repo_id} not found", head=head)
-                return None
-            if rev not in ("main", repo.head):
-                self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head=head)
-                return None
-            return repo
+    def _authorized(self) -> bool:
+        return self.headers.get("Authorization") == f"Bearer {self.hub.token}"
 
-        def _create_repo(self) -> None:
-            payload = json.loads(self._body() or b"{}")
-            if not self._authorized():
-                return self._error(401, "Unauthorized", "Invalid credentials in Authorization header")
-            if "create" in hub.refuse:
-                return self._error(403, "Forbidden", "You don't have the rights to create a model under this namespace")
-            name = payload["name"]
-            repo_id = f"{payload['organization']}/{name}" if payload.get("organization") else name
-            if repo_id in hub.repos:
-                return self._reply(409, {"error": "You already created this model repo", "url": f"{hub.url}/{repo_id}"})
-            # huggingface_hub 2.x sends "visibility"; older clients sent "private"
-            private = payload.get("visibility") == "private" or payload.get("private") is True
-            hub.repos[repo_id] = FakeRepo(private=private)
-            return self._reply(200, {"url": f"{hub.url}/{repo_id}", "name": repo_id, "id": repo_id})
+    def _dispatch(self) -> None:
+        path = unquote(urlsplit(self.path).path)
+        with self.hub._lock:
+            self.hub.log.append(f"{self.command} {path}")
+            too_many = len(self.hub.log) > self.hub.max_requests
+        if too_many:
+            self._error(429, "TooManyRequests", "fake hub request budget exhausted")
+            return
+        try:
+            self._route(path)
+        except Exception as error:  # a bug in the fake must show up as a server error, not a hang
+            self._error(500, "FakeHubError", f"{type(error).__name__}: {error}")
 
-        def _preupload(self, repo_id: str) -> None:
-            payload = json.loads(self._body() or b"{}")
-            if not self._authorized() or repo_id not in hub.repos:
-                return self._error(404, "RepoNotFound", f"Repository {repo_id} not found")
-            files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in payload["files"]]
-            return self._reply(200, {"files": files, "commitOid": hub.repos[repo_id].head})
+    do_GET = do_HEAD = do_POST = _dispatch
 
-        def _commit(self, repo_id: str) -> None:
-            lines = [json.loads(line) for line in self._body().splitlines() if line.strip()]
-            if not self._authorized() or repo_id not in hub.repos:
-                return self._error(404, "RepoNotFound", f"Repository {repo_id} not found")
-            if "commit" in hub.refuse:
-                return self._error(403, "Forbidden", "You don't have the rights to write to this repository")
-            repo = hub.repos[repo_id]
-            header, added = {}, []
-            for line in lines:
-                if line["key"] == "header":
-                    header = line["value"]
-                elif line["key"] == "file":
-                    value = line["value"]
-                    repo.files[value["path"]] = base64.b64decode(value["content"])
-                    added.append(value["path"])
-                elif line["key"] == "deletedFile":
-                    repo.files.pop(line["value"]["path"], None)
-                else:
-                    return self._error(400, "BadRequest", f"fake hub does not support commit key {line['key']!r}")
-            oid = hashlib.sha1(json.dumps([repo.head, header, sorted(added)]).encode()).hexdigest()
-            repo.commits.append({"oid": oid, "summary": header.get("summary"), "files": sorted(added)})
-            return self._reply(200, {"commitUrl": f"{hub.url}/{repo_id}/commit/{oid}", "commitOid": oid,
-                                     "pullRequestUrl": None})
+    def _route(self, path: str) -> None:
+        for methods, pattern, name in ROUTES:
+            match = re.fullmatch(pattern, path)
+            if match and (methods is None or self.command in methods):
+                return getattr(self, name)(**match.groupdict())
+        return self._error(404, "NotFound", f"fake hub has no route for {self.command} {path}")
 
-        def _resolve(self, repo_id: str, rev: str, filename: str, head: bool) -> None:
-            repo = self._readable_repo(repo_id, rev, head=head)
-            if repo is None:
-                return None
-            if filename not in repo.files:
-                return self._error(404, "EntryNotFound", f"{filename} does not exist on {rev}", head=head)
-            content = repo.files[filename]
-            etag = hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()  # git blob id, like the Hub
-            headers = {"ETag": f'"{etag}"', "X-Repo-Commit": repo.head, "Content-Type": "application/octet-stream"}
-            return self._reply(200, content, headers, head=head)
+    def _readable_repo(self, repo_id: str, rev: str) -> FakeRepo | None:
+        """The repo if this request may read it at ``rev``; otherwise answer 404 and return ``None``."""
+        repo = self.hub.repos.get(repo_id)
+        if repo is None or (repo.private and not self._authorized()):
+            self._error(404, "RepoNotFound", f"Repository {repo_id} not found")
+            return None
+        if rev not in ("main", repo.head):
+            self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+            return None
+        return repo
 
-        def _siblings(self, repo: FakeRepo) -> list[dict]:
-            return [{"rfilename": name, "size": len(data)} for name, data in sorted(repo.files.items())]
+    # -------------------------------------------------------------------------------------------------- routes
+    def _health(self) -> None:
+        self._reply(200, {"ok": True})
 
-        def _info(self, repo_id: str, rev: str) -> None:
-            repo = self._readable_repo(repo_id, rev)
-            if repo is not None:
-                self._reply(200, {"id": repo_id, "modelId": repo_id, "sha": repo.head, "private": repo.private,
-                                  "siblings": self._siblings(repo), "tags": [], "downloads": 0, "likes": 0})
+    def _validate_yaml(self) -> None:
+        """upload_folder checks README.md's metadata: the fake accepts any."""
+        if not isinstance(self._json_body().get("content"), str):
+            return self._error(400, "BadRequest", "validate-yaml needs 'content'")
+        return self._reply(200, {"errors": [], "warnings": []})
 
-        def _tree(self, repo_id: str, rev: str, sub: str) -> None:
-            repo = self._readable_repo(repo_id, rev)
-            if repo is None:
-                return
-            prefix = f"{sub.rstrip('/')}/" if sub else ""
-            entries = [{"type": "file", "path": name, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
-                       for name, data in sorted(repo.files.items()) if name.startswith(prefix)]
-            self._reply(200, entries)
+    def _create_repo(self) -> None:
+        payload = self._json_body()
+        if not self._authorized():
+            return self._error(401, "Unauthorized", "Invalid credentials in Authorization header")
+        if "create" in self.hub.refuse:
+            return self._error(403, "Forbidden", "You don't have the rights to create a model under this namespace")
+        name = payload["name"]
+        repo_id = f"{payload['organization']}/{name}" if payload.get("organization") else name
+        if repo_id in self.hub.repos:
+            return self._reply(409, {"error": "You already created this model repo", "url": f"{self.hub.url}/{repo_id}"})
+        # huggingface_hub 2.x sends "visibility"; older clients sent "private"
+        private = payload.get("visibility") == "private" or payload.get("private") is True
+        self.hub.repos[repo_id] = FakeRepo(private=private)
+        return self._reply(200, {"url": f"{self.hub.url}/{repo_id}", "name": repo_id, "id": repo_id})
 
-    return Handler
+    def _preupload(self, repo: str, rev: str) -> None:
+        payload = self._json_body()
+        if not self._authorized() or repo not in self.hub.repos:
+            return self._error(404, "RepoNotFound", f"Repository {repo} not found")
+        files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in payload["files"]]
+        return self._reply(200, {"files": files, "commitOid": self.hub.repos[repo].head})
+
+    def _commit(self, repo: str, rev: str) -> None:
+        lines = [json.loads(line) for line in self._body().splitlines() if line.strip()]
+        if not self._authorized() or repo not in self.hub.repos:
+            return self._error(404, "RepoNotFound", f"Repository {repo} not found")
+        if "commit" in self.hub.refuse:
+            return self._error(403, "Forbidden", "You don't have the rights to write to this repository")
+        target = self.hub.repos[repo]
+        try:
+            header, added = _apply_commit(target, lines)
+        except UnsupportedCommit as error:
+            return self._error(400, "BadRequest", str(error))
+        oid = hashlib.sha1(json.dumps([target.head, header, sorted(added)]).encode()).hexdigest()
+        target.commits.append({"oid": oid, "summary": header.get("summary"), "files": sorted(added)})
+        return self._reply(200, {"commitUrl": f"{self.hub.url}/{repo}/commit/{oid}", "commitOid": oid,
+                                 "pullRequestUrl": None})
+
+    def _resolve(self, repo: str, rev: str, file: str) -> None:
+        found = self._readable_repo(repo, rev)
+        if found is None:
+            return None
+        if file not in found.files:
+            return self._error(404, "EntryNotFound", f"{file} does not exist on {rev}")
+        content = found.files[file]
+        etag = hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()  # git blob id, like the Hub
+        headers = {"ETag": f'"{etag}"', "X-Repo-Commit": found.head, "Content-Type": "application/octet-stream"}
+        return self._reply(200, content, headers)
+
+    def _info(self, repo: str, rev: str | None) -> None:
+        found = self._readable_repo(repo, rev or "main")
+        if found is not None:
+            siblings = [{"rfilename": name, "size": len(data)} for name, data in sorted(found.files.items())]
+            self._reply(200, {"id": repo, "modelId": repo, "sha": found.head, "private": found.private,
+                              "siblings": siblings, "tags": [], "downloads": 0, "likes": 0})
+
+    def _tree(self, repo: str, rev: str, sub: str | None) -> None:
+        found = self._readable_repo(repo, rev)
+        if found is None:
+            return
+        prefix = f"{sub.rstrip('/')}/" if sub else ""
+        entries = [{"type": "file", "path": name, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
+                   for name, data in sorted(found.files.items()) if name.startswith(prefix)]
+        self._reply(200, entries)
+
+
+# (methods or None for any, path pattern, handler method): the first match answers; named groups are its arguments.
+ROUTES = [
+    (None, r"/api/health", "_health"),
+    (("POST",), r"/api/repos/create", "_create_repo"),
+    (("POST",), r"/api/validate-yaml", "_validate_yaml"),
+    (None, rf"/api/models/{REPO}/preupload/(?P<rev>[^/]+)", "_preupload"),
+    (None, rf"/api/models/{REPO}/commit/(?P<rev>[^/]+)", "_commit"),
+    (None, rf"/api/models/{REPO}/tree/(?P<rev>[^/]+)(?:/(?P<sub>.*))?", "_tree"),
+    (None, rf"/api/models/{REPO}(?:/revision/(?P<rev>[^/]+))?", "_info"),
+    (None, rf"/{REPO}/resolve/(?P<rev>[^/]+)/(?P<file>.+)", "_resolve"),
+]
+
+
+def _apply_commit(repo: FakeRepo, lines: list[dict]) -> tuple[dict, list[str]]:
+    """Apply the NDJSON lines of a commit to ``repo``'s files: ``(header, paths added)``."""
+    header, added = {}, []
+    for line in lines:
+        if line["key"] == "header":
+            header = line["value"]
+        elif line["key"] == "file":
+            repo.files[line["value"]["path"]] = base64.b64decode(line["value"]["content"])
+            added.append(line["value"]["path"])
+        elif line["key"] == "deletedFile":
+            repo.files.pop(line["value"]["path"], None)
+        else:
+            raise UnsupportedCommit(f"fake hub does not support commit key {line['key']!r}")
+    return header, added

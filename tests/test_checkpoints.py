@@ -17,7 +17,7 @@ from scratchformer import (
     load_pretrained,
     pretrained_path,
 )
-from scratchformer.hub.export import check_folder
+from scratchformer.hub import check_folder
 
 MAX_MEGABYTES = 25
 

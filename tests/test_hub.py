@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from model_fixtures import run_without_scratchformer, tiny_config
 
 from scratchformer import ScratchformerForConditionalGeneration, ScratchformerModel
 from scratchformer.cli import main as cli_main
-from scratchformer.hub.export import HubError, check_folder, export, load_scores, push
+from scratchformer.hub import HubError, check_folder, export, load_scores, push
 
 TEXTS = ["the cat sat on the mat.", "attention is all you need.", "hello world, this is a test of the hub."] * 8
 SENTENCES = ["the cat sat on the mat.", "hello world"]
@@ -167,6 +168,110 @@ def test_export_cli_and_its_refusals(artifacts, tmp_path, capsys):
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()  # nothing half-written
 
 
+def booby_trap(folder: Path) -> None:
+    """Make a saved model folder carry someone else's code: foreign auto_map entries, custom_pipelines and a code
+    file, in config.json and in tokenizer_config.json."""
+    evil = "attacker/repo--modeling_evil.EvilModel"
+    for name, extra in (("config.json", {"AutoModel": evil, "AutoModelForCausalLM": evil}),
+                        ("tokenizer_config.json", {"AutoProcessor": "attacker/repo--processing_evil.Evil"})):
+        data = json.loads((folder / name).read_text())
+        data["auto_map"] = {**data.get("auto_map", {}), **extra}
+        data["custom_pipelines"] = {"evil-task": {"impl": "attacker/repo--pipeline_evil.EvilPipeline", "pt": []}}
+        (folder / name).write_text(json.dumps(data))
+    (folder / "modeling_evil.py").write_text("import os\nos.system('echo pwned')\n")
+
+
+def test_export_writes_only_our_auto_map_whatever_the_source_config_carried(artifacts, tmp_path):
+    source = tmp_path / "trapped"
+    shutil.copytree(artifacts["source"], source)
+    booby_trap(source)
+    folder = export(source, tmp_path / "clean")
+    config = json.loads((folder / "config.json").read_text())
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert config["auto_map"] == json.loads((artifacts["folder"] / "config.json").read_text())["auto_map"]
+    assert tokenizer_config["auto_map"] == {"AutoTokenizer": ["tokenization_scratchformer.ScratchformerTokenizer", None]}
+    assert "custom_pipelines" not in config and "custom_pipelines" not in tokenizer_config
+    assert {p.name for p in folder.iterdir()} == EXPORTED  # modeling_evil.py stays behind
+    assert "attacker" not in "".join(p.read_text() for p in folder.iterdir() if p.suffix in (".json", ".py", ".md"))
+
+    booby_trap(folder)  # the same trap in a folder made by hand: the check names every entry
+    with pytest.raises(HubError) as error:
+        check_folder(folder)
+    for culprit in ("config.json: auto_map['AutoModel'] is 'attacker/repo--modeling_evil.EvilModel'",
+                    "config.json: auto_map has entries that name code we did not ship: ['AutoModelForCausalLM']",
+                    "config.json: custom_pipelines", "tokenizer_config.json: auto_map has entries",
+                    "tokenizer_config.json: custom_pipelines"):
+        assert culprit in str(error.value), (culprit, str(error.value))
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` with its content (``None`` for a folder): equal snapshots = nothing changed."""
+    return {str(path.relative_to(root)): None if path.is_dir() else path.read_bytes() for path in root.rglob("*")}
+
+
+@pytest.fixture
+def run_folder(artifacts, tmp_path) -> Path:
+    """A training run as the Trainer leaves it: the final model, checkpoint-6 with optimizer state, a log."""
+    run = tmp_path / "run"
+    shutil.copytree(artifacts["source"], run)
+    shutil.copytree(artifacts["source"], run / "checkpoint-6")
+    (run / "checkpoint-6" / "optimizer.pt").write_bytes(b"optimizer state")
+    (run / "train_log.txt").write_text("step 6: loss 3.2\n")
+    return run
+
+
+@pytest.mark.parametrize("model, out, message", [
+    ("run/checkpoint-6", "run/checkpoint-6", "is the source folder"),
+    ("run/checkpoint-6", "run", "contains the source folder"),
+    ("run/checkpoint-6", ".", "contains the source folder"),
+    ("run", "run/hub-export", "is inside the source folder"),
+    ("run/checkpoint-6", "run/checkpoint-6/export", "is inside the source folder"),
+])
+def test_export_never_writes_into_or_over_its_source(run_folder, tmp_path, monkeypatch, capsys, model, out, message):
+    monkeypatch.chdir(tmp_path)
+    before = tree(tmp_path)
+    assert cli_main(["export", model, out, "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("scratchformer export: error: ") and message in err and err.count("\n") == 1, err
+    assert tree(tmp_path) == before
+
+
+def test_overwrite_refuses_what_is_not_an_earlier_export(artifacts, run_folder, tmp_path, capsys):
+    not_exports = {"run": (run_folder, "subfolders (checkpoint-6)")}
+    with_pickle = tmp_path / "with-pickle"
+    shutil.copytree(artifacts["folder"], with_pickle)
+    (with_pickle / "optimizer.pt").write_bytes(b"state")
+    not_exports["with-pickle"] = (with_pickle, "pickled files (optimizer.pt)")
+    not_exports["saved-model"] = (artifacts["source"], "it lacks README.md")  # save_pretrained, not export
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("do not delete me")
+    not_exports["notes"] = (notes, "it lacks config.json")
+    for name, (folder, reason) in not_exports.items():
+        before = tree(folder)
+        assert cli_main(["export", str(artifacts["folder"]), str(folder), "--overwrite"]) == 2, name
+        err = capsys.readouterr().err
+        assert "--overwrite replaces only an earlier export" in err and reason in err, (name, err)
+        assert tree(folder) == before, name
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left behind
+
+
+def test_overwrite_replaces_only_the_files_of_an_earlier_export(artifacts, tmp_path, monkeypatch):
+    out = export(artifacts["source"], tmp_path / "out")  # with scores.json
+    (out / "loss_curve.png").write_bytes(b"a plot someone added")
+    (out / "README.md").write_text("an old card")
+    export(artifacts["model"], out, artifacts["tokenizer"], overwrite=True)  # no scores this time
+    assert {p.name for p in out.iterdir()} == EXPORTED - {"scores.json"} | {"loss_curve.png"}
+    assert (out / "loss_curve.png").read_bytes() == b"a plot someone added"
+    assert "No measured scores" in (out / "README.md").read_text()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)  # an empty OUT needs no --overwrite, and stays the folder it was (a working directory)
+    export(artifacts["source"], ".")
+    assert Path.cwd() == empty and {p.name for p in Path(".").iterdir()} == EXPORTED
+    assert "\n# empty\n" in (empty / "README.md").read_text()  # the card is named after the folder, not "."
+
+
 @pytest.mark.parametrize("scores, message", [
     ({"results": [{"task": "translation", "metrics": {"bleu": 1.0}}]}, "needs 'dataset'"),
     ([{"task": "translation", "dataset": "d", "metrics": {"bleu": "high"}}], "must be a finite number"),
@@ -285,6 +390,28 @@ def test_push_errors_without_token_network_or_permission(artifacts, hub, tmp_pat
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(HubError, match="HF_HUB_OFFLINE is set"):
         push(artifacts["source"], "alice/x", token=hub.token, endpoint=hub.url)
+
+
+@pytest.mark.parametrize("repo_id", ["me/..", "../..", "me/../../tmp", "me/.", "me", "a/b/c", "/abs", "me/",
+                                     "me/a\\b", "me/a b", "me/a--b", ".."])
+def test_push_refuses_a_bad_repo_id_before_touching_any_file(artifacts, hub, tmp_path, monkeypatch, repo_id):
+    scratch = tmp_path / "tmp"  # where push stages its export: it must not lose a file or gain a folder
+    scratch.mkdir()
+    (scratch / "keep.txt").write_text("someone else's file")
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    before = tree(tmp_path)
+    with pytest.raises(HubError, match="repo id"):
+        push(artifacts["source"], repo_id, token=hub.token, endpoint=hub.url, overwrite=True)
+    assert tree(tmp_path) == before
+    assert hub.log == []  # nothing was sent
+
+
+def test_cli_refuses_a_bad_repo_id_with_exit_2(artifacts, tmp_path, capsys):
+    assert cli_main(["push", str(artifacts["source"]), "me/.."]) == 2
+    assert capsys.readouterr().err.startswith("scratchformer push: error: invalid repo id 'me/..'")
+    assert cli_main(["export", str(artifacts["source"]), str(tmp_path / "x"), "--repo-id", "a/b/c"]) == 2
+    assert "scratchformer export: error: the repo id must be namespace/name" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 # ---------------------------------------------------------------------------------------------------- embeddings

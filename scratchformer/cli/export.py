@@ -1,4 +1,8 @@
-"""``scratchformer export``: a self-contained Hub-ready folder (:mod:`scratchformer.hub`)."""
+"""``scratchformer export``: a self-contained Hub-ready folder (:mod:`scratchformer.hub`).
+
+OUT is never MODEL, inside MODEL or around it; ``--overwrite`` replaces only an earlier export (the rule is in
+:mod:`scratchformer.hub.destination` and in ``--help``). The card options are shared with ``scratchformer push``.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +10,32 @@ import argparse
 
 from . import add_command
 
+OVERWRITE_HELP = (
+    "replace an earlier export in OUT. OUT must look like one (every file an export writes, config.json of a "
+    "scratchformer model, no subfolder, nothing pickled); only the files an export writes are replaced or removed, "
+    "any other file in OUT is kept. OUT may never be MODEL, a folder inside MODEL or a folder that contains it")
+
 
 def card_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments of ``export``/``push`` that the shared card options give."""
     return dict(tokenizer=args.tokenizer, scores=args.scores, model_name=args.model_name, license=args.license,
                 language=args.language, datasets=args.dataset, tags=args.tag or ())
 
 
 def add_card_arguments(parser: argparse.ArgumentParser) -> None:
+    """MODEL and the model-card options, the same for ``export`` and ``push``."""
     parser.add_argument("model", metavar="MODEL", help="folder saved with save_pretrained (safetensors weights)")
     parser.add_argument("--tokenizer", help="tokenizer folder (default: the tokenizer in MODEL)")
     parser.add_argument("--scores", help="JSON of measured scores (default: MODEL/scores.json, if present)")
     parser.add_argument("--model-name", help="title of the model card")
-    parser.add_argument("--license", default="apache-2.0", help="license id for the card (default: apache-2.0)")
+    parser.add_argument("--license", default="apache-2.0", help="license id for the card")
     parser.add_argument("--language", action="append", help="language code for the card (repeatable)")
     parser.add_argument("--dataset", action="append", help="training dataset id for the card (repeatable)")
     parser.add_argument("--tag", action="append", help="extra tag for the card (repeatable)")
 
 
 def _export_command(args: argparse.Namespace) -> int:
-    from ..hub.export import export
+    from ..hub import export
 
     folder = export(args.model, args.out, overwrite=args.overwrite, repo_id=args.repo_id, **card_options(args))
     print(f"exported to {folder}: " + ", ".join(sorted(path.name for path in folder.iterdir())))
@@ -35,7 +46,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(
         subparsers, "export", help="write a self-contained Hub-ready folder (safetensors, code, tokenizer, model card)")
     add_card_arguments(parser)
-    parser.add_argument("out", metavar="OUT", help="folder to write")
-    parser.add_argument("--repo-id", help="Hub repo the folder is meant for (used in the card's snippets)")
-    parser.add_argument("--overwrite", action="store_true", help="replace OUT if it is not empty")
+    parser.add_argument("out", metavar="OUT", help="folder to write: new or empty (see --overwrite)")
+    parser.add_argument("--repo-id", help="Hub repo namespace/name the folder is meant for (used in the card's "
+                        "snippets)")
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.set_defaults(func=_export_command)

@@ -9,7 +9,7 @@ from .export import add_card_arguments, card_options
 
 
 def _push_command(args: argparse.Namespace) -> int:
-    from ..hub.export import push
+    from ..hub import push
 
     commit = push(args.model, args.repo_id, private=args.private, commit_message=args.message,
                   **card_options(args))
@@ -21,7 +21,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(
         subparsers, "push", help="export MODEL and upload it to the Hub in one commit (HF_TOKEN, HF_ENDPOINT)")
     add_card_arguments(parser)
-    parser.add_argument("repo_id", metavar="REPO_ID", help="namespace/name of the model repo")
+    parser.add_argument("repo_id", metavar="REPO_ID", help="namespace/name of the model repo (checked before anything "
+                        "is exported)")
     parser.add_argument("--private", action="store_true", help="create the repo as private")
     parser.add_argument("-m", "--message", help="commit message")
     parser.set_defaults(func=_push_command)

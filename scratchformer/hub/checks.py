@@ -1,0 +1,133 @@
+"""Would this folder load for a Hub user? :func:`check_folder` lists every reason it would not.
+
+Every export ends with this check, before the folder is moved into place; it also tells what is wrong with a folder
+made by hand. The policies it applies are the model core's: the pickle list and ``auto_map``
+(:mod:`scratchformer.models.modeling_scratchformer`) and the checkpoint-format rule
+(:func:`~scratchformer.models.configuration_scratchformer.checkpoint_format_problem`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+from pathlib import Path
+
+from ..errors import HubError
+from ..models.configuration_scratchformer import checkpoint_format_problem
+from ..models.modeling_scratchformer import PICKLE_SUFFIXES
+from .layout import DROPPED_CODE_KEYS, REQUIRED_FILES, config_auto_map, tokenizer_auto_map
+
+ALLOWED_IMPORTS = frozenset({"torch", "transformers", *sys.stdlib_module_names})
+
+
+def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = None) -> None:
+    """Raise :class:`HubError` listing every reason ``folder`` would not load for a Hub user.
+
+    Checks: the required files; no pickled files; ``config.json`` and ``tokenizer_config.json`` parse, and their
+    ``auto_map`` is exactly ours (no foreign entry, no ``custom_pipelines``), naming code files that exist;
+    ``model_type`` is ``scratchformer`` and the checkpoint format is one this code reads; every ``*.safetensors`` file
+    has a valid header and size; the code files import only torch, transformers, the standard library and sibling
+    files (single-dot). ``where`` is the name used in the message.
+    """
+    folder = Path(folder)
+    problems = [f"{name} is missing" for name in REQUIRED_FILES if not (folder / name).is_file()]
+    problems += _pickle_problems(folder)
+    if (config := _read_json(folder / "config.json", problems)) is not None:
+        problems += _config_problems(config)
+    if (tokenizer_config := _read_json(folder / "tokenizer_config.json", problems)) is not None:
+        problems += _remote_code_problems("tokenizer_config.json", tokenizer_config, tokenizer_auto_map())
+    for path in sorted(folder.glob("*.safetensors")):
+        problems += _safetensors_problems(path)
+    siblings = {path.stem for path in folder.glob("*.py")}
+    for path in sorted(folder.glob("*.py")):
+        problems += _import_problems(path, siblings)
+    if problems:
+        raise HubError(f"{where or folder} would not load for Hub users:\n  - " + "\n  - ".join(problems))
+
+
+def _pickle_problems(folder: Path) -> list[str]:
+    return [f"{path.relative_to(folder)} is a pickle-based file: only safetensors may be shipped"
+            for path in sorted(folder.rglob("*")) if path.suffix in PICKLE_SUFFIXES]
+
+
+def _config_problems(config: dict) -> list[str]:
+    problems = []
+    if config.get("model_type") != "scratchformer":
+        problems.append(f"config.json: model_type is {config.get('model_type')!r}, not 'scratchformer'")
+    fmt = config.get("scratchformer_format", 1)
+    if problem := checkpoint_format_problem(fmt):
+        problems.append(f"config.json: scratchformer_format={fmt!r}: {problem}")
+    return problems + _remote_code_problems("config.json", config, config_auto_map())
+
+
+def _remote_code_problems(name: str, data: dict, expected: dict) -> list[str]:
+    """The ``auto_map`` of the JSON file ``name`` must be exactly ``expected``: each of our entries present, nothing
+    else that names code (a foreign entry or ``custom_pipelines`` would run code we never reviewed)."""
+    auto_map = data.get("auto_map") or {}
+    if not isinstance(auto_map, dict):
+        return [f"{name}: auto_map must be an object, got {auto_map!r}"]
+    problems = []
+    for auto_class, target in expected.items():
+        if auto_map.get(auto_class) != target:
+            problems.append(f"{name}: auto_map[{auto_class!r}] is {auto_map.get(auto_class)!r}, "
+                            f"expected {target!r}")
+    if foreign := sorted(set(auto_map) - set(expected)):
+        problems.append(f"{name}: auto_map has entries that name code we did not ship: {foreign}")
+    if others := [key for key in DROPPED_CODE_KEYS if key in data]:
+        problems.append(f"{name}: {', '.join(others)} names code we did not ship")
+    return problems
+
+
+def _read_json(path: Path, problems: list[str]) -> dict | None:
+    """The JSON object in ``path``; ``None`` (and a problem unless the file is absent) if there is none."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        problems.append(f"{path.name} is not valid JSON: {error}")
+        return None
+    if not isinstance(data, dict):
+        problems.append(f"{path.name} must hold a JSON object")
+        return None
+    return data
+
+
+def _safetensors_problems(path: Path) -> list[str]:
+    """Header and size check (the whole data area must be described): catches truncated and garbled files."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            handle.keys()
+    except Exception as error:  # SafetensorError, OSError
+        return [f"{path.name} cannot be read (truncated or corrupted?): {error}"]
+    return []
+
+
+def _import_problems(path: Path, siblings: set[str]) -> list[str]:
+    """What in a code file would not import for a Hub user who has torch and transformers only."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=path.name)
+    except SyntaxError as error:
+        return [f"{path.name} does not parse: {error}"]
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            problems += _relative_import_problems(node, path.name, siblings)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            problems += [f"{path.name}:{node.lineno}: imports {module!r}, which Hub users may not have (allowed: "
+                         "torch, transformers, the standard library)"
+                         for module in modules if module.split(".")[0] not in ALLOWED_IMPORTS]
+    return problems
+
+
+def _relative_import_problems(node: ast.ImportFrom, name: str, siblings: set[str]) -> list[str]:
+    if node.level != 1 or not node.module or "." in node.module:
+        return [f"{name}:{node.lineno}: only `from .sibling import name` loads as remote code"]
+    if node.module not in siblings:
+        return [f"{name}:{node.lineno}: imports .{node.module}, but {node.module}.py is missing"]
+    return []

@@ -1,0 +1,100 @@
+"""Where an export may go, decided before any file is touched: the output folder and the Hub repo id.
+
+No export deletes or overwrites what it did not create. The rules for ``OUT`` (``scratchformer export MODEL OUT``):
+
+- OUT is never MODEL, a folder that contains MODEL, or a folder inside MODEL, with or without ``--overwrite``: an
+  export neither writes into its source nor replaces it (``export run/checkpoint-6 run --overwrite`` is refused).
+- OUT may be new, or an empty folder.
+- A non-empty OUT needs ``--overwrite`` and must look like an earlier export: every file an export writes is there
+  (``config.json`` of a scratchformer model, ``README.md``, ``model.safetensors``, ...), and it has no subfolder (a
+  training run has ``checkpoint-*``) and no pickled file (a training checkpoint has ``optimizer.pt``). Overwriting
+  replaces the files an export writes (:data:`~scratchformer.hub.layout.EXPORT_FILES`; a ``scores.json`` the new
+  export does not write is removed) and keeps every other file in OUT as it is.
+
+A repo id is ``namespace/name`` as the Hub spells it (huggingface_hub's validator): exactly one slash, letters,
+digits, ``-``, ``_`` and ``.``, no ``..`` or ``--``, at most 96 characters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ..errors import HubError
+from ..models.modeling_scratchformer import PICKLE_SUFFIXES
+from .layout import EXPORT_FILES, REQUIRED_FILES
+
+
+def check_repo_id(repo_id: object) -> str:
+    """``repo_id`` if it is a valid ``namespace/name``, else :class:`HubError` saying what is wrong."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if not isinstance(repo_id, str) or repo_id.count("/") != 1:
+        raise HubError(f"the repo id must be namespace/name (e.g. alice/scratchformer-small), got {repo_id!r}")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise HubError(f"invalid repo id {repo_id!r}: {error}") from None
+    return repo_id
+
+
+def check_destination(out_dir: Path, source: Path | None, overwrite: bool) -> None:
+    """Raise :class:`HubError` unless ``out_dir`` may receive an export of ``source`` (see the module docstring).
+    Reads the file system, changes nothing."""
+    if source is not None:
+        _check_apart(out_dir, source)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise HubError(f"{out_dir} exists and is not a folder")
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return
+    if not overwrite:
+        raise HubError(f"{out_dir} is not empty: choose a new folder or pass overwrite=True (--overwrite)")
+    problem = _earlier_export_problem(out_dir)
+    if problem:
+        raise HubError(f"--overwrite replaces only an earlier export, and {out_dir} does not look like one: "
+                       f"{problem}. Choose a new folder (nothing was changed)")
+
+
+def move_into_place(staging: Path, out_dir: Path) -> None:
+    """Put the checked export in ``staging`` at ``out_dir``, which :func:`check_destination` accepted. A new folder is
+    the staging folder renamed; into an existing one (empty, or an earlier export) the files are moved one by one,
+    replacing or removing only the files an export writes. The folder itself is never removed (it may be someone's
+    working directory)."""
+    if not out_dir.exists():
+        staging.rename(out_dir)
+        return
+    for name in sorted(EXPORT_FILES):
+        if (staging / name).is_file():
+            os.replace(staging / name, out_dir / name)
+        elif (out_dir / name).is_file():
+            (out_dir / name).unlink()  # a file of the earlier export that this one does not write
+
+
+def _check_apart(out_dir: Path, source: Path) -> None:
+    out, src = out_dir.resolve(), source.resolve()
+    if out == src:
+        raise HubError(f"the export folder {out_dir} is the source folder: choose another one")
+    if src.is_relative_to(out):
+        raise HubError(f"the export folder {out_dir} contains the source folder {source}: choose a folder outside it")
+    if out.is_relative_to(src):
+        raise HubError(f"the export folder {out_dir} is inside the source folder {source}: choose a folder outside it")
+
+
+def _earlier_export_problem(folder: Path) -> str | None:
+    """Why ``folder`` is not an earlier export, or ``None`` if it looks like one."""
+    entries = sorted(folder.iterdir())
+    if subfolders := [path.name for path in entries if path.is_dir()]:
+        return f"it has subfolders ({', '.join(subfolders[:5])}), which an export never writes"
+    if pickles := [path.name for path in entries if path.suffix in PICKLE_SUFFIXES]:
+        return f"it has pickled files ({', '.join(pickles[:5])}), which an export never writes"
+    if missing := [name for name in REQUIRED_FILES if not (folder / name).is_file()]:
+        return f"it lacks {', '.join(missing)}"
+    try:
+        model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return "its config.json is not a readable JSON object"
+    if model_type != "scratchformer":
+        return f"its config.json is for model_type {model_type!r}, not 'scratchformer'"
+    return None
