@@ -108,28 +108,53 @@ def load(name: str | Path, *, task: str = "encoder", dtype: Any = "float32", att
         texts: for ``random-scratchformer``, the texts its tokenizer is trained on.
         strict: raise instead of warn when weights of the model are missing from the checkpoint.
     """
-    if task not in TASKS:
-        raise ScratchformerError(f"task must be one of {TASKS}, got {task!r}")
     if str(name) == RANDOM_SCRATCHFORMER:
         # the full encoder-decoder either way: it is a demonstration, and its decoder attention is part of it
         return build_random_scratchformer(texts or ["Attention is all you need."])
+    model = load_model(name, task=task, dtype=dtype, attn_implementation=attn_implementation,
+                       trust_remote_code=trust_remote_code, strict=strict)
+    return model, load_tokenizer(name, trust_remote_code=trust_remote_code)
+
+
+def load_model(name: str | Path, *, task: str = "encoder", dtype: Any = "float32",
+               attn_implementation: str | None = None, trust_remote_code: bool = False, strict: bool = False) -> Any:
+    """The model half of :func:`load` (same arguments), for a folder whose tokenizer is elsewhere."""
+    if task not in TASKS:
+        raise ScratchformerError(f"task must be one of {TASKS}, got {task!r}")
     source = resolve(name)
     _check_exists(source)
     kwargs: dict[str, Any] = {"dtype": _torch_dtype(dtype)}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     if _model_type(source) == "scratchformer":
-        model, missing, tokenizer = _load_scratchformer(source, task, kwargs)
+        model, missing = _load_scratchformer(source, task, kwargs)
     else:
-        model, missing, tokenizer = _load_auto(source, task, kwargs, trust_remote_code)
+        model, missing = _load_auto(source, task, kwargs, trust_remote_code)
     missing = [key for key in missing if "pooler" not in key]
     if missing:
         message = (f"{len(missing)} weight(s) of {type(model).__name__} were not in {source!r} and are random: "
                    f"{sorted(missing)[:5]}{'...' if len(missing) > 5 else ''}")
         if strict:
             raise ScratchformerError(message)
-        warnings.warn(message, stacklevel=2)
-    return model.eval(), tokenizer
+        warnings.warn(message, stacklevel=3)
+    return model.eval()
+
+
+def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False) -> Any:
+    """The tokenizer half of :func:`load`: ours for a Scratchformer folder (its code file never runs), else
+    ``AutoTokenizer``."""
+    source = resolve(name)
+    _check_exists(source)
+    try:
+        if _model_type(source) == "scratchformer":
+            from .models import ScratchformerTokenizer
+
+            return ScratchformerTokenizer.from_pretrained(source)
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError) as error:
+        raise ScratchformerError(f"cannot load the tokenizer of {source!r}: {error}") from error
 
 
 def load_pretrained(name: str = "small", *, encoder_only: bool = False, attn_implementation: str | None = None,
@@ -223,35 +248,28 @@ def _torch_dtype(dtype: Any) -> Any:
     return getattr(torch, str(dtype))
 
 
-def _load_scratchformer(source: str, task: str, kwargs: dict[str, Any]) -> tuple[Any, list[str], Any]:
-    from .models import (
-        ScratchformerEncoderModel,
-        ScratchformerForConditionalGeneration,
-        ScratchformerTokenizer,
-    )
+def _load_scratchformer(source: str, task: str, kwargs: dict[str, Any]) -> tuple[Any, list[str]]:
+    from .models import ScratchformerEncoderModel, ScratchformerForConditionalGeneration
 
     model_class = ScratchformerForConditionalGeneration if task == "seq2seq" else ScratchformerEncoderModel
     try:
         model, info = model_class.from_pretrained(source, output_loading_info=True, **kwargs)
-        tokenizer = ScratchformerTokenizer.from_pretrained(source)
     except (OSError, ValueError) as error:
         raise ScratchformerError(f"cannot load the Scratchformer model in {source}: {error}") from error
-    return model, list(info.get("missing_keys", [])), tokenizer
+    return model, list(info.get("missing_keys", []))
 
 
-def _load_auto(source: str, task: str, kwargs: dict[str, Any], trust_remote_code: bool,
-               ) -> tuple[Any, list[str], Any]:
-    from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
+def _load_auto(source: str, task: str, kwargs: dict[str, Any], trust_remote_code: bool) -> tuple[Any, list[str]]:
+    from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
     try:
         config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
         auto = AutoModelForSeq2SeqLM if task == "seq2seq" and getattr(config, "is_encoder_decoder", False) else AutoModel
         model, info = auto.from_pretrained(source, config=config, trust_remote_code=trust_remote_code,
                                            output_loading_info=True, **kwargs)
     except (OSError, ValueError, KeyError) as error:
         raise ScratchformerError(
-            f"cannot load a model and tokenizer from {source!r}: {error}\nGive a folder with config.json and "
-            "tokenizer files, or a Hub id (which needs network access and HF_HUB_OFFLINE unset)."
+            f"cannot load a model from {source!r}: {error}\nGive a folder with config.json and tokenizer files, or a "
+            "Hub id (which needs network access and HF_HUB_OFFLINE unset)."
         ) from error
-    return model, list(info.get("missing_keys", [])), tokenizer
+    return model, list(info.get("missing_keys", []))

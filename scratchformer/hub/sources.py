@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HubError, ScratchformerError
-from ..loading import check_tokenizer_matches, load
+from ..loading import check_tokenizer_matches, load, load_model
 
 EXPORTABLE = "ScratchformerForConditionalGeneration"
 
@@ -44,26 +44,11 @@ def _load_folder(source: Path, with_tokenizer: bool) -> tuple[Any, Any]:
     try:
         if has_tokenizer:
             return load(source, task="seq2seq", dtype=None, strict=True)
-        return _load_model_alone(source), None
+        return load_model(source, task="seq2seq", dtype=None, strict=True), None
     except HubError:
         raise
     except ScratchformerError as error:
         raise HubError(f"cannot export {source}: {error}") from error
-
-
-def _load_model_alone(source: Path) -> Any:
-    """A folder without a tokenizer (the caller passes one): :func:`~scratchformer.loading.load` always loads both,
-    so this makes its model call, with the same strictness about missing weights."""
-    from ..models import ScratchformerForConditionalGeneration
-
-    try:
-        model, info = ScratchformerForConditionalGeneration.from_pretrained(source, output_loading_info=True)
-    except (OSError, ValueError) as error:
-        raise HubError(f"cannot export {source}: {error}") from error
-    if missing := sorted(info.get("missing_keys", [])):
-        raise HubError(f"cannot export {source}: model.safetensors lacks {len(missing)} weight(s) of the "
-                       f"encoder-decoder ({', '.join(missing[:5])}...); an encoder-only checkpoint cannot be exported")
-    return model.eval()
 
 
 def _tokenizer(tokenizer: Any) -> Any:
