@@ -85,7 +85,7 @@ def make_study(word: str | None = None, sentences: list[str] | None = None, sens
         raise ValueError(f"got {len(senses)} --sense label(s) for {len(sentences)} --sentence option(s); give one each")
     labels = senses or [f"s{i + 1}" for i in range(len(sentences))]
     if context_words is None:
-        from .extractor import sentence_words
+        from .words import sentence_words
 
         seen: list[str] = []
         for text in sentences:
@@ -154,7 +154,8 @@ def run_study(loaded: Any, study: Study, layer: int = -1) -> tuple[ModelStudy, d
     vectors the plots need."""
     import torch
 
-    from .extractor import LEARNED, centred_cosine, cosine, describe_layer, unrelated_pair_baseline
+    from .layers import LEARNED, describe_layer
+    from .similarity import centred_cosine, cosine, unrelated_pair_baseline
 
     ex = loaded.extractor
     layer = ex.resolve_layer(layer)

@@ -216,7 +216,7 @@ def evaluate_senses(
     import numpy as np
     import torch
 
-    from .extractor import LEARNED, describe_layer
+    from .layers import LEARNED, describe_layer
 
     groups = group_examples(examples, group_by)
     if not groups:
