@@ -1,4 +1,4 @@
-"""The "bank" comparison (issue 4): study definition, per-model results, JSON and plots, the CLI, and the
+"""The "bank" comparison: study definition, per-model results, JSON and plots, the CLI, and the
 DistilBERT-style example running unchanged on a saved Scratchformer folder and on MiniLM."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_embeddings import tiny_distilbert, tiny_scratchformer
 
-from scratchformer.analysis.bank import BANK_STUDY, make_study, run_compare, run_study
+from scratchformer.analysis.bank import BANK_STUDY, Study, StudySentence, make_study, run_compare, run_study
 from scratchformer.analysis.extractor import EmbeddingExtractor, LoadedModel, load_extractor
 from scratchformer.loading import RANDOM_SCRATCHFORMER, describe, resolve
 
@@ -74,9 +74,12 @@ def test_run_study_on_tiny_distilbert():
 
 
 def test_word_missing_from_a_study_sentence_is_a_clear_error():
+    """Found before any model loads by make_study, and by run_study for a study built by hand."""
+    with pytest.raises(ValueError, match="'bank' is not a whole word of the sentence 'the money'.*Every --sentence must contain"):
+        make_study("bank", ["the river bank", "the money"])
     model, tokenizer = tiny_distilbert()
     loaded = LoadedModel("tiny", "tiny", False, EmbeddingExtractor(model, tokenizer))
-    study = make_study("bank", ["the river bank", "the money"])
+    study = Study("bank", [StudySentence("a", "the river bank"), StudySentence("b", "the money")])
     with pytest.raises(ValueError, match="'bank' is not a whole word of the sentence 'the money'"):
         run_study(loaded, study)
 

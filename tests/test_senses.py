@@ -1,4 +1,4 @@
-"""Word-sense evaluation (issue 4): TSV reading and checking, ROC-AUC, 1-NN accuracy, the CLI."""
+"""Word-sense evaluation: TSV reading and checking, ROC-AUC, 1-NN accuracy, the CLI."""
 
 from __future__ import annotations
 
@@ -10,13 +10,8 @@ import torch
 from test_embeddings import minilm_or_skip, tiny_distilbert
 
 from scratchformer.analysis.extractor import EmbeddingExtractor
-from scratchformer.analysis.senses import (
-    evaluate_senses,
-    group_examples,
-    read_senses_tsv,
-    roc_auc,
-    run_senses,
-)
+from scratchformer.analysis.sense_data import group_examples, read_senses_tsv
+from scratchformer.analysis.senses import evaluate_senses, roc_auc, run_senses
 
 HEADER = "lemma\tpos\tsynset\tstart\tend\tsentence\tgloss\n"
 # Synthetic rows (not from the WordNet file): bank as river side (1) and institution (2), fish as verb and noun.
