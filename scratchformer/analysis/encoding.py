@@ -120,7 +120,8 @@ class TextEncoder:
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, batch_size: int = 32, max_length: int | None = None,
                  long_inputs: Literal["truncate", "error"] = "truncate", progress: bool | None = None) -> None:
         if not isinstance(model, torch.nn.Module):
-            raise ScratchformerError(f"model must be a torch.nn.Module (a Hugging Face model), got {type(model).__name__}")
+            raise ScratchformerError(
+                f"model must be a torch.nn.Module (a Hugging Face model), got {type(model).__name__}")
         if not callable(tokenizer):
             raise ScratchformerError(f"tokenizer must be a Hugging Face tokenizer, got {type(tokenizer).__name__}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:

@@ -38,7 +38,8 @@ def pool_tokens(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mo
             f"{tuple(token_embeddings.shape)} and {tuple(attention_mask.shape)}"
         )
     if (attention_mask.sum(dim=1) == 0).any():
-        raise ScratchformerError("pool_tokens: a row of attention_mask has no real token; nothing to pool (empty text?)")
+        raise ScratchformerError(
+            "pool_tokens: a row of attention_mask has no real token; nothing to pool (empty text?)")
     mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)  # (batch, tokens, 1)
     if mode == "mean":
         return (token_embeddings * mask).sum(dim=1) / torch.clamp(mask.sum(dim=1), min=1e-9)

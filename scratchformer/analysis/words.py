@@ -73,7 +73,8 @@ def find_word(sentence: str, word: str, occurrence: int = 0,
     matches = list(re.finditer(pattern, sentence))
     if not matches:
         raise ScratchformerError(_not_found_message(sentence, word, pattern, tokens_of))
-    if isinstance(occurrence, bool) or not isinstance(occurrence, int) or not -len(matches) <= occurrence < len(matches):
+    valid = isinstance(occurrence, int) and not isinstance(occurrence, bool)
+    if not valid or not -len(matches) <= occurrence < len(matches):
         raise ScratchformerError(
             f"occurrence={occurrence!r} is out of range: {word!r} occurs {len(matches)} time(s) in "
             f"{sentence!r}; use 0..{len(matches) - 1} (0 = first, -1 = last)"
