@@ -256,6 +256,9 @@ class ScratchformerAttention(nn.Module):
 
         # The attention weights only exist in the eager kernel: fall back to it for calls that ask for them.
         implementation = "eager" if output_attentions else self.config._attn_implementation
+        if implementation == "flex_attention" and attention_mask is not None:
+            # flex reads the mask per (batch, query, key) in its score_mod: give it every index, not a broadcast view
+            attention_mask = attention_mask.expand(query.shape[0], 1, query.shape[2], key.shape[2])
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         output, weights = attention_interface(
             self, query, key, value, attention_mask,
@@ -554,6 +557,7 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
     _skip_keys_device_placement = ["past_key_values"]
     _supports_sdpa = True
     _supports_attention_backend = True
+    _supports_flex_attn = True  # our 4-D additive masks become its score_mod (tested on the CPU)
 
     def post_init(self) -> None:
         """Initialise and tie as usual, then list the tied copies (e.g. ``lm_head.weight``) as keys that are never
