@@ -270,6 +270,20 @@ def test_bad_inputs_raise_value_errors(kwargs, match):
             model(**kwargs)
 
 
+@pytest.mark.parametrize("settings", [dict(num_beams=0), dict(num_return_sequences=-2), dict(num_beams=2.5)])
+def test_bad_generation_counts_raise_value_errors(settings):
+    from transformers import GenerationConfig
+
+    model = make_model()
+    with pytest.raises(ValueError, match="must be a positive integer"):
+        model.generate(random_batch(1, 5), max_new_tokens=3, **settings)
+    if "num_beams" in settings and isinstance(settings["num_beams"], int):
+        config = GenerationConfig(max_new_tokens=3)
+        config.num_beams = settings["num_beams"]
+        with pytest.raises(ValueError, match="num_beams=0 must be a positive integer"):
+            model.generate(random_batch(1, 5), generation_config=config)
+
+
 def test_bad_decoder_inputs_and_labels_raise_value_errors():
     model = make_model()
     ids = random_batch(2, 5)

@@ -933,6 +933,16 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    def generate(self, *args, **kwargs):
+        """``GenerationMixin.generate``, with a clear error for counts that would otherwise fail deep inside it
+        (``num_beams=0`` divides by zero there)."""
+        settings = getattr(kwargs.get("generation_config"), "to_dict", dict)()
+        for name in ("num_beams", "num_return_sequences", "num_beam_groups"):
+            value = kwargs.get(name, settings.get(name))
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"generate: {name}={value!r} must be a positive integer")
+        return super().generate(*args, **kwargs)
+
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
