@@ -70,10 +70,10 @@ def one_error_line(capsys) -> str:
 
 
 def booby_trap(folder: Path, marker: Path, names=CODE_FILES) -> None:
-    """Replace the folder's code files by ones that write ``marker`` when imported."""
+    """Make the folder's code files write ``marker`` when they are imported (the first line of each)."""
     for name in names:
-        (folder / name).write_text(f"open({str(marker)!r}, 'w').write('x')\n" + (folder / name).read_text()
-                                   if (folder / name).exists() else f"open({str(marker)!r}, 'w').write('x')\n")
+        code = folder / name
+        code.write_text(f"open({str(marker)!r}, 'w').write('x')\n" + (code.read_text() if code.exists() else ""))
 
 
 def test_booby_trapped_model_and_tokenizer_folders_never_run(tmp_path, corpus):  # noqa: F811
@@ -114,6 +114,7 @@ def test_booby_trapped_model_and_tokenizer_folders_never_run(tmp_path, corpus): 
 def test_foreign_remote_code_needs_trust_remote_code(tmp_path, corpus, capsys):  # noqa: F811
     """A model or tokenizer folder of another type that ships code: refused unless --trust-remote-code."""
     from scratchformer.tokenizer.training import train_fast_tokenizer
+    from scratchformer.training import model_setup
 
     marker = tmp_path / "PWNED"
     model_dir = tmp_path / "evil-model"
@@ -132,12 +133,24 @@ def test_foreign_remote_code_needs_trust_remote_code(tmp_path, corpus, capsys): 
     (evil_tok_dir / "tokenizer_config.json").write_text(json.dumps(settings))
     booby_trap(evil_tok_dir, marker, ["tokenization_evil.py"])
     base = ["train", "--train-files", str(corpus), "--max-steps", "2", "--cache-dir", str(tmp_path / "cache")]
-    for flag, extra in [("--model", ["--model", str(model_dir), "--tokenizer", str(tok_dir)]),
-                        ("--tokenizer", ["--tokenizer", str(evil_tok_dir)])]:
+    for flag, extra, says in [
+            ("--model", ["--model", str(model_dir), "--tokenizer", str(tok_dir)],
+             "a 'evil-seq2seq' model whose config.json names its own code (auto_map); its Python code runs only with "
+             "--trust-remote-code"),
+            ("--tokenizer", ["--tokenizer", str(evil_tok_dir)],
+             "a 'EvilTokenizer' tokenizer whose tokenizer_config.json names its own code (auto_map)")]:
         code = cli_main([*base, "--output-dir", str(tmp_path / flag), *extra])
         line = one_error_line(capsys)
-        assert code == 2 and f"{flag} {tmp_path}/evil-" in line and "custom code" in line, line
-        assert "loads only with --trust-remote-code" in line
+        assert code == 2 and f"{flag} {tmp_path}/evil-" in line and says in line, line
+        # found before any data is read; and the loaders themselves refuse too
+        options, args = tiny(tmp_path, tmp_path / "missing.txt", flag + "2", **{flag[2:]: extra[1]})
+        with pytest.raises(TrainingSetupError, match="--trust-remote-code"):
+            run_training(options, args)
+        with pytest.raises(TrainingSetupError, match="custom code.*loads only with --trust-remote-code"):
+            if flag == "--model":
+                model_setup._load_pretrained(extra[1], {}, trust_remote_code=False)
+            else:
+                model_setup.load_tokenizer_folder(extra[1], flag=flag)
     assert not marker.exists()
     assert config_from_args(["--train-files", "a", "--output-dir", "o", "--trust-remote-code"])[0].trust_remote_code
 
@@ -352,6 +365,7 @@ def command_line(settings: dict) -> list[str]:
     return words
 
 
+@pytest.mark.slow
 def test_killed_saves_resume_to_the_uninterrupted_weights(tmp_path, corpus, capsys):  # noqa: F811
     """SIGKILL during four saves (after the folder is made, after the weights, mid trainer_state.json, mid rotation),
     each time --resume; the final weights equal an uninterrupted run's bit for bit."""

@@ -61,6 +61,45 @@ def load_tokenizer(options: TrainOptions, output_dir: str, train, columns: list[
     return _train_tokenizer(options, train, columns, saved)
 
 
+def check_model_sources(options: TrainOptions) -> None:
+    """Before any data is read: ``--model`` / ``--tokenizer`` are folders, and one that ships code of a model type
+    other than scratchformer (an ``auto_map`` in its ``config.json`` or ``tokenizer_config.json``) needs
+    ``--trust-remote-code``. (Only a quick look at the JSON files: what protects is that nothing is loaded with
+    ``trust_remote_code`` unless it is given.)"""
+    for flag, path in (("--model", options.model), ("--tokenizer", options.tokenizer)):
+        if path is None:
+            continue
+        if not Path(path).is_dir():
+            raise TrainingSetupError(f"{flag} {path}: no such folder")
+        ships_code = _foreign_auto_map(Path(path))
+        if ships_code and not options.trust_remote_code:
+            raise TrainingSetupError(f"{flag} {path}: {ships_code}; its Python code runs only with "
+                                     "--trust-remote-code (read it first)")
+
+
+def _foreign_auto_map(folder: Path) -> str | None:
+    """What in ``folder`` asks to run its own code for a type that is not ours, or ``None``."""
+    config = _json_dict(folder / "config.json")
+    if config is not None:
+        if config.get("model_type") == ScratchformerConfig.model_type:
+            return None  # ours: loaded with our classes, its code files never run
+        if config.get("auto_map"):
+            return f"a {config.get('model_type')!r} model whose config.json names its own code (auto_map)"
+    tokenizer_config = _json_dict(folder / "tokenizer_config.json") or {}
+    if tokenizer_config.get("tokenizer_class") != ScratchformerTokenizer.__name__ and tokenizer_config.get("auto_map"):
+        return (f"a {tokenizer_config.get('tokenizer_class')!r} tokenizer whose tokenizer_config.json names its own "
+                "code (auto_map)")
+    return None
+
+
+def _json_dict(path: Path) -> dict | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def load_tokenizer_folder(path: str, trust_remote_code: bool = False, flag: str = "--tokenizer"):
     """The tokenizer of a folder: ours for a Scratchformer model folder or a folder saved from our tokenizer (never
     the folder's code), else ``AutoTokenizer`` (the folder's code only with ``trust_remote_code``)."""
@@ -83,10 +122,7 @@ def load_tokenizer_folder(path: str, trust_remote_code: bool = False, flag: str 
 
 
 def _tokenizer_class(folder: Path) -> str | None:
-    try:
-        return json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("tokenizer_class")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return (_json_dict(folder / "tokenizer_config.json") or {}).get("tokenizer_class")
 
 
 def _own_tokenizer(folder: Path):

@@ -35,7 +35,7 @@ from .checkpoints import CrashSafeCheckpoints
 from .checks import check_batch_size, check_options, check_tokenizer_matches
 from .history import loss_history, write_loss_curve
 from .metrics import GenerationMetrics, Seq2SeqLoss, argmax_logits, token_accuracy
-from .model_setup import build_model, load_tokenizer
+from .model_setup import build_model, check_model_sources, load_tokenizer
 from .noise import DataCollatorForTextInfilling
 from .options import ScratchformerTrainingArguments, TrainOptions
 from .output_dir import claim_output_dir
@@ -74,6 +74,7 @@ def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks:
     """:func:`run_training` once the output folder is the run's."""
     say = _say if is_main else _quiet
     world_size, local_world_size = _process_counts()
+    check_model_sources(options)
     resume_from = resolve_resume(args.output_dir, args.resume_from_checkpoint, say)
     if resume_from is not None:
         args = continue_run_options(options, args, resume_from, world_size, say)
