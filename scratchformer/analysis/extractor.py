@@ -275,10 +275,11 @@ class EmbeddingExtractor:
 
     # -- attention ---------------------------------------------------------------------------------------------
 
-    def attention_maps(self, sentence: str) -> AttentionMaps:
+    def attention_maps(self, sentence: str, target: str | None = None) -> AttentionMaps:
         """Attention probabilities for one sentence, heads kept apart (see :mod:`~scratchformer.analysis.attention`;
-        for an encoder-decoder also decoder self-attention and cross-attention)."""
-        return attention_maps(self.text_encoder, sentence)
+        for an encoder-decoder also decoder self-attention and cross-attention, the decoder being fed ``target``,
+        or else the sentence itself, shifted right: teacher forcing)."""
+        return attention_maps(self.text_encoder, sentence, target)
 
     # -- helpers -----------------------------------------------------------------------------------------------
 

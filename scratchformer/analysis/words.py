@@ -172,3 +172,65 @@ def locate(encoded: Encoded, span: WordSpan, tokens: Callable[[Sequence[int]], l
         token_ids=ids,
         extends_beyond_word=extends,
     )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Words as axis labels: merging a sentence's tokens back into its words
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TokenGroup:
+    """One axis label: the text of a word and the tokens ``first..end - 1`` that spell it.
+
+    ``Write`` spelled ``W r ite`` by our BPE is one group of three tokens; a special token (``</s>``, ``[CLS]``) and a
+    punctuation mark are groups of their own.
+    """
+
+    label: str
+    first: int
+    end: int  # exclusive
+
+    @property
+    def size(self) -> int:
+        return self.end - self.first
+
+
+def _is_punctuation(text: str) -> bool:
+    return bool(text) and not any(c.isalnum() for c in text)
+
+
+def token_groups(encoded: Encoded, tokens: Sequence[str]) -> list[TokenGroup]:
+    """The words of an encoded text as :class:`TokenGroup` labels, found from the character offsets: a token
+    continues the word before it when no whitespace separates them (``W``+``r``+``ite``, ``with``+``##draw``) and
+    neither is punctuation. This works alike for byte-level BPE (``Ġ``), WordPiece (``##``) and ``</w>`` BPE.
+    Without offsets (a slow tokenizer) every token is its own group, labelled with the token string."""
+    if encoded.offsets is None:
+        return [TokenGroup(token, i, i + 1) for i, token in enumerate(tokens)]
+    groups: list[TokenGroup] = []
+    prev_end, prev_text = None, ""
+    for i, ((a, b), special) in enumerate(zip(encoded.offsets, encoded.special)):
+        text = encoded.text[a:b].strip()
+        if special or not text:
+            groups.append(TokenGroup(tokens[i], i, i + 1))
+            prev_end, prev_text = None, ""
+            continue
+        a += len(encoded.text[a:b]) - len(encoded.text[a:b].lstrip())  # 'Ġbank' may cover ' bank'
+        joins = prev_end is not None and a == prev_end and not _is_punctuation(text) and not _is_punctuation(prev_text)
+        if joins:
+            last = groups[-1]
+            groups[-1] = TokenGroup(last.label + encoded.text[a:b], last.first, i + 1)
+        else:
+            groups.append(TokenGroup(text, i, i + 1))
+        prev_end, prev_text = b, text
+    return groups
+
+
+def shifted_groups(groups: Sequence[TokenGroup], start_label: str, length: int) -> list[TokenGroup]:
+    """The groups of a decoder input made by teacher forcing from the same text: ``start_label`` (``<s>``) first,
+    then the text's groups one token later, cut at ``length`` tokens (the last token of the text is not fed)."""
+    shifted = [TokenGroup(start_label, 0, 1)]
+    for g in groups:
+        if g.first + 1 < length:
+            shifted.append(TokenGroup(g.label, g.first + 1, min(g.end + 1, length)))
+    return shifted

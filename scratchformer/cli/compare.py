@@ -12,7 +12,8 @@ def _compare_command(args: argparse.Namespace) -> int:
 
     study = make_study(args.word, args.sentence, args.sense, args.context_word)
     run_compare(args.model, study=study, include_defaults=not args.no_defaults, layer=args.layer,
-                output=args.output, plots=not args.no_plots)
+                output=args.output, plots=not args.no_plots, html=args.html or args.screenshot,
+                screenshot=args.screenshot)
     return 0
 
 
@@ -30,4 +31,10 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--layer", type=int, default=-1, help="contextual layer of the headline numbers: 1..N, or negative (-1 = last)")
     parser.add_argument("--output", default="compare_output", help="folder for compare.json and the plots")
     parser.add_argument("--no-plots", action="store_true", help="tables and JSON only")
+    parser.add_argument("--html", action="store_true",
+                        help="also write index.html: one self-contained page with the tables, every plot and an "
+                        "interactive attention view (implies the plots)")
+    parser.add_argument("--screenshot", action="store_true",
+                        help="also save index.png, a screenshot of index.html taken with a headless Chromium where "
+                        "one is installed (implies --html)")
     parser.set_defaults(func=_compare_command)

