@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . .venv/bin/activate
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}
-scratchformer compare "$@"
+scratchformer compare --html --screenshot "$@"  # tables, compare.json, plots, index.html (+ index.png)

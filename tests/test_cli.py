@@ -52,6 +52,15 @@ def test_help_shows_defaults():
     assert "(default: compare_output)" in help_text and "(default: -1)" in help_text
 
 
+@pytest.mark.parametrize("command", ["compare", "senses"])
+def test_model_option_lists_every_alias_of_the_loader(command):
+    from scratchformer.loading import ALIASES
+
+    help_text = " ".join(build_parser()._subparsers._group_actions[0].choices[command].format_help().split())
+    for alias in ALIASES:
+        assert alias.replace("-", "- ") in help_text or alias in help_text, alias
+
+
 # One ordinary mistake per subcommand. Each must end in one line, "scratchformer <cmd>: error: ...", exit status 2
 # and no traceback: the CLI's one error path (scratchformer.cli.main) turns every ScratchformerError into that.
 BAD_ARGUMENTS = {

