@@ -17,6 +17,7 @@ Reading order (top to bottom), one paper concept per class:
     ScratchformerEncoderModel               the encoder alone, for contextual embeddings (AutoModel)
     ScratchformerForSequenceClassification  + mean over the real tokens and a classifier (text-classification)
     ScratchformerForTokenClassification     + a classifier on every token (token-classification)
+    model_card_text, push_with_model_card   the model card that model.push_to_hub writes for a new repo
 
 Tensor shapes in comments: B = batch, T = target (query) length, S = source (key) length, D = d_model,
 H = heads, Dh = D / H (head size), V = vocabulary.
