@@ -27,6 +27,8 @@ _LAZY = {
     "ScratchformerConfig": ".models",
     "ScratchformerEncoderModel": ".models",
     "ScratchformerForConditionalGeneration": ".models",
+    "ScratchformerForSequenceClassification": ".models",
+    "ScratchformerForTokenClassification": ".models",
     "ScratchformerModel": ".models",
     "ScratchformerPreTrainedModel": ".models",
     "ScratchformerTokenizer": ".models",
@@ -41,6 +43,8 @@ __all__ = [
     "ScratchformerEncoderModel",
     "ScratchformerError",
     "ScratchformerForConditionalGeneration",
+    "ScratchformerForSequenceClassification",
+    "ScratchformerForTokenClassification",
     "ScratchformerModel",
     "ScratchformerPreTrainedModel",
     "ScratchformerTokenizer",
@@ -58,6 +62,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below d
         ScratchformerConfig,
         ScratchformerEncoderModel,
         ScratchformerForConditionalGeneration,
+        ScratchformerForSequenceClassification,
+        ScratchformerForTokenClassification,
         ScratchformerModel,
         ScratchformerPreTrainedModel,
         ScratchformerTokenizer,
@@ -65,8 +71,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below d
 
 
 def register() -> None:
-    """Register the Scratchformer classes with ``AutoConfig``, ``AutoModel``, ``AutoModelForSeq2SeqLM`` and
-    ``AutoTokenizer`` (idempotent). Touching any class of this package does it too."""
+    """Register the Scratchformer classes with ``AutoConfig``, ``AutoModel``, ``AutoModelForSeq2SeqLM``,
+    ``AutoModelForSequenceClassification``, ``AutoModelForTokenClassification`` and ``AutoTokenizer`` (idempotent). Touching any class of this package does it too."""
     importlib.import_module(".models", __name__)
 
 

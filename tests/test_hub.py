@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from model_fixtures import run_without_scratchformer, tiny_config
 from scratchformer import ScratchformerForConditionalGeneration, ScratchformerModel
 from scratchformer.cli import main as cli_main
 from scratchformer.hub import HubError, check_folder, export, load_scores, push
+from scratchformer.hub.card import GENERATED_MARK
 
 TEXTS = ["the cat sat on the mat.", "attention is all you need.", "hello world, this is a test of the hub."] * 8
 SENTENCES = ["the cat sat on the mat.", "hello world"]
@@ -33,8 +35,8 @@ SCORES = {"results": [{"task": "translation", "task_name": "English to Spanish",
                        "dataset_name": "KJV -> WEB", "split": "test", "metrics": {"bleu": 21.4, "chrf": 48.9},
                        "source": "sacrebleu 2.5 (13a)"}]}
 EXPORTED = {"README.md", "config.json", "configuration_scratchformer.py", "generation_config.json",
-            "model.safetensors", "modeling_scratchformer.py", "scores.json", "tokenization_scratchformer.py",
-            "tokenizer.json", "tokenizer_config.json"}
+            "model.safetensors", "modeling_scratchformer.py", "scores.json", "tokenizer.json", "tokenizer_config.json",
+            "modules.json", "config_sentence_transformers.json", "sentence_bert_config.json", "1_Pooling"}
 TIMEOUT = 240
 
 
@@ -101,7 +103,7 @@ def hub():
 def hub_env(hub: FakeHub, **extra) -> dict:
     """Environment of a process that talks to the fake Hub: set before huggingface_hub is imported there."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "PYTHONPATH")}
+           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN")}  # PYTHONPATH: this checkout
     env.update(HF_ENDPOINT=hub.url, HF_TOKEN=hub.token, HF_HUB_DISABLE_TELEMETRY="1", **extra)
     return env
 
@@ -124,8 +126,11 @@ def test_export_writes_a_self_contained_folder_with_a_model_card(artifacts):
         "AutoConfig": "configuration_scratchformer.ScratchformerConfig",
         "AutoModel": "modeling_scratchformer.ScratchformerEncoderModel",
         "AutoModelForSeq2SeqLM": "modeling_scratchformer.ScratchformerForConditionalGeneration",
-        "AutoTokenizer": ["tokenization_scratchformer.ScratchformerTokenizer", None],
+        "AutoModelForSequenceClassification": "modeling_scratchformer.ScratchformerForSequenceClassification",
+        "AutoModelForTokenClassification": "modeling_scratchformer.ScratchformerForTokenClassification",
     }
+    assert "auto_map" not in json.loads((folder / "tokenizer_config.json").read_text())  # the tokenizer runs no code
+    assert json.loads((folder / "1_Pooling" / "config.json").read_text())["pooling_mode_mean_tokens"] is True
     assert config["scratchformer_format"] == 1
     assert json.loads((folder / "generation_config.json").read_text())["decoder_start_token_id"] == 1
     check_folder(folder)  # imports: torch/transformers/stdlib + single-dot siblings; headers; auto_map targets
@@ -133,13 +138,16 @@ def test_export_writes_a_self_contained_folder_with_a_model_card(artifacts):
     card = ModelCard.load(folder / "README.md")
     data = card.data
     assert data.library_name == "transformers" and data.license == "apache-2.0"
-    assert data.pipeline_tag == "text2text-generation"
-    assert {"scratchformer", "custom_code", "feature-extraction"} <= set(data.tags)
-    assert data.datasets == ["kjv-web"] and data.metrics == ["bleu", "chrf"]
+    assert data.pipeline_tag == "feature-extraction"  # served by transformers 5; "text2text-generation" is gone
+    assert {"scratchformer", "custom_code", "feature-extraction", "sentence-transformers"} <= set(data.tags)
+    assert data.datasets is None  # score names ("kjv-web") are not Hub dataset ids: never listed as datasets
+    assert data.metrics == ["bleu", "chrf"]
     assert {(r.metric_type, r.metric_value, r.dataset_split) for r in data.eval_results} == {
         ("bleu", 21.4, "test"), ("chrf", 48.9, "test")}
     for snippet in ("AutoModelForSeq2SeqLM.from_pretrained", "model.generate(", "AutoModel.from_pretrained",
                     'pipeline("feature-extraction"', "SentenceTransformer(", "trust_remote_code=True",
+                    "AutoModelForSequenceClassification", "## Uses", "## Limitations", "## Citation",
+                    "@inproceedings{vaswani2017attention", GENERATED_MARK,
                     "| English to Spanish | KJV -> WEB | test | bleu | 21.4 | sacrebleu 2.5 (13a) |"):
         assert snippet in card.text, snippet
 
@@ -189,7 +197,7 @@ def test_export_writes_only_our_auto_map_whatever_the_source_config_carried(arti
     config = json.loads((folder / "config.json").read_text())
     tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
     assert config["auto_map"] == json.loads((artifacts["folder"] / "config.json").read_text())["auto_map"]
-    assert tokenizer_config["auto_map"] == {"AutoTokenizer": ["tokenization_scratchformer.ScratchformerTokenizer", None]}
+    assert "auto_map" not in tokenizer_config
     assert "custom_pipelines" not in config and "custom_pipelines" not in tokenizer_config
     assert {p.name for p in folder.iterdir()} == EXPORTED  # modeling_evil.py stays behind
     assert "attacker" not in "".join(p.read_text() for p in folder.iterdir() if p.suffix in (".json", ".py", ".md"))
@@ -301,7 +309,7 @@ def test_push_then_load_from_the_hub_where_scratchformer_is_not_installed(artifa
     ]
     repo = hub.repos["alice/tiny-scratchformer"]
     assert repo.private and len(repo.commits) == 1 and repo.commits[0]["summary"] == "First upload"
-    assert set(repo.files) == EXPORTED
+    assert set(repo.files) == EXPORTED - {"1_Pooling"} | {"1_Pooling/config.json"}
     assert repo.files["model.safetensors"] == (artifacts["folder"] / "model.safetensors").read_bytes()
     assert 'from_pretrained("alice/tiny-scratchformer"' in repo.files["README.md"].decode()
 
@@ -320,7 +328,7 @@ def test_push_then_load_from_the_hub_where_scratchformer_is_not_installed(artifa
         config = AutoConfig.from_pretrained(repo, trust_remote_code=True)
         assert "transformers_modules" in type(config).__module__, type(config).__module__
         tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
-        assert type(tokenizer).__name__ == "ScratchformerTokenizer", type(tokenizer)
+        assert type(tokenizer).__name__ == "TokenizersBackend", type(tokenizer)  # built in: no tokenizer code
         model = AutoModelForSeq2SeqLM.from_pretrained(repo, trust_remote_code=True).eval()
         encoder = AutoModel.from_pretrained(repo, trust_remote_code=True).eval()
         assert type(encoder).__name__ == "ScratchformerEncoderModel", type(encoder)
@@ -343,7 +351,7 @@ def test_push_then_load_from_the_hub_where_scratchformer_is_not_installed(artifa
     assert "HUB-LOAD-OK" in loaded.stdout
     downloaded = {line.rsplit("/", 1)[-1] for line in hub.log if line.startswith("GET /alice/tiny-scratchformer/")}
     assert {"config.json", "model.safetensors", "modeling_scratchformer.py", "configuration_scratchformer.py",
-            "tokenization_scratchformer.py", "tokenizer.json", "tokenizer_config.json"} <= downloaded
+            "tokenizer.json", "tokenizer_config.json"} <= downloaded
 
 
 def test_push_cli_refused_by_the_hub_gives_a_clear_error(artifacts, hub, monkeypatch, capsys):
@@ -441,23 +449,32 @@ def test_feature_extraction_pipeline_returns_encoder_states(artifacts, tmp_path)
 
 @pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
                     reason="sentence-transformers is not installed")
-def test_sentence_transformers_encodes_with_the_encoder(artifacts, tmp_path):
+def test_sentence_transformers_loads_our_mean_pooling(artifacts, tmp_path):
+    """The export is a native sentence-transformers folder (modules.json: Transformer + Pooling): no "creating a new
+    one with mean pooling" fallback, and the vectors are our pooling (mean over the real tokens) to 1e-6."""
     result = run_without_scratchformer(
         f"""
+        import logging
         import torch
+        logging.basicConfig(level=logging.WARNING, format="LOG %(levelname)s %(name)s: %(message)s")
         from sentence_transformers import SentenceTransformer
         expected = torch.load({str(artifacts["expected"])!r})
         model = SentenceTransformer({str(artifacts["folder"])!r}, trust_remote_code=True, device="cpu")
-        vectors = torch.as_tensor(model.encode({SENTENCES!r}))
+        names = [type(module).__name__ for module in model]
+        assert names == ["Transformer", "Pooling"], names
+        vectors = torch.as_tensor(model.encode({SENTENCES!r}, batch_size=2))
         assert vectors.shape == expected["mean"].shape, vectors.shape
-        assert torch.allclose(vectors, expected["mean"], atol=1e-5), (vectors - expected["mean"]).abs().max()
-        print("ST-OK")
+        error = (vectors - expected["mean"]).abs().max().item()
+        assert error < 1e-6, error
+        print("ST-OK", error)
         """,
         tmp_path,
         timeout=TIMEOUT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ST-OK" in result.stdout
+    log = result.stdout + result.stderr
+    assert "LOG WARNING" not in log and "mean pooling" not in log, log[-3000:]
 
 
 # ---------------------------------------------------------------------------------------------------- safety
@@ -555,3 +572,62 @@ def test_installed_package_refuses_a_newer_format_naming_config_json(artifacts, 
         AutoConfig.from_pretrained(copies["newer-format"][0])
     with pytest.raises(OSError, match="model.safetensors .*truncated or corrupted"):
         ScratchformerForConditionalGeneration.from_pretrained(copies["truncated"][0])
+
+
+# ---------------------------------------------------------------------------------------------------- cards
+
+
+def test_export_keeps_the_source_card_its_metadata_and_its_files(artifacts, tmp_path):
+    """A hand-written card and the files it shows travel with the export; the generated sections are added once,
+    and exporting the export again does not repeat them."""
+    from huggingface_hub import ModelCard
+
+    source = tmp_path / "run"
+    shutil.copytree(artifacts["source"], source)
+    (source / "README.md").write_text(
+        "---\nlicense: mit\nlanguage: fr\nbase_model: someone/base\ntags:\n- my-tag\n- text2text-generation\n---\n\n"
+        "# My model\n\nHand-written words about the training.\n\n![curve](loss_curve.png)\n")
+    (source / "loss_curve.png").write_bytes(b"\x89PNG a plot")
+    (source / "senses.json").write_text('{"roc_auc": 0.6}')
+    (source / "WORDNET_LICENSE").write_text("WordNet 3.0 Copyright 2006 by Princeton University.")
+    (source / "trainer_state.json").write_text("{}")  # Trainer bookkeeping: not a card asset
+    first = export(source, tmp_path / "first", data_sources=["A corpus (CC BY-SA 4.0)"])
+    second = export(first, tmp_path / "second")
+    for folder in (first, second):
+        names = {p.name for p in folder.iterdir()}
+        assert names == EXPORTED | {"loss_curve.png", "senses.json", "WORDNET_LICENSE"}, names
+        assert (folder / "loss_curve.png").read_bytes() == b"\x89PNG a plot"
+        card = ModelCard.load(folder / "README.md")
+        assert card.data.license == "mit" and card.data.language == "fr" and card.data.base_model == "someone/base"
+        assert "my-tag" in card.data.tags and "text2text-generation" not in card.data.tags
+        hand_written, generated = card.text.split(GENERATED_MARK)
+        assert "# My model" in hand_written and "Hand-written words" in hand_written and "## Uses" not in hand_written
+        assert generated.count("## Uses") == 1 and generated.count("## Citation") == 1
+        assert card.text.count("# My model") == 1
+    assert "- A corpus (CC BY-SA 4.0)" in (first / "README.md").read_text()
+
+
+def test_model_push_to_hub_writes_our_card_not_the_empty_template(artifacts, hub, tmp_path):
+    """``model.push_to_hub`` (transformers' API) gives a new repo our card; a repo that has a card keeps it."""
+    code = textwrap.dedent(f"""
+        from scratchformer import ScratchformerForConditionalGeneration
+        model = ScratchformerForConditionalGeneration.from_pretrained({str(artifacts["source"])!r})
+        model.push_to_hub("alice/pushed", commit_message="model only", tags=["my-tag"])
+    """)
+    push_once = subprocess.run([sys.executable, "-c", code], env=hub_env(hub), cwd=tmp_path, capture_output=True,
+                               text=True, timeout=TIMEOUT)
+    assert push_once.returncode == 0, push_once.stderr[-3000:]
+    repo = hub.repos["alice/pushed"]
+    card = repo.files["README.md"].decode()
+    assert "This is the model card of a 🤗 transformers model" not in card  # transformers' template
+    for part in ("library_name: transformers", "pipeline_tag: feature-extraction", "- custom_code", "- my-tag",
+                 "# pushed", 'AutoModel.from_pretrained("alice/pushed", trust_remote_code=True)',
+                 "## Uses and limitations", "## Training data", "@inproceedings{vaswani2017attention"):
+        assert part in card, part
+    assert {"config.json", "model.safetensors", "modeling_scratchformer.py"} <= set(repo.files)
+    repo.files["README.md"] = b"---\nlicense: mit\n---\n# A card someone wrote\n"
+    push_again = subprocess.run([sys.executable, "-c", code], env=hub_env(hub), cwd=tmp_path, capture_output=True,
+                                text=True, timeout=TIMEOUT)
+    assert push_again.returncode == 0, push_again.stderr[-3000:]
+    assert repo.files["README.md"] == b"---\nlicense: mit\n---\n# A card someone wrote\n"  # kept
+    assert len(repo.commits) == 2

@@ -15,37 +15,41 @@ from model_fixtures import tiny_config
 
 from scratchformer import ScratchformerEncoderModel, ScratchformerError, ScratchformerForConditionalGeneration
 from scratchformer.loading import ALIASES, check_tokenizer_matches, describe, load, pretrained_path, resolve
+from scratchformer.models.modeling_scratchformer import AUTO_MAP
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "scratchformer" / "models"
-CODE_FILES = sorted(path.name for path in MODELS.glob("*_scratchformer.py"))
+CODE_FILES = sorted(path.name for path in MODELS.glob("*_scratchformer.py"))  # the model core
+REMOTE_CODE_FILES = ["configuration_scratchformer.py", "modeling_scratchformer.py"]  # the part that travels
+ALLOWED = ("torch", "transformers", "huggingface_hub", *sys.stdlib_module_names)
 TRAP = "open({marker!r}, 'w').write('x')  # a booby-trapped code file\n"
 
 
 def test_the_shipped_checkpoint_carries_exactly_the_package_model_code():
     """Hub users run the checkpoint's copies; they must not drift from the code the package tests."""
     shipped = pretrained_path("small")
-    assert CODE_FILES == ["configuration_scratchformer.py", "modeling_scratchformer.py",
-                          "tokenization_scratchformer.py"]
-    for name in CODE_FILES:
+    assert CODE_FILES == [*REMOTE_CODE_FILES, "tokenization_scratchformer.py"]
+    # the tokenizer is no remote code: its folder loads as the built-in TokenizersBackend (tests/test_pipelines.py)
+    assert sorted(path.name for path in shipped.glob("*.py")) == REMOTE_CODE_FILES
+    for name in REMOTE_CODE_FILES:
         assert (shipped / name).read_text() == (MODELS / name).read_text(), (
             f"{shipped / name} differs from scratchformer/models/{name}: copy it again "
-            f"(cp scratchformer/models/*_scratchformer.py {shipped.relative_to(REPO)}/)")
+            f"(cp scratchformer/models/{{configuration,modeling}}_scratchformer.py {shipped.relative_to(REPO)}/)")
 
 
 def test_models_core_imports_nothing_of_ours():
-    """The model core travels flat with checkpoints: only torch, transformers, the standard library and its
-    siblings (single-dot relative imports)."""
+    """The model core travels flat with checkpoints: only torch, transformers (and huggingface_hub, which comes with
+    it), the standard library and its siblings (single-dot relative imports)."""
     for name in CODE_FILES:
         for node in ast.walk(ast.parse((MODELS / name).read_text())):
             if isinstance(node, ast.ImportFrom):
                 assert node.level in (0, 1), (name, node.module)
                 top = (node.module or "").split(".")[0]
-                assert node.level == 1 or top in ("torch", "transformers", *sys.stdlib_module_names), (name, top)
+                assert node.level == 1 or top in ALLOWED, (name, top)
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     top = alias.name.split(".")[0]
-                    assert top in ("torch", "transformers", *sys.stdlib_module_names), (name, top)
+                    assert top in ALLOWED, (name, top)
 
 
 @pytest.mark.parametrize("alias", ["small", "scratchformer", "default"])
@@ -174,3 +178,4 @@ def test_saved_auto_map_is_ours_only(tmp_path):
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     assert "attacker" not in json.dumps(auto_map)
     assert auto_map["AutoModel"] == "modeling_scratchformer.ScratchformerEncoderModel"
+    assert set(auto_map) <= set(AUTO_MAP) and all(AUTO_MAP[key] == value for key, value in auto_map.items())

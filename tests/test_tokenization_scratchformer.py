@@ -185,9 +185,10 @@ def test_a_long_single_line_gives_the_same_ids(tok):
 
 def test_save_and_load_in_process_with_auto_tokenizer(tok, tmp_path):
     tok.save_pretrained(tmp_path)
-    assert {"tokenizer.json", "tokenizer_config.json", "tokenization_scratchformer.py"} <= set(os.listdir(tmp_path))
+    assert set(os.listdir(tmp_path)) == {"tokenizer.json", "tokenizer_config.json"}  # no code file
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())
-    assert config["auto_map"]["AutoTokenizer"][0] == "tokenization_scratchformer.ScratchformerTokenizer"
+    assert "auto_map" not in config and config["tokenizer_class"] == "ScratchformerTokenizer"
+    assert config["model_input_names"] == ["input_ids", "attention_mask"]
     assert config["model_max_length"] == 512 and config["clean_up_tokenization_spaces"] is False
     loaded = AutoTokenizer.from_pretrained(tmp_path)
     assert type(loaded) is scratchformer.ScratchformerTokenizer
@@ -206,7 +207,7 @@ FRESH_PROCESS = textwrap.dedent("""
     else:
         raise SystemExit("scratchformer is importable")
     from transformers import AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+    tok = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=sys.argv[3] == "trust")
     enc = tok(sys.argv[2], text_target=sys.argv[2], return_offsets_mapping=True)
     print(json.dumps(dict(module=type(tok).__module__, cls=type(tok).__name__, ids=enc["input_ids"],
                           labels=enc["labels"], offsets=enc["offset_mapping"], max_len=tok.model_max_length,
@@ -214,19 +215,22 @@ FRESH_PROCESS = textwrap.dedent("""
 """)
 
 
-def test_fresh_process_loads_it_as_remote_code_without_the_package(tok, tmp_path):
-    """A Hub user's view: tokenizer + config in one folder, no scratchformer installed, offline, empty HF_HOME."""
+@pytest.mark.parametrize("trust", ["trust", "no-trust"])
+def test_fresh_process_loads_it_without_the_package_and_without_code(tok, tmp_path, trust):
+    """A Hub user's view: tokenizer + config in one folder, no scratchformer installed, offline, empty HF_HOME. The
+    tokenizer is transformers' built-in backend whatever trust_remote_code says: no code of the folder runs for it
+    (with trust_remote_code=True the config's code does)."""
     folder = tmp_path / "checkpoint"
     tok.save_pretrained(folder)
     ScratchformerConfig(vocab_size=len(tok)).save_pretrained(folder)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1")
     text = "the river bank, naïve 😀"
-    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(folder), text], cwd="/", env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(folder), text, trust], cwd="/", env=env,
+                            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    assert out["module"].startswith("transformers_modules.") and out["cls"] == "ScratchformerTokenizer"
+    assert out["module"] == "transformers.tokenization_utils_tokenizers" and out["cls"] == "TokenizersBackend"
     expected = tok(text, return_offsets_mapping=True)
     assert out["ids"] == out["labels"] == expected["input_ids"]
     assert [tuple(o) for o in out["offsets"]] == expected["offset_mapping"]

@@ -19,19 +19,25 @@ OVERWRITE_HELP = (
 def card_options(args: argparse.Namespace) -> dict:
     """The keyword arguments of ``export``/``push`` that the shared card options give."""
     return dict(tokenizer=args.tokenizer, scores=args.scores, model_name=args.model_name, license=args.license,
-                language=args.language, datasets=args.dataset, tags=args.tag or ())
+                language=args.language, datasets=args.dataset, tags=args.tag or (),
+                data_sources=args.data_source or (), onnx=args.onnx)
 
 
 def add_card_arguments(parser: argparse.ArgumentParser) -> None:
-    """MODEL and the model-card options, the same for ``export`` and ``push``."""
+    """MODEL, the model-card options and ``--onnx``, the same for ``export`` and ``push``."""
     parser.add_argument("model", metavar="MODEL", help="folder saved with save_pretrained (safetensors weights)")
     parser.add_argument("--tokenizer", help="tokenizer folder (default: the tokenizer in MODEL)")
     parser.add_argument("--scores", help="JSON of measured scores (default: MODEL/scores.json, if present)")
     parser.add_argument("--model-name", help="title of the model card")
-    parser.add_argument("--license", default="apache-2.0", help="license id for the card")
+    parser.add_argument("--license", help="license id for the card (default: the source card's, else apache-2.0)")
     parser.add_argument("--language", action="append", help="language code for the card (repeatable)")
-    parser.add_argument("--dataset", action="append", help="training dataset id for the card (repeatable)")
+    parser.add_argument("--dataset", action="append", help="Hub id of a training dataset, for the card's metadata "
+                        "(repeatable; only real Hub dataset ids)")
+    parser.add_argument("--data-source", action="append", help="a line for the card's 'Training data' section: what "
+                        "the data is and its licence, e.g. 'Wikipedia summaries (CC BY-SA 4.0)' (repeatable)")
     parser.add_argument("--tag", action="append", help="extra tag for the card (repeatable)")
+    parser.add_argument("--onnx", action="store_true", help="also write onnx/model.onnx, the encoder, with the dynamo "
+                        "exporter (dynamic batch and length; needs onnx and onnxscript)")
 
 
 def _export_command(args: argparse.Namespace) -> int:

@@ -5,8 +5,18 @@ Scores come from ``scores=`` or from ``scores.json`` in the source folder, in th
     {"results": [{"task": "translation", "dataset": "kjv-web", "dataset_name": "KJV -> WEB", "split": "test",
                   "metrics": {"bleu": 21.4, "chrf": 48.9}, "source": "sacrebleu 2.5 (13a)"}]}
 
-The card is YAML metadata (library, license, tags, pipeline tag, datasets, metrics and a ``model-index`` of the
-scores) followed by the architecture, usage snippets for generation and embeddings, and the scores table.
+A card is YAML metadata (library, licence, tags, pipeline tag, metrics and a ``model-index`` of the scores) and two
+parts of text, split by :data:`GENERATED_MARK`:
+
+- **the hand-written part**: ``description=``, else the text of the source folder's ``README.md`` (the part above the
+  mark, when that card came from an earlier export), else a default paragraph. An export keeps it as it is.
+- **the generated part**, rewritten by every export: the architecture, intended uses, limitations, the training
+  data and their licences (``data_sources=``), usage snippets, the scores table and the citation of the paper.
+
+The metadata of a source card is kept too (``base_model``, ``widget``, ...), with ours written over it: library,
+pipeline tag, tags (merged), and the ``model-index`` when there are scores. Licence, languages and datasets come
+from the arguments when given, else from the source card. ``datasets`` must be Hub dataset ids: the card never
+invents them from score names.
 """
 
 from __future__ import annotations
@@ -20,38 +30,59 @@ from string import Template
 from typing import Any
 
 from ..errors import HubError
+from ..models.modeling_scratchformer import PAPER_CITATION
 
 SCORE_KEYS = {"task", "task_name", "dataset", "dataset_name", "split", "config", "metrics", "source", "source_url"}
 REQUIRED_SCORE_KEYS = ("task", "dataset")
+# transformers 5 serves this pipeline with AutoModel (our encoder); "text2text-generation" was removed in v5
+DEFAULT_PIPELINE_TAG = "feature-extraction"
+DEFAULT_LICENSE = "apache-2.0"
 DEFAULT_TAGS = ("scratchformer", "transformer", "encoder-decoder", "attention-is-all-you-need", "custom_code",
-                "text2text-generation", "feature-extraction")
+                "feature-extraction", "sentence-transformers")
+# tags an earlier card may carry that no longer describe the model: transformers 5 has no text2text pipeline
+RETIRED_TAGS = ("text2text-generation",)
 DEFAULT_EXAMPLE = "Attention is all you need."
 DEFAULT_DESCRIPTION = (
     "An encoder-decoder Transformer in the architecture of Vaswani et al. (2017), *Attention Is All You Need*, "
     "written from scratch in PyTorch as a Hugging Face model (scratchformer).")
+GENERATED_MARK = ("<!-- Written by `scratchformer export`: the sections below are rewritten by every export. Edit the "
+                  "text above this line. -->")
 POSITIONS = {"sinusoidal": "sinusoidal (as in the paper)", "learned": "learned", "rope": "rotary (RoPE)"}
 
-# The usage sections of the card; $where is the repo id (or a placeholder), $text the example text as a literal.
+USES = """## Uses
+
+- **Intended**: studying the Transformer of *Attention Is All You Need* and what its layers learn (learned vs
+  contextual embeddings, attention), teaching, and as a small starting point for fine-tuning: contextual token
+  vectors (`AutoModel`, the encoder), sentence vectors (mean pooling, sentence-transformers), sentence and token
+  classification heads (`AutoModelForSequenceClassification`, `AutoModelForTokenClassification`), and
+  sequence-to-sequence generation (`AutoModelForSeq2SeqLM`).
+- **Out of scope**: decisions about people, and any use that needs reliable facts, safe or unbiased text, or
+  production-grade accuracy.
+
+## Limitations
+
+- A small model trained from scratch on little data: its vectors and generations are far weaker than those of
+  models pre-trained on large corpora, and its sentence vectors were not trained for similarity search.
+- It knows only the languages and styles of its training data, and it reproduces their biases (see the training
+  data in this card).
+- Inputs longer than the tokenizer's `model_max_length` are truncated when you pass `truncation=True`.
+- Loading runs the model code shipped in this repository (`trust_remote_code=True`): read it first, and pin
+  `revision=` to a commit you have reviewed.
+"""
+
+# The usage section; $where is the repo id (or a placeholder), $text the example text as a literal, $onnx the ONNX
+# snippet (empty without onnx/model.onnx).
 USAGE = Template('''\
-The code ships with the weights (`configuration_scratchformer.py`, `modeling_scratchformer.py`, \
-`tokenization_scratchformer.py`): loading needs only `torch` and `transformers` and `trust_remote_code=True`, which \
-runs that code. Read it first, and pin `revision=` to a commit you have reviewed. The weights are in safetensors only.
+## How to use
 
-## Generation
+The model code ships with the weights (`configuration_scratchformer.py`, `modeling_scratchformer.py`): loading the \
+model needs only `torch` and `transformers`, and `trust_remote_code=True`, which runs that code. The tokenizer has no \
+code: `AutoTokenizer` loads `tokenizer.json` with the built-in fast tokenizer. The weights are in safetensors only.
 
-```python
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+### Embeddings
 
-tokenizer = AutoTokenizer.from_pretrained("$where", trust_remote_code=True)
-model = AutoModelForSeq2SeqLM.from_pretrained("$where", trust_remote_code=True)
-inputs = tokenizer([$text], return_tensors="pt")
-output = model.generate(**inputs, max_new_tokens=64, num_beams=4)
-print(tokenizer.batch_decode(output, skip_special_tokens=True))
-```
-
-## Embeddings
-
-`AutoModel` is the encoder alone: its output is the contextual embedding of every token.
+`AutoModel` is the encoder alone: its output is the contextual embedding of every token. Sentence vectors are the \
+mean over the real tokens.
 
 ```python
 import torch
@@ -66,7 +97,8 @@ mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)
 sentence_embeddings = (states * mask).sum(1) / mask.sum(1)  # mean over the real tokens
 ```
 
-The same vectors through a pipeline, or as sentence embeddings with `sentence-transformers` (mean pooling):
+The same vectors through the `feature-extraction` pipeline, or as sentence embeddings with `sentence-transformers` \
+(this folder is a sentence-transformers model: Transformer + mean pooling):
 
 ```python
 from transformers import pipeline
@@ -78,6 +110,48 @@ from sentence_transformers import SentenceTransformer
 
 sentences = SentenceTransformer("$where", trust_remote_code=True)
 vectors = sentences.encode([$text])
+```
+
+### Fine-tuning a classifier
+
+The encoder with a head: the mean over the real tokens and a classifier for `text-classification`, a linear layer \
+on every token for `token-classification`. The heads start from random values; train them with `Trainer`.
+
+```python
+from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+
+classifier = AutoModelForSequenceClassification.from_pretrained(
+    "$where", trust_remote_code=True, num_labels=2, id2label={0: "negative", 1: "positive"})
+tagger = AutoModelForTokenClassification.from_pretrained("$where", trust_remote_code=True, num_labels=3)
+```
+
+### Generation
+
+```python
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("$where", trust_remote_code=True)
+model = AutoModelForSeq2SeqLM.from_pretrained("$where", trust_remote_code=True)
+inputs = tokenizer([$text], return_tensors="pt")
+output = model.generate(**inputs, max_new_tokens=64, num_beams=4)
+print(tokenizer.batch_decode(output, skip_special_tokens=True))
+```
+$onnx''')
+
+ONNX_USAGE = Template('''
+### ONNX
+
+`onnx/model.onnx` is the encoder (inputs `input_ids`, `attention_mask`; output `last_hidden_state`), with dynamic \
+batch size and length:
+
+```python
+import onnxruntime
+from transformers import AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("$where", trust_remote_code=True)
+session = onnxruntime.InferenceSession("onnx/model.onnx")  # hf_hub_download("$where", "onnx/model.onnx") from the Hub
+batch = tokenizer([$text], padding=True, return_tensors="np")
+(states,) = session.run(None, {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]})
 ```
 ''')
 
@@ -149,35 +223,68 @@ def model_card(
     *,
     repo_id: str | None,
     model_name: str,
-    license: str,
-    language: str | list[str] | None,
-    datasets: list[str] | None,
-    tags: Sequence[str],
-    pipeline_tag: str,
-    description: str | None,
-    example_text: str,
+    license: str | None = None,
+    language: str | list[str] | None = None,
+    datasets: list[str] | None = None,
+    tags: Sequence[str] = (),
+    pipeline_tag: str = DEFAULT_PIPELINE_TAG,
+    description: str | None = None,
+    example_text: str = DEFAULT_EXAMPLE,
+    data_sources: Sequence[str] = (),
+    source_card: str | None = None,
+    onnx: bool = False,
 ) -> Any:
-    """The ``README.md`` of an export, as a ``huggingface_hub.ModelCard`` (YAML metadata + markdown)."""
+    """The ``README.md`` of an export, as a ``huggingface_hub.ModelCard`` (YAML metadata + markdown).
+
+    ``source_card`` is the text of the source folder's ``README.md``: its hand-written part and its metadata are
+    kept (see the module docstring). ``data_sources`` are lines such as ``"Wikipedia article summaries (CC BY-SA
+    4.0)"``, listed under "Data and licences"; ``onnx`` adds the ONNX snippet.
+    """
     from huggingface_hub import ModelCard, ModelCardData
 
-    data = ModelCardData(
-        model_name=model_name,
-        license=license,
-        language=language,
-        library_name="transformers",
-        pipeline_tag=pipeline_tag,
-        tags=list(dict.fromkeys([*DEFAULT_TAGS, *tags])),
-        datasets=datasets if datasets is not None else sorted({result["dataset"] for result in results}) or None,
-        metrics=sorted({metric for result in results for metric in result["metrics"]}) or None,
-        eval_results=_eval_results(results) or None,
-    )
+    source = ModelCard(source_card) if source_card is not None else None
+    data = source.data if source is not None else ModelCardData()
+    data.model_name = model_name
+    data.library_name = "transformers"
+    data.pipeline_tag = pipeline_tag
+    kept_tags = [tag for tag in data.tags or [] if tag not in RETIRED_TAGS]
+    data.tags = list(dict.fromkeys([*kept_tags, *DEFAULT_TAGS, *(["onnx"] if onnx else []), *tags]))
+    data.license = license or data.license or DEFAULT_LICENSE
+    data.language = language if language is not None else data.language
+    data.datasets = datasets if datasets is not None else data.datasets
+    if results:
+        data.metrics = sorted({metric for result in results for metric in result["metrics"]})
+        data.eval_results = _eval_results(results)
     body = "\n".join([
-        f"# {model_name}", "", description or DEFAULT_DESCRIPTION, "",
-        _architecture_table(model),
-        USAGE.substitute(where=repo_id or "path/to/this/folder", text=json.dumps(example_text)),
-        _scores_section(results),
+        _hand_written_part(source.text if source is not None else None, description, model_name), "",
+        GENERATED_MARK, "",
+        _generated_part(model, results, repo_id, example_text, data_sources, onnx),
     ])
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
+
+
+def _hand_written_part(source_text: str | None, description: str | None, model_name: str) -> str:
+    """The text an export keeps: ``description``, else the source card's text (above the mark), else the default
+    paragraph; with a ``# model_name`` title unless it has a title of its own."""
+    text = description
+    if text is None and source_text is not None:
+        text = source_text.split(GENERATED_MARK)[0]
+    text = (text or DEFAULT_DESCRIPTION).strip()
+    return text if text.startswith("# ") else f"# {model_name}\n\n{text}"
+
+
+def _generated_part(model: Any, results: list[dict], repo_id: str | None, example_text: str,
+                    data_sources: Sequence[str], onnx: bool) -> str:
+    where, text = repo_id or "path/to/this/folder", json.dumps(example_text)
+    sections = ["## Model", "", _architecture_table(model), USES]
+    if data_sources:
+        sections += ["## Data and licences", "", *[f"- {source}" for source in data_sources], ""]
+    sections += [
+        USAGE.substitute(where=where, text=text, onnx=ONNX_USAGE.substitute(where=where, text=text) if onnx else ""),
+        _scores_section(results),
+        "## Citation", "", "The architecture is that of:", "", "```bibtex", PAPER_CITATION.strip(), "```", "",
+    ]
+    return "\n".join(sections)
 
 
 def _eval_results(results: list[dict]) -> list[Any]:

@@ -17,16 +17,18 @@ from pathlib import Path
 from ..errors import HubError
 from ..models.configuration_scratchformer import checkpoint_format_problem
 from ..models.modeling_scratchformer import PICKLE_SUFFIXES
-from .layout import DROPPED_CODE_KEYS, REQUIRED_FILES, config_auto_map, tokenizer_auto_map
+from .layout import DROPPED_CODE_KEYS, REQUIRED_FILES, config_auto_map
 
-ALLOWED_IMPORTS = frozenset({"torch", "transformers", *sys.stdlib_module_names})
+# huggingface_hub comes with transformers (a hard dependency): the model code uses it to upload
+ALLOWED_IMPORTS = frozenset({"torch", "transformers", "huggingface_hub", *sys.stdlib_module_names})
 
 
 def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = None) -> None:
     """Raise :class:`HubError` listing every reason ``folder`` would not load for a Hub user.
 
-    Checks: the required files; no pickled files; ``config.json`` and ``tokenizer_config.json`` parse, and their
-    ``auto_map`` is exactly ours (no foreign entry, no ``custom_pipelines``), naming code files that exist;
+    Checks: the required files; no pickled files; ``config.json`` and ``tokenizer_config.json`` parse, the
+    ``auto_map`` of ``config.json`` is exactly ours and ``tokenizer_config.json`` has none (the tokenizer runs no
+    code), neither has ``custom_pipelines``;
     ``model_type`` is ``scratchformer`` and the checkpoint format is one this code reads; every ``*.safetensors`` file
     has a valid header and size; the code files import only torch, transformers, the standard library and sibling
     files (single-dot). ``where`` is the name used in the message.
@@ -37,7 +39,7 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
     if (config := _read_json(folder / "config.json", problems)) is not None:
         problems += _config_problems(config)
     if (tokenizer_config := _read_json(folder / "tokenizer_config.json", problems)) is not None:
-        problems += _remote_code_problems("tokenizer_config.json", tokenizer_config, tokenizer_auto_map())
+        problems += _remote_code_problems("tokenizer_config.json", tokenizer_config, {})
     for path in sorted(folder.glob("*.safetensors")):
         problems += _safetensors_problems(path)
     siblings = {path.stem for path in folder.glob("*.py")}
@@ -120,7 +122,7 @@ def _import_problems(path: Path, siblings: set[str]) -> list[str]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             problems += [f"{path.name}:{node.lineno}: imports {module!r}, which Hub users may not have (allowed: "
-                         "torch, transformers, the standard library)"
+                         "torch, transformers, huggingface_hub, the standard library)"
                          for module in modules if module.split(".")[0] not in ALLOWED_IMPORTS]
     return problems
 

@@ -3,12 +3,19 @@
 :func:`export` writes
 
 - ``model.safetensors`` (never a pickle) and ``config.json``, whose ``auto_map`` names ``AutoConfig``, ``AutoModel``
-  (the encoder, for embeddings and ``pipeline("feature-extraction")``), ``AutoModelForSeq2SeqLM`` and
-  ``AutoTokenizer``, and nothing else that names code (see :mod:`scratchformer.hub.layout`);
-- the code files ``configuration_scratchformer.py``, ``modeling_scratchformer.py`` and
-  ``tokenization_scratchformer.py``, flat, importing only torch, transformers, the standard library and each other;
-- ``tokenizer.json`` + ``tokenizer_config.json``, ``generation_config.json``;
-- ``README.md``, the model card (:mod:`scratchformer.hub.card`), and ``scores.json`` when there are scores (so that
+  (the encoder, for embeddings and ``pipeline("feature-extraction")``), ``AutoModelForSeq2SeqLM``,
+  ``AutoModelForSequenceClassification`` and ``AutoModelForTokenClassification``, and nothing else that names code
+  (see :mod:`scratchformer.hub.layout`);
+- the code files ``configuration_scratchformer.py`` and ``modeling_scratchformer.py``, flat, importing only torch,
+  transformers, the standard library and each other;
+- ``tokenizer.json`` + ``tokenizer_config.json`` (no code: the built-in fast tokenizer loads them),
+  ``generation_config.json``;
+- the sentence-transformers files (``modules.json``, ``config_sentence_transformers.json``,
+  ``sentence_bert_config.json``, ``1_Pooling/config.json``): the encoder + mean pooling;
+- ``onnx/model.onnx``, the encoder as ONNX, with ``onnx=True`` (:mod:`scratchformer.hub.onnx`);
+- ``README.md``, the model card (:mod:`scratchformer.hub.card`), which keeps the hand-written text and metadata of
+  the source folder's card; the source folder's card assets (``loss_curve.png``, ``senses.json``, licence notices,
+  ...; :func:`~scratchformer.hub.layout.is_card_asset`); and ``scores.json`` when there are scores (so that
   re-exporting the folder keeps them).
 
 It checks where the folder goes before touching any file (:mod:`scratchformer.hub.destination`), writes everything
@@ -28,10 +35,18 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HubError
-from .card import DEFAULT_EXAMPLE, load_scores, model_card
+from .card import DEFAULT_EXAMPLE, DEFAULT_PIPELINE_TAG, load_scores, model_card
 from .checks import check_folder
 from .destination import check_destination, check_repo_id, move_into_place
-from .layout import DROPPED_CODE_KEYS, SCORES_FILE, config_auto_map, tokenizer_auto_map
+from .layout import (
+    DROPPED_CODE_KEYS,
+    ONNX_FILE,
+    README,
+    SCORES_FILE,
+    config_auto_map,
+    is_card_asset,
+    sentence_transformers_files,
+)
 from .sources import model_and_tokenizer
 
 
@@ -43,27 +58,31 @@ def export(
     scores: str | os.PathLike | Mapping | Sequence | None = None,
     repo_id: str | None = None,
     model_name: str | None = None,
-    license: str = "apache-2.0",
+    license: str | None = None,
     language: str | list[str] | None = None,
     datasets: list[str] | None = None,
     tags: Sequence[str] = (),
-    pipeline_tag: str = "text2text-generation",
+    pipeline_tag: str = DEFAULT_PIPELINE_TAG,
     description: str | None = None,
     example_text: str = DEFAULT_EXAMPLE,
+    data_sources: Sequence[str] = (),
+    onnx: bool = False,
     overwrite: bool = False,
 ) -> Path:
     """Write a self-contained, Hub-ready folder for a ``ScratchformerForConditionalGeneration``.
 
     Args:
         model_or_folder: the model, or a folder saved with ``save_pretrained`` (safetensors weights, optionally the
-            tokenizer files and ``scores.json``).
+            tokenizer files, ``scores.json``, a hand-written ``README.md`` and the files it shows).
         out_dir: the folder to write: new or empty, never the source folder, inside it or around it.
         tokenizer: a ``ScratchformerTokenizer`` or a folder holding one; by default the tokenizer of the source folder.
         scores: measured scores (a path to a JSON file, or its content, see :func:`~scratchformer.hub.load_scores`);
             by default ``scores.json`` of the source folder, if any.
         repo_id: the Hub repo (``namespace/name``) the folder is meant for, used in the card's snippets.
-        model_name / license / language / datasets / tags / pipeline_tag / description / example_text: model card
-            contents. ``datasets`` defaults to the datasets named in the scores.
+        model_name / license / language / datasets / tags / pipeline_tag / description / example_text /
+            data_sources: model card contents (:func:`~scratchformer.hub.card.model_card`). ``datasets`` are Hub
+            dataset ids; ``data_sources`` are free text with licences ("Wikipedia summaries (CC BY-SA 4.0)").
+        onnx: also write ``onnx/model.onnx``, the encoder (needs ``onnx`` and ``onnxscript``).
         overwrite: replace an earlier export in ``out_dir``: only the files an export writes are replaced or
             removed, and only if ``out_dir`` looks like an earlier export (the rule is in
             :mod:`scratchformer.hub.destination`); other files in it are kept.
@@ -84,38 +103,64 @@ def export(
     card = model_card(
         model, results, repo_id=repo_id, model_name=model_name or _default_name(repo_id, out_dir),
         license=license, language=language, datasets=datasets, tags=tags, pipeline_tag=pipeline_tag,
-        description=description, example_text=example_text,
+        description=description, example_text=example_text, data_sources=data_sources, onnx=onnx,
+        source_card=_source_card(source),
     )
     with _file_system_errors(out_dir):
-        _write(model, tokenizer, results, card, out_dir)
+        _write(model, tokenizer, results, card, out_dir, source=source, onnx=onnx)
     return out_dir
 
 
-def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: Path) -> None:
+def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: Path, *, source: Path | None,
+           onnx: bool) -> None:
     """Stage the export beside ``out_dir``, check it, move it into place; the staging folder never survives."""
     target = out_dir.resolve()  # "." or "x/..": the staging folder must be beside OUT, not inside it
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.export-", dir=target.parent))
     try:
+        if source is not None:  # first, so that every file the export writes itself replaces a same-named asset
+            for path in sorted(source.iterdir()):
+                if path.is_file() and is_card_asset(path.name):
+                    shutil.copy2(path, staging / path.name)
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         _keep_only_our_code(staging / "config.json", config_auto_map())
-        _keep_only_our_code(staging / "tokenizer_config.json", tokenizer_auto_map())
+        _keep_only_our_code(staging / "tokenizer_config.json", None)
+        for name, content in sentence_transformers_files(model.config.d_model, tokenizer.model_max_length).items():
+            (staging / name).parent.mkdir(exist_ok=True)
+            (staging / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+        if onnx:
+            from .onnx import export_onnx
+
+            export_onnx(model, staging / ONNX_FILE)
         if results:
             (staging / SCORES_FILE).write_text(json.dumps({"results": results}, indent=2) + "\n", encoding="utf-8")
-        card.save(staging / "README.md")
+        card.save(staging / README)
         check_folder(staging, where=out_dir)
         move_into_place(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _keep_only_our_code(path: Path, auto_map: dict) -> None:
-    """Set the ``auto_map`` of a saved JSON config to exactly ours and drop every other key that names code: a config
-    loaded from someone else's folder may carry entries (``"attacker/repo--modeling_evil.EvilModel"``) that
-    ``save_pretrained`` writes back, and Hub users would run that code."""
+def _source_card(source: Path | None) -> str | None:
+    """The text of the source folder's ``README.md``, kept (hand-written part and metadata) by the new card."""
+    if source is None or not (source / README).is_file():
+        return None
+    try:
+        return (source / README).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise HubError(f"cannot read the model card {source / README}: {error}") from error
+
+
+def _keep_only_our_code(path: Path, auto_map: dict | None) -> None:
+    """Set the ``auto_map`` of a saved JSON config to exactly ours (none: no entry) and drop every other key that
+    names code: a config loaded from someone else's folder may carry entries
+    (``"attacker/repo--modeling_evil.EvilModel"``) that ``save_pretrained`` writes back, and Hub users would run that
+    code."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    data["auto_map"] = auto_map
+    data.pop("auto_map", None)
+    if auto_map is not None:
+        data["auto_map"] = auto_map
     for key in DROPPED_CODE_KEYS:
         data.pop(key, None)
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,33 +1,82 @@
-"""What an exported folder holds: the file names and the remote-code entries that :func:`~scratchformer.hub.export`
-writes and :func:`~scratchformer.hub.check_folder` verifies, described once.
+"""What an exported folder holds: the file names, the remote-code entries and the sentence-transformers files that
+:func:`~scratchformer.hub.export` writes and :func:`~scratchformer.hub.check_folder` verifies, described once.
 
-The ``auto_map`` of the model classes is the model core's (:data:`~scratchformer.models.modeling_scratchformer.
-AUTO_MAP`); the export adds the tokenizer's entry. Nothing else that names code may travel with an export: a config
-loaded from someone else's folder can carry foreign ``auto_map`` entries or ``custom_pipelines`` (e.g.
-``"attacker/repo--modeling_evil.EvilModel"``), which ``trust_remote_code=True`` would run for Hub users.
+The ``auto_map`` of ``config.json`` is the model core's (:data:`~scratchformer.models.modeling_scratchformer.
+AUTO_MAP`). The tokenizer has none: ``tokenizer_config.json`` loads as transformers' built-in ``TokenizersBackend``
+for Hub users (see :mod:`scratchformer.models.tokenization_scratchformer`), so only two code files travel. Nothing
+else that names code may travel with an export: a config loaded from someone else's folder can carry foreign
+``auto_map`` entries or ``custom_pipelines`` (e.g. ``"attacker/repo--modeling_evil.EvilModel"``), which
+``trust_remote_code=True`` would run for Hub users.
 """
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from ..models.modeling_scratchformer import AUTO_MAP
 
 SCORES_FILE = "scores.json"
-CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py", "tokenization_scratchformer.py")
+README = "README.md"
+CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py")
+# sentence-transformers reads these: module 0 = the transformers model (AutoModel, the encoder), module 1 = pooling
+POOLING_FOLDER = "1_Pooling"
+SENTENCE_TRANSFORMERS_FILES = ("modules.json", "config_sentence_transformers.json", "sentence_bert_config.json",
+                               f"{POOLING_FOLDER}/config.json")
+# the encoder as ONNX (``--onnx``), where transformers.js, Optimum and sentence-transformers' ONNX backend look
+ONNX_FILE = "onnx/model.onnx"
 REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
-                  "tokenizer_config.json", "README.md", *CODE_FILES)
-# Every name an export writes, and nothing else: the files that --overwrite may replace or remove.
-EXPORT_FILES = frozenset({*REQUIRED_FILES, SCORES_FILE})
+                  "tokenizer_config.json", README, *CODE_FILES, *SENTENCE_TRANSFORMERS_FILES)
+# Every name an export writes (besides the source's card assets, below): the files that --overwrite may replace or
+# remove, and the only subfolders an export makes.
+EXPORT_FILES = frozenset({*REQUIRED_FILES, SCORES_FILE, ONNX_FILE})
+EXPORT_FOLDERS = frozenset(str(PurePosixPath(name).parent) for name in EXPORT_FILES if "/" in name)
+# Files that earlier versions of the export wrote and this one does not: --overwrite removes them.
+RETIRED_FILES = frozenset({"tokenization_scratchformer.py"})
+# What every export, of any version, has written: a folder with all of these looks like an earlier export.
+EXPORT_SIGNATURE = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", README, *CODE_FILES)
 
-TOKENIZER_AUTO_MAP = ["tokenization_scratchformer.ScratchformerTokenizer", None]
 # Keys other than auto_map through which a config can name code to run: an export never writes them.
 DROPPED_CODE_KEYS = ("custom_pipelines",)
 
+# Files of a source folder that belong with its model card and travel with an export: pictures the card shows and
+# JSON reports it quotes (loss_curve.png, training_progress.json, senses.json, ...), and licence notices. Files that
+# transformers, the Trainer or sentence-transformers read or write are not card assets.
+CARD_ASSET_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".json")
+NOT_CARD_ASSETS = frozenset({*EXPORT_FILES, "special_tokens_map.json", "added_tokens.json", "chat_template.json",
+                             "model.safetensors.index.json", "trainer_state.json", "train_results.json",
+                             "eval_results.json", "all_results.json", "training_args.json", "preprocessor_config.json",
+                             "processor_config.json", "adapter_config.json"})
+
 
 def config_auto_map() -> dict:
-    """The exact ``auto_map`` of an exported ``config.json``: the model classes and the tokenizer."""
-    return {**AUTO_MAP, "AutoTokenizer": TOKENIZER_AUTO_MAP}
+    """The exact ``auto_map`` of an exported ``config.json``: the model classes, nothing for the tokenizer."""
+    return dict(AUTO_MAP)
 
 
-def tokenizer_auto_map() -> dict:
-    """The exact ``auto_map`` of an exported ``tokenizer_config.json``."""
-    return {"AutoTokenizer": TOKENIZER_AUTO_MAP}
+def is_card_asset(name: str) -> bool:
+    """Whether a top-level file of the source folder travels with the export's model card (see above)."""
+    if name in NOT_CARD_ASSETS or name.startswith("."):
+        return False
+    stem = name.upper()
+    return name.lower().endswith(CARD_ASSET_SUFFIXES) or stem.startswith(("LICENSE", "LICENCE", "NOTICE")) or (
+        stem.endswith(("_LICENSE", "_LICENCE")))
+
+
+def sentence_transformers_files(d_model: int, max_seq_length: int) -> dict[str, object]:
+    """The JSON content of :data:`SENTENCE_TRANSFORMERS_FILES`: a Transformer module (``AutoModel``: the encoder)
+    followed by **mean pooling over the real tokens**, the pooling of
+    :func:`~scratchformer.models.modeling_scratchformer.mean_over_tokens`. Written in the format every
+    sentence-transformers release reads (2.x to 6.x), as all-MiniLM-L6-v2 has it."""
+    return {
+        "modules.json": [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": POOLING_FOLDER, "type": "sentence_transformers.models.Pooling"},
+        ],
+        "config_sentence_transformers.json": {"model_type": "SentenceTransformer", "prompts": {},
+                                              "default_prompt_name": None, "similarity_fn_name": "cosine"},
+        "sentence_bert_config.json": {"max_seq_length": max_seq_length, "do_lower_case": False},
+        f"{POOLING_FOLDER}/config.json": {
+            "word_embedding_dimension": d_model, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+            "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
+            "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": False, "include_prompt": True},
+    }

@@ -65,6 +65,7 @@ def _tokenizer(tokenizer: Any) -> Any:
         except (OSError, ValueError) as error:
             raise HubError(f"cannot load the tokenizer in {tokenizer}: {error}") from error
     if type(tokenizer).__name__ != "ScratchformerTokenizer":
-        raise HubError(f"the tokenizer must be a ScratchformerTokenizer (Hub users load it through its auto_map), got "
+        raise HubError(f"the tokenizer must be a ScratchformerTokenizer (it writes a tokenizer_config.json that loads "
+                       f"without code), got "
                        f"{type(tokenizer).__name__}")
     return tokenizer

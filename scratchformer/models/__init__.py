@@ -1,38 +1,58 @@
-"""The model core: exactly the files that travel with a checkpoint (remote code for Hub users).
+"""The model core: the configuration, the models and the tokenizer, laid out as a native transformers model.
 
-``configuration_scratchformer.py``, ``modeling_scratchformer.py`` and ``tokenization_scratchformer.py`` import only
-torch, transformers, the standard library and each other (single-dot relative imports), because
-``save_pretrained`` copies them flat next to the weights. This ``__init__`` is not copied: importing it registers the
-classes with the ``Auto*`` factories of transformers (in-process use) and marks them for remote-code export, so that
-``save_pretrained`` writes an ``auto_map`` and the code files.
+``configuration_scratchformer.py`` and ``modeling_scratchformer.py`` are the **remote code**: ``save_pretrained``
+copies them flat next to the weights, and Hub users run them with ``trust_remote_code=True``. They import only torch,
+transformers, the standard library and each other (single-dot relative imports).
+``tokenization_scratchformer.py`` follows the same import rule but does not travel: a saved tokenizer folder loads as
+transformers' built-in ``TokenizersBackend`` (same ``tokenizer.json``, same ids) for anyone without this package.
+
+This ``__init__`` is not copied either. Importing it registers the classes with the ``Auto*`` factories of
+transformers (in-process use: ``AutoTokenizer`` then gives ``ScratchformerTokenizer``, with its input checks) and marks
+the model classes for remote-code export, so that ``save_pretrained`` writes an ``auto_map`` and the two code files.
 """
 
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForSeq2SeqLM,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+)
 
 from .configuration_scratchformer import CHECKPOINT_FORMAT, ScratchformerConfig
 from .modeling_scratchformer import (
     ScratchformerEncoderModel,
     ScratchformerForConditionalGeneration,
+    ScratchformerForSequenceClassification,
+    ScratchformerForTokenClassification,
     ScratchformerModel,
     ScratchformerPreTrainedModel,
 )
 from .tokenization_scratchformer import ScratchformerTokenizer
 
-AutoConfig.register(ScratchformerConfig.model_type, ScratchformerConfig, exist_ok=True)
-AutoModel.register(ScratchformerConfig, ScratchformerEncoderModel, exist_ok=True)
-AutoModelForSeq2SeqLM.register(ScratchformerConfig, ScratchformerForConditionalGeneration, exist_ok=True)
-AutoTokenizer.register(ScratchformerConfig, tokenizer_class=ScratchformerTokenizer, exist_ok=True)
+# auto class -> our class; modeling_scratchformer.AUTO_MAP names the same classes for remote code
+MODEL_CLASSES = {
+    AutoModel: ScratchformerEncoderModel,
+    AutoModelForSeq2SeqLM: ScratchformerForConditionalGeneration,
+    AutoModelForSequenceClassification: ScratchformerForSequenceClassification,
+    AutoModelForTokenClassification: ScratchformerForTokenClassification,
+}
 
+AutoConfig.register(ScratchformerConfig.model_type, ScratchformerConfig, exist_ok=True)
+AutoTokenizer.register(ScratchformerConfig, tokenizer_class=ScratchformerTokenizer, exist_ok=True)
 ScratchformerConfig.register_for_auto_class()
-ScratchformerEncoderModel.register_for_auto_class("AutoModel")
-ScratchformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
-ScratchformerTokenizer.register_for_auto_class("AutoTokenizer")
+for _auto, _model in MODEL_CLASSES.items():
+    _auto.register(ScratchformerConfig, _model, exist_ok=True)
+    _model.register_for_auto_class(_auto.__name__)
 
 __all__ = [
     "CHECKPOINT_FORMAT",
     "ScratchformerConfig",
     "ScratchformerEncoderModel",
     "ScratchformerForConditionalGeneration",
+    "ScratchformerForSequenceClassification",
+    "ScratchformerForTokenClassification",
     "ScratchformerModel",
     "ScratchformerPreTrainedModel",
     "ScratchformerTokenizer",

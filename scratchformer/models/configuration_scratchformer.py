@@ -67,6 +67,7 @@ class ScratchformerConfig(PreTrainedConfig):
         dropout: ``P_drop``, applied to each sub-layer output before the residual add and to the embedding sums.
         attention_dropout: dropout on the attention probabilities (not in the paper; 0 by default).
         activation_dropout: dropout after the FFN activation (not in the paper; 0 by default).
+        classifier_dropout: dropout in the task heads (sequence and token classification); ``None`` = ``dropout``.
         max_position_embeddings: longest sequence for ``"learned"`` positions; also the tokenizer's
             ``model_max_length``. Sinusoidal and rotary positions work past it.
         position_embedding_type: ``"sinusoidal"`` (paper), ``"learned"`` (BERT-style table) or ``"rope"`` (rotary,
@@ -109,6 +110,7 @@ class ScratchformerConfig(PreTrainedConfig):
     dropout: float = 0.1
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
+    classifier_dropout: float | None = None
     max_position_embeddings: int = 512
     position_embedding_type: str = "sinusoidal"
     rope_theta: float = 10000.0
@@ -185,6 +187,9 @@ class ScratchformerConfig(PreTrainedConfig):
         for field in _PROBABILITIES:
             check(field, _is_number(getattr(self, field)) and 0.0 <= getattr(self, field) < 1.0,
                   "must be a probability in [0, 1)")
+        check("classifier_dropout", self.classifier_dropout is None or (
+            _is_number(self.classifier_dropout) and 0.0 <= self.classifier_dropout < 1.0),
+              "must be a probability in [0, 1), or null to use dropout")
         for field in _POSITIVE_NUMBERS:
             check(field, _is_number(getattr(self, field)) and getattr(self, field) > 0, "must be a positive number")
         for field, choices in _CHOICES.items():

@@ -15,6 +15,9 @@ Reading order (top to bottom), one paper concept per class:
     ScratchformerModel                      the bare encoder-decoder
     ScratchformerForConditionalGeneration   + the pre-softmax linear projection (LM head), loss and generate()
     ScratchformerEncoderModel               the encoder alone, for contextual embeddings (AutoModel)
+    ScratchformerForSequenceClassification  + mean over the real tokens and a classifier (text-classification)
+    ScratchformerForTokenClassification     + a classifier on every token (token-classification)
+    model_card_text, push_with_model_card   the model card that model.push_to_hub writes for a new repo
 
 Tensor shapes in comments: B = batch, T = target (query) length, S = source (key) length, D = d_model,
 H = heads, Dh = D / H (head size), V = vocabulary.
@@ -42,6 +45,8 @@ from transformers.modeling_outputs import (
     BaseModelOutputWithPastAndCrossAttentions,
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -528,6 +533,8 @@ AUTO_MAP = {
     "AutoConfig": "configuration_scratchformer.ScratchformerConfig",
     "AutoModel": "modeling_scratchformer.ScratchformerEncoderModel",
     "AutoModelForSeq2SeqLM": "modeling_scratchformer.ScratchformerForConditionalGeneration",
+    "AutoModelForSequenceClassification": "modeling_scratchformer.ScratchformerForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_scratchformer.ScratchformerForTokenClassification",
 }
 # Formats that unpickle on load (torch.load, pickle, joblib, numpy with allow_pickle): never written, never read.
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz")
@@ -574,6 +581,12 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
                 if AUTO_MAP.get(key) == value}
         self.config.auto_map = {**ours, "AutoModel": AUTO_MAP["AutoModel"]}
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def push_to_hub(self, repo_id: str, **kwargs):
+        """Upload as transformers does (one commit: weights, config and code), but a repo without a ``README.md``
+        gets our model card (:func:`model_card_text`) instead of transformers' empty template. Same arguments as
+        ``PreTrainedModel.push_to_hub``."""
+        return push_with_model_card(self, repo_id, **kwargs)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
@@ -1046,9 +1059,249 @@ class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=return_dict)
 
 
+# --------------------------------------------------------------------------------------------------------------------
+# Task heads on the encoder (as DistilBERT and BART have them)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def mean_over_tokens(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """The sentence vector: the mean of the encoder output over the real tokens, ``(B, S, D) -> (B, D)``.
+
+    Padding (``attention_mask == 0``) is left out, so a sentence gets the same vector alone or in a padded batch. The
+    same pooling as the card's embedding snippet and the exported sentence-transformers folder.
+    """
+    if attention_mask is None:
+        return hidden_states.mean(dim=1)
+    mask = attention_mask.bool().unsqueeze(-1).to(hidden_states.dtype)  # (B, S, 1)
+    return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+def _classifier_dropout(config: ScratchformerConfig) -> float:
+    return config.dropout if config.classifier_dropout is None else config.classifier_dropout
+
+
+class ScratchformerClassificationHead(nn.Module):
+    """A sentence vector to one score per label: dropout, dense + tanh, dropout, projection (as BART's head)."""
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.d_model, config.d_model)
+        self.dropout = nn.Dropout(_classifier_dropout(config))
+        self.out_proj = nn.Linear(config.d_model, config.num_labels)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        # pooled: (B, D)  ->  logits (B, num_labels)
+        hidden = torch.tanh(self.dense(self.dropout(pooled)))
+        return self.out_proj(self.dropout(hidden))
+
+
+def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config: ScratchformerConfig) -> torch.Tensor:
+    """The loss for ``config.problem_type``, chosen as transformers does when it is not set: one label -> regression
+    (MSE), integer labels -> single-label classification (cross-entropy), float labels of shape ``(B, num_labels)``
+    -> multi-label classification (binary cross-entropy on each label). The choice is stored in the config."""
+    num_labels = config.num_labels
+    if config.problem_type is None:
+        if num_labels == 1:
+            config.problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            config.problem_type = "single_label_classification"
+        else:
+            config.problem_type = "multi_label_classification"
+    labels = labels.to(logits.device)
+    if config.problem_type == "regression":
+        if num_labels == 1:
+            return nn.functional.mse_loss(logits.squeeze(-1).float(), labels.squeeze(-1).float())
+        return nn.functional.mse_loss(logits.float(), labels.float())
+    if config.problem_type == "single_label_classification":
+        return nn.functional.cross_entropy(logits.float().view(-1, num_labels), labels.view(-1))
+    if config.problem_type == "multi_label_classification":
+        return nn.functional.binary_cross_entropy_with_logits(logits.float(), labels.float())
+    raise ValueError(f"problem_type={config.problem_type!r} is not one of 'regression', "
+                     "'single_label_classification', 'multi_label_classification'")
+
+
+class ScratchformerForSequenceClassification(ScratchformerPreTrainedModel):
+    """The encoder with a sentence-level classification (or regression) head, for ``text-classification``.
+
+    Pooling: the **mean of the last encoder layer over the real tokens** (:func:`mean_over_tokens`; padding is left
+    out), then :class:`ScratchformerClassificationHead`. Our encoder has no ``[CLS]`` token trained to summarise
+    the text, and the mean is what the word-sense study and the sentence-transformers export use. ``num_labels``,
+    ``id2label``/``label2id`` and ``problem_type`` come from the config; the loss follows ``problem_type`` as in
+    transformers (:func:`sequence_classification_loss`).
+
+    Loads from a full encoder-decoder checkpoint: the encoder is reused (``model.encoder.*``), the decoder and LM head
+    are skipped, and the head starts from random values, as BERT's does.
+    """
+
+    _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\.", r"(^|\.)lm_head\."]
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = ScratchformerEncoderModel(config)
+        self.classifier = ScratchformerClassificationHead(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.set_input_embeddings(value)
+
+    def get_encoder(self) -> ScratchformerEncoder:
+        return self.model.encoder
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput | tuple:
+        """labels: ``(B,)`` class ids, ``(B,)`` or ``(B, 1)`` targets for regression, or ``(B, num_labels)`` 0/1
+        floats for multi-label classification."""
+        return_dict = _flag(return_dict, self.config, "return_dict", True)
+        encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                             return_dict=True)
+        logits = self.classifier(mean_over_tokens(encoded.last_hidden_state, attention_mask))  # (B, num_labels)
+        loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                          attentions=encoded.attentions)
+        return output if return_dict else output.to_tuple()
+
+
+class ScratchformerForTokenClassification(ScratchformerPreTrainedModel):
+    """The encoder with one label per token (tagging, named entities), for ``token-classification``.
+
+    Each vector of the last encoder layer goes through dropout and a linear projection to ``num_labels`` scores.
+    ``labels`` of ``-100`` (padding, special tokens, the second text of a pair) are left out of the cross-entropy.
+    Loads from a full encoder-decoder checkpoint like :class:`ScratchformerForSequenceClassification`.
+    """
+
+    _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\.", r"(^|\.)lm_head\."]
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = ScratchformerEncoderModel(config)
+        self.dropout = nn.Dropout(_classifier_dropout(config))
+        self.classifier = nn.Linear(config.d_model, config.num_labels)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.set_input_embeddings(value)
+
+    def get_encoder(self) -> ScratchformerEncoder:
+        return self.model.encoder
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> TokenClassifierOutput | tuple:
+        """labels: ``(B, S)`` label ids, ``-100`` where a token has no label."""
+        return_dict = _flag(return_dict, self.config, "return_dict", True)
+        encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                             return_dict=True)
+        logits = self.classifier(self.dropout(encoded.last_hidden_state))  # (B, S, num_labels)
+        loss = None
+        if labels is not None:
+            labels = labels.to(logits.device).reshape(-1)
+            # mean over the labelled tokens; 0 (not NaN) when every label is -100
+            total = nn.functional.cross_entropy(logits.float().view(-1, self.num_labels), labels, ignore_index=-100,
+                                                reduction="sum")
+            loss = total / (labels != -100).sum().clamp(min=1)
+        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                       attentions=encoded.attentions)
+        return output if return_dict else output.to_tuple()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Model card for push_to_hub
+# --------------------------------------------------------------------------------------------------------------------
+
+PAPER_CITATION = """
+@inproceedings{vaswani2017attention,
+  title     = {Attention Is All You Need},
+  author    = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki and Uszkoreit, Jakob and Jones, Llion and
+               Gomez, Aidan N. and Kaiser, {\\L}ukasz and Polosukhin, Illia},
+  booktitle = {Advances in Neural Information Processing Systems 30 (NIPS 2017)},
+  pages     = {5998--6008},
+  year      = {2017},
+  url       = {https://arxiv.org/abs/1706.03762}
+}
+"""
+
+
+def model_card_text(model: ScratchformerPreTrainedModel, repo_id: str) -> str:
+    """A short model card for ``model.push_to_hub``: metadata, the architecture, how to load it, what it is for,
+    its limits and the paper to cite. ``scratchformer push`` writes the full card (scores, data sources, snippets)."""
+    c = model.config
+    tags = ["scratchformer", "transformer", "attention-is-all-you-need", "custom_code", "feature-extraction"]
+    return "\n".join([
+        "---", "library_name: transformers", "pipeline_tag: feature-extraction", "tags:", *[f"- {tag}" for tag in tags],
+        "---", "", f"# {repo_id.split('/')[-1]}", "",
+        f"A Scratchformer ({type(model).__name__}): the encoder-decoder Transformer of *Attention Is All You Need* "
+        f"written from scratch, with {c.encoder_layers} encoder / {c.decoder_layers} decoder layers, d_model "
+        f"{c.d_model}, {c.encoder_attention_heads} heads, d_ff {c.encoder_ffn_dim}, {c.position_embedding_type} "
+        f"positions and {model.num_parameters() / 1e6:.1f} M parameters.", "",
+        "## How to use", "", "```python", "from transformers import AutoModel, AutoTokenizer", "",
+        f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)',
+        f'encoder = AutoModel.from_pretrained("{repo_id}", trust_remote_code=True)  # runs this repo\'s code',
+        'states = encoder(**tokenizer(["A sentence."], return_tensors="pt")).last_hidden_state', "```", "",
+        "## Uses and limitations", "",
+        "For studying and teaching the Transformer, and as a small model to fine-tune. A small model trained from "
+        "scratch: not for decisions about people or anything that needs reliable or unbiased output.", "",
+        "## Training data", "", "Not described yet: add the data this model was trained on, and their licences.", "",
+        "## Citation", "", "```bibtex", PAPER_CITATION.strip(), "```", "",
+    ])
+
+
+def push_with_model_card(model: ScratchformerPreTrainedModel, repo_id: str, *, commit_message: str | None = None,
+                         commit_description: str | None = None, private: bool | None = None,
+                         token: bool | str | None = None, revision: str | None = None, create_pr: bool = False,
+                         max_shard_size: int | str | None = "50GB", tags: list[str] | None = None):
+    """``PreTrainedModel.push_to_hub`` with our card: create the repo if needed, save the model into a temporary
+    folder, add ``README.md`` unless the repo has one (its card is kept), upload everything in one commit."""
+    import tempfile
+
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder, max_shard_size=max_shard_size)
+        if not api.file_exists(repo_id, "README.md", revision=revision):
+            card = model_card_text(model, repo_id)
+            if tags:
+                card = card.replace("tags:\n", "tags:\n" + "".join(f"- {tag}\n" for tag in tags), 1)
+            with open(os.path.join(folder, "README.md"), "w", encoding="utf-8") as handle:
+                handle.write(card)
+        return api.upload_folder(repo_id=repo_id, folder_path=folder, revision=revision, create_pr=create_pr,
+                                 commit_message=commit_message or "Upload model",
+                                 commit_description=commit_description)
+
+
 __all__ = [
     "ScratchformerEncoderModel",
     "ScratchformerForConditionalGeneration",
+    "ScratchformerForSequenceClassification",
+    "ScratchformerForTokenClassification",
     "ScratchformerModel",
     "ScratchformerPreTrainedModel",
     "sinusoidal_position_encoding",

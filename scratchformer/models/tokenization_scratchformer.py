@@ -1,11 +1,25 @@
 """Fast tokenizer for Scratchformer, backed by a ``tokenizers`` ``tokenizer.json``.
 
-Copied next to the weights by ``save_pretrained`` (remote code): imports only ``transformers``. Everything about the
-tokenizer (BPE model, pre-tokenizer, ``$A </s>`` template, special tokens) lives in ``tokenizer.json``, which this
-class loads verbatim because it defines no ``__init__``. Build one with ``scratchformer.tokenizer_training``.
+Everything that makes the tokens (BPE model, pre-tokenizer, ``$A </s>`` template, special tokens) lives in
+``tokenizer.json``, which this class loads verbatim because it defines no ``__init__``. What the class adds is input
+checks (``None``, lone surrogates) that turn the Rust tokenizer's obscure errors into clear ones.
+
+This file is **not** remote code: a saved ``tokenizer_config.json`` has no ``auto_map``. Its ``tokenizer_class``
+names this class, which ``AutoTokenizer`` finds where the ``scratchformer`` package is imported (it registers the
+class). Anywhere else transformers does not know the name and uses its built-in ``TokenizersBackend``, which reads
+the same ``tokenizer.json`` and gives the same ids, without a prompt and without running code from the folder.
+Build one with ``scratchformer.tokenizer.training``.
 """
 
+import json
+import os
+
 from transformers import TokenizersBackend
+from transformers.tokenization_utils_base import TOKENIZER_CONFIG_FILE
+
+# tokenizer_config.json keys that name code to run: a saved ScratchformerTokenizer writes none of them.
+CODE_KEYS = ("auto_map",)
+MODEL_INPUT_NAMES = ["input_ids", "attention_mask"]
 
 
 def _check_texts(texts, what):
@@ -40,9 +54,24 @@ class ScratchformerTokenizer(TokenizersBackend):
     """
 
     vocab_files_names = {"tokenizer_file": "tokenizer.json"}
-    model_input_names = ["input_ids", "attention_mask"]
+    model_input_names = MODEL_INPUT_NAMES
 
     def _encode_plus(self, text, text_pair=None, *args, **kwargs):
         _check_texts(text, "text")
         _check_texts(text_pair, "text_pair")
         return super()._encode_plus(text, text_pair, *args, **kwargs)
+
+    def _save_pretrained(self, save_directory, file_names, *args, **kwargs):
+        """Make the ``tokenizer_config.json`` that ``save_pretrained`` has just written (before any upload) load without
+        this file: drop ``auto_map`` (an older folder's config carries one), and state the model inputs, which the
+        built-in backend would otherwise extend with ``token_type_ids``."""
+        for name in file_names:
+            if os.path.basename(name).endswith(TOKENIZER_CONFIG_FILE):
+                with open(name, encoding="utf-8") as handle:
+                    config = json.load(handle)
+                for key in CODE_KEYS:
+                    config.pop(key, None)
+                config["model_input_names"] = list(self.model_input_names)
+                with open(name, "w", encoding="utf-8") as handle:
+                    handle.write(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        return super()._save_pretrained(save_directory, file_names, *args, **kwargs)

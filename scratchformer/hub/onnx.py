@@ -1,0 +1,73 @@
+"""The encoder as ONNX (``scratchformer export --onnx``): ``onnx/model.onnx``, dynamic batch size and length.
+
+Inputs ``input_ids`` and ``attention_mask`` (int64, ``(batch, sequence)``), output ``last_hidden_state`` (float32,
+``(batch, sequence, d_model)``): what ``AutoModel`` (the encoder) gives, so the folder works with ONNX Runtime,
+transformers.js, Optimum and sentence-transformers' ONNX backend.
+
+Only the dynamo exporter (``torch.onnx.export(..., dynamo=True)``, which needs ``onnxscript``) is used. The legacy
+TorchScript exporter runs without complaint on this model but records the shapes of the example input: the graph it
+writes gives wrong outputs, or fails, for other lengths. The dynamo exporter traces the sinusoidal position table as
+a function of the input length, so any length works; the export runs on a float32 copy of the encoder whose cached
+position table is cleared, so the model passed in is left as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import HubError
+from ..models.modeling_scratchformer import ScratchformerSinusoidalPositionalEncoding
+
+INPUT_NAMES = ("input_ids", "attention_mask")
+OUTPUT_NAMES = ("last_hidden_state",)
+INSTALL = "pip install onnx onnxscript (and onnxruntime to run the result)"
+
+
+class EncoderForExport(torch.nn.Module):
+    """What is traced: a float32 copy of a model's encoder, returning ``last_hidden_state`` only.
+
+    The copy's cached sinusoidal position table is cleared: a cached table would be traced as a constant of its
+    current length, and longer inputs would then index past its end.
+    """
+
+    def __init__(self, model: Any):
+        super().__init__()
+        self.encoder = copy.deepcopy(model.get_encoder()).float().eval()
+        for module in self.encoder.modules():
+            if isinstance(module, ScratchformerSinusoidalPositionalEncoding):
+                module._table = None
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def export_onnx(model: Any, path: str | Path, example: dict | None = None) -> Path:
+    """Write the encoder of ``model`` (any Scratchformer model) to ``path`` as one self-contained ONNX file.
+
+    ``example`` is a tokenizer batch (``input_ids``, ``attention_mask``) to trace with; the default is a padded
+    batch of two texts. Batch size and length are dynamic. Raises :class:`HubError` when the exporter's
+    dependencies are not installed.
+    """
+    try:
+        import onnxscript  # noqa: F401  (the dynamo exporter needs it)
+    except ImportError:
+        raise HubError(f"--onnx needs the dynamo ONNX exporter's dependencies: {INSTALL}") from None
+    if example is None:
+        example = {"input_ids": torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]),
+                   "attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])}
+    batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's notes on axis names and deprecated pytree helpers
+        torch.onnx.export(
+            EncoderForExport(model).eval(), (example["input_ids"].long(), example["attention_mask"].long()),
+            str(path), dynamo=True, input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES),
+            external_data=False, verbose=False, dynamic_shapes={name: {0: batch, 1: sequence} for name in INPUT_NAMES},
+        )
+    return path
