@@ -121,6 +121,20 @@ def card_description(run: Path, command: str, minutes: float, model, results: di
     return "\n".join(lines)
 
 
+# What the card says about the data (lines under "Data and licences"); the corpus is not on the Hub, so the card's
+# metadata names no dataset.
+DATA_SOURCES = [
+    "**Training**: `corpus_en.txt.gz`, the project's development corpus (~5.7M words, one paragraph per line): "
+    "10,033 Wikipedia article summaries (\"vital articles\"), **CC BY-SA 4.0**, by Wikipedia contributors; Jane "
+    "Austen's six novels, the World English Bible, the King James Version and C. H. Spurgeon's *The Treasury of "
+    "David*, **public domain**; Unix `fortune` files, **BSD licence**.",
+    "**Evaluation only** (the word-sense scores): `wordnet_senses_dev.tsv`, WordNet 3.0 example sentences labelled "
+    "by sense. WordNet 3.0 Copyright 2006 by Princeton University, all rights reserved, used under the **WordNet 3.0 "
+    "licence** (https://wordnet.princeton.edu/license-and-commercial-use); `senses.json` holds scores computed on "
+    "it, no WordNet text.",
+]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", type=Path, required=True, help="output folder of `scratchformer train`")
@@ -163,7 +177,7 @@ def main() -> None:
                                    args.notes, progress)
     out = args.output or PRETRAINED_DIR / CHECKPOINTS[args.name]
     export(model.to(torch.float16), out, tokenizer, scores=scores, model_name=f"scratchformer-{args.name}",
-           language="en", datasets=["corpus_en", "wordnet_senses_dev"], description=description,
+           language="en", data_sources=DATA_SOURCES, description=description,
            example_text="Write a poem about a man fishing on a river <mask>.", overwrite=True)
     config_path = out / "config.json"
     config = json.loads(config_path.read_text())
