@@ -244,6 +244,16 @@ EXPLANATIONS: dict[str, str] = {
     "matmul": ("the encoder's matmuls are as small as d_model x d_model; softmax, LayerNorm, adds and the "
                "embedding lookup are not counted as FLOPs but take time."),
 }
+# Explanations of other groups, by (device, size, dtype, target group); anything else reads "not profiled yet".
+GROUP_EXPLANATIONS: dict[tuple[str, str, str, str], str] = {
+    ("cpu", "base", "fp32", "cache"): (
+        "a shorter workload by design, not profiled: this group generates 64 new tokens in the cache pairs, not "
+        "128 (a batch-8 no-cache generation of 128 tokens takes about a minute per call at this size on one "
+        "core). Recomputing the prefix costs about the square of the length and the cached path about the "
+        "length, so half the length gives roughly half the speed-up of the 128-token pairs the target was set "
+        "for."),
+}
+NOISY_SPREAD_PCT = 10.0  # median interquartile spread above which a group's ratios near 1 are called noise
 
 PROFILING_NOTES = """\
 Measured while working on issue 7 (1 thread, this machine, shared); reproduce with the commands given.
@@ -348,9 +358,10 @@ def compile_config(device_type: str) -> CompileConfig:
     return config
 
 
-def static_cache_problem(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> str | None:
-    """The feature check before compiled generation: None if ``generate(cache_implementation="static")`` runs
-    (not compiled, 3 tokens) and gives the tokens of the default dynamic-cache path, else why not."""
+def static_cache_problem(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> tuple[str | None, str]:
+    """The feature check before compiled generation: ``generate(cache_implementation="static")``, not compiled,
+    3 tokens. Returns (why it cannot run, or None; a note when its tokens differ from the default dynamic-cache
+    path's: not fatal, as random weights give near-ties that rounding can flip, and the work is the same)."""
     common = dict(max_new_tokens=3, min_new_tokens=3, do_sample=False, num_beams=1, pad_token_id=PAD,
                   bos_token_id=BOS, eos_token_id=EOS, decoder_start_token_id=BOS)
     static_config = GenerationConfig(**common, cache_implementation="static", disable_compile=True)
@@ -359,10 +370,11 @@ def static_cache_problem(model: torch.nn.Module, ids: torch.Tensor, mask: torch.
             expected = model.generate(input_ids=ids, attention_mask=mask, generation_config=GenerationConfig(**common))
             static = model.generate(input_ids=ids, attention_mask=mask, generation_config=static_config)
     except Exception as error:  # whatever the model raises: the benchmark reports it instead of crashing
-        return f"generate(cache_implementation='static') fails: {type(error).__name__}: {str(error)[:300]}"
+        return f"generate(cache_implementation='static') fails: {type(error).__name__}: {str(error)[:300]}", ""
     if not torch.equal(expected, static):
-        return "generate(cache_implementation='static') gives other tokens than the default dynamic cache"
-    return None
+        return None, (f"{type(model).__name__}: generate(cache_implementation='static') gave other tokens than the "
+                      f"default dynamic cache ({static[0].tolist()} vs {expected[0].tolist()}, first row)")
+    return None, ""
 
 
 class Workloads:
@@ -372,6 +384,7 @@ class Workloads:
     def __init__(self, size: Size, device: str = "cpu", dtype: str = "fp32"):
         self.size, self.device, self.dtype = size, torch.device(device), dtype
         self.models: dict[str, torch.nn.Module] = {}
+        self.notes: list[str] = []  # findings worth reporting that do not stop a measurement
 
     def model(self, key: str) -> torch.nn.Module:
         if key not in self.models:
@@ -456,9 +469,11 @@ class Workloads:
         ``Unsupported`` when the model fails the feature check or generate() did not compile."""
         model = self.model(key)
         ids = token_ids(batch, self.size.generate_source, self.size.vocab, seed=5).to(self.device)
-        problem = static_cache_problem(model, ids, torch.ones_like(ids))
+        problem, note = static_cache_problem(model, ids, torch.ones_like(ids))
         if problem:
             raise Unsupported(problem)
+        if note:
+            self.notes.append(note)
         run = self._generation(key, batch, new_tokens, cache_implementation="static",
                                compile_config=compile_config(self.device.type))
 
@@ -470,14 +485,13 @@ class Workloads:
         return checked
 
     def matmul(self) -> Callable[[], object]:
+        """A square matmul in the group's compute precision (bf16 inputs for bf16: what autocast hands the
+        kernel, without timing the casts)."""
         n = self.size.matmul_n
         generator = torch.Generator().manual_seed(6)
-        a, b = (torch.randn(n, n, generator=generator).to(self.device) for _ in range(2))
-
-        def run():
-            with self.autocast():
-                return torch.mm(a, b)
-        return run
+        dtype = DTYPES[self.dtype] or torch.float32
+        a, b = (torch.randn(n, n, generator=generator).to(self.device, dtype) for _ in range(2))
+        return lambda: torch.mm(a, b)
 
     def get(self, workload: str, key: str) -> Callable[[], object]:
         """A workload by name (used by the memory probes): encoder_<S>, s2s_forward, train_step, generate_b<B>."""
@@ -494,9 +508,10 @@ class Workloads:
     def release(self) -> None:
         """Drop every model (CUDA: and the allocator's cache, and torch.compile's graphs)."""
         self.models.clear()
+        if self.device.type == "cuda":
+            torch._dynamo.reset()  # its caches hold the compiled models
         gc.collect()
         if self.device.type == "cuda":
-            torch._dynamo.reset()
             torch.cuda.empty_cache()
 
 
@@ -900,8 +915,13 @@ def measure_memory(size: Size, threads: int, dtype: str = "fp32") -> tuple[list[
 
 def _pair_child(size: Size, pair_id: str, allocator: str, dtype: str = "fp32") -> dict:
     kept = allocator == "cached" and keep_freed_memory()
-    pair = next(p for p in make_pairs(Workloads(size, "cpu", dtype)) if p.id == pair_id)
-    return {**time_pair(pair, size.warmup, CpuTimer()), "freed_memory_kept": kept}
+    w = Workloads(size, "cpu", dtype)
+    pair = next(p for p in make_pairs(w) if p.id == pair_id)
+    return {**_with_notes(time_pair(pair, size.warmup, CpuTimer()), w), "freed_memory_kept": kept}
+
+
+def _with_notes(result: dict, w: Workloads) -> dict:
+    return {**result, "notes": list(w.notes)} if w.notes else result
 
 
 def _parameter_child(size: Size) -> dict:
@@ -953,7 +973,7 @@ def run_cuda_pairs(size: Size, dtype: str, only: str | None, timer=None) -> list
             result = skipped_pair(pair, f"out of GPU memory: {str(error)[:200]}")
         finally:
             w.release()
-        pairs.append(result)
+        pairs.append(_with_notes(result, w))
         _print_pair(result)
     return pairs
 
@@ -1075,7 +1095,7 @@ def _speed_rows(group: dict, with_memory: bool) -> list[str]:
         a, b = p["a"], p["b"]
         if p.get("skipped"):
             rows.append(f"| {p['title']} | {a['label']} | {b['label']} | not measured: {p['skipped']} "
-                        + "| " * (9 if with_memory else 8) + "|")
+                        + "| " * (8 if with_memory else 7) + "|")
             continue
         target = "" if p["target"] is None else (
             f">= {p['target']:g} {_mark(p['met'], p['round_ratio_max'] >= p['target'])}")
@@ -1110,13 +1130,14 @@ def _compile_notes(group: dict) -> list[str]:
     generate() compiles), and graphs compiled during the timed rounds (should be 0: else compile time is timed)."""
     notes = []
     for p in group["pairs"]:
+        notes += [f"- {p['title']}: note: {note}" for note in p.get("notes", [])]
         if "compile" not in p:
             continue
         sides = [f"{p[side]['label']}: {c['graphs']} graphs, {c['graph_breaks']} graph breaks"
                  for side in ("a", "b") if (c := p["compile"][side]) is not None]
         notes.append(f"- {p['title']}: {'; '.join(sides)}; graphs compiled while timed: "
                      f"{p['compile']['graphs_while_timed']}")
-    return ["", "torch.compile in the compiled pairs (first call of each side):", "", *notes] if notes else []
+    return ["", "torch.compile in the compiled pairs (first call of each side), and notes:", "", *notes] if notes else []
 
 
 def _matmul_section(group: dict) -> list[str]:
@@ -1164,6 +1185,22 @@ def _memory_section(group: dict) -> list[str]:
     return lines
 
 
+def group_spread(group: dict) -> float | None:
+    """Median interquartile spread (% of the median) of every timed side of the group's pairs."""
+    spreads = [p[side]["spread_pct"] for p in group["pairs"] if not p.get("skipped") for side in ("a", "b")]
+    return statistics.median(spreads) if spreads else None
+
+
+def _noise_warning(group: dict) -> list[str]:
+    spread = group_spread(group)
+    if spread is None or spread <= NOISY_SPREAD_PCT:
+        return []
+    return [f"**Noisy run: the median spread of the calls was {spread:.0f}%** (on a quiet machine 1-5%). Speed "
+            "ratios within that distance of 1 are not differences; the per-round ratios (neighbouring calls) and "
+            "the memory numbers are the more reliable ones here. Rerun the group on a quieter machine to settle "
+            "them.", ""]
+
+
 def _group_section(group: dict) -> list[str]:
     run, size = group["run"], group["size"]
     load = run["load_average"]
@@ -1174,12 +1211,13 @@ def _group_section(group: dict) -> list[str]:
         f"scratchformer {run['versions']['scratchformer']} at commit {run['git']['commit']}"
         + (" (model files modified)" if run["git"]["model_file_modified"] else "")
         + f"; torch {run['versions']['torch']} ({run['threads']} intra-op threads), transformers "
-        f"{run['versions']['transformers']}, Python {run['versions']['python']}. Timer: {run['timer']}. Load "
+        f"{run['versions']['transformers']}, Python {run['versions']['python']}. {describe_machine(run['machine'])}. "
+        f"Timer: {run['timer']}. Load "
         f"average (1 min) before / after: {load['before'][0]:.2f} / {load['after'][0]:.2f}. {run['shared_note']}", "",
         f"Warm-up {size['warmup']} calls each, then {size['repeats']} rounds A/B/A/B ({size['slow_repeats']} for "
         f"the no-cache generation){padded}. Memory allocator during the timings: {run['allocator']}. Parameters: "
         + ", ".join(f"{k} {v / 1e6:.2f} M" for k, v in group["parameters"].items()) + ".", "",
-        *_speed_section(group), *_matmul_section(group), *_memory_section(group), "",
+        *_noise_warning(group), *_speed_section(group), *_matmul_section(group), *_memory_section(group), "",
     ]
 
 
@@ -1194,10 +1232,14 @@ def _targets_section(results: dict) -> list[str]:
     if missed:
         lines += ["", "## Missed targets: what remains and why", ""]
         for group, t in missed:
-            profiled = (results["device"], group["size_name"], group["dtype"]) == ("cpu", "d256", "fp32")
-            why = EXPLANATIONS[t["group"]] if profiled else (
+            key = (results["device"], group["size_name"], group["dtype"])
+            why = EXPLANATIONS[t["group"]] if key == ("cpu", "d256", "fp32") else GROUP_EXPLANATIONS.get(
+                (*key, t["group"]),
                 "not profiled yet in this group (the notes below were taken on the CPU d256 fp32 group).")
-            lines.append(f"- **[{group_label(group)}] {t['name']}**: {why}")
+            spread = group_spread(group) or 0
+            timed = t["group"] != "memory"  # the memory children are not timings
+            noisy = f"noisy run (median spread {spread:.0f}%); " if timed and spread > NOISY_SPREAD_PCT else ""
+            lines.append(f"- **[{group_label(group)}] {t['name']}**: {noisy}{why}")
     return lines + [""]
 
 
@@ -1252,12 +1294,16 @@ def render_markdown(results: dict, gpu_results: dict | None = None) -> str:
     machines = list(dict.fromkeys(describe_machine(g["run"]["machine"]) for g in results["groups"]))
     lines = [
         f"# Scratchformer vs Hugging Face models: benchmark results ({'GPU' if device == 'cuda' else 'CPU'})", "",
-        "Generated by `benchmarks/run.py`"
-        + (" --device cuda" if device == "cuda" else "")
+        "Generated by `benchmarks/run.py" + (" --device cuda`" if device == "cuda" else "`")
         + "; each group below names the command, date and commit of its own run. Do not edit by hand: rerun "
         "the command (`--render-only` rewrites this file from the JSON).", "",
+        *([f"**No GPU numbers have been measured by this benchmark yet**: see [Not measured yet](#not-measured-yet) "
+           f"for the list and the command (`{GPU_COMMAND}`), and the issue author's H100 table (before the "
+           "changes) above it.", ""] if gpu_results is None else []),
         "## Machine and versions", "",
         *(f"- {m}" for m in machines), "",
+        *(["The groups below were measured on different machines (each group names its own): compare ratios "
+           "within a group, not absolute times across groups.", ""] if len(machines) > 1 else []),
         "## What is compared", "",
         "Every pair compares models of identical dimensions (per group below), sdpa attention unless stated, ReLU. "
         + METHODS[device], "",
@@ -1446,7 +1492,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="torch intra-op threads (default: torch's, i.e. all cores; 1 with --quick)")
     parser.add_argument("--repeats", type=int, default=None, help="A/B rounds per pair")
     parser.add_argument("--only", default=None,
-                        help="run only pairs whose id contains one of these comma-separated texts (no memory)")
+                        help="run only pairs whose id contains one of these comma-separated texts (no memory); "
+                             "with an explicit --out-dir the partial group replaces the stored one")
     parser.add_argument("--no-memory", action="store_true", help="skip the CPU peak-memory children")
     parser.add_argument("--allocator", choices=("cached", "default"), default="cached",
                         help="CPU timings: 'cached' keeps freed memory (no page faults after warm-up, see "

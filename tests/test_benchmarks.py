@@ -299,12 +299,18 @@ def test_compiled_pairs_count_what_torch_compile_did(bench):
     assert "compile" not in bench.time_pair(bench.Pair("e", "encoder", "t", "A", "B", ok, ok, 1, 1.0, 2), 1)
 
 
+def test_matmul_runs_in_the_group_precision(bench):
+    assert bench.Workloads(bench.SIZES["cpu"]["quick"], dtype="bf16").matmul()().dtype == torch.bfloat16
+    assert bench.Workloads(bench.SIZES["cpu"]["quick"]).matmul()().dtype == torch.float32
+
+
 def test_the_static_cache_feature_check_answers_without_crashing(bench):
     w = bench.Workloads(bench.SIZES["cpu"]["quick"])
     ids = bench.token_ids(1, 4, w.size.vocab, seed=5)
-    assert bench.static_cache_problem(w.model("bart_s2s"), ids, torch.ones_like(ids)) is None
-    problem = bench.static_cache_problem(w.model("ours_s2s"), ids, torch.ones_like(ids))
-    assert problem is None or problem.startswith("generate(cache_implementation='static')")
+    assert bench.static_cache_problem(w.model("bart_s2s"), ids, torch.ones_like(ids)) == (None, "")
+    problem, note = bench.static_cache_problem(w.model("ours_s2s"), ids, torch.ones_like(ids))
+    assert problem is None or problem.startswith("generate(cache_implementation='static') fails: ")
+    assert not (problem and note)
     if problem:  # then the compiled pair is skipped with that reason, before anything is compiled
         with pytest.raises(bench.Unsupported, match="static"):
             w.compiled_generate("ours_s2s", 1, 4)
@@ -352,6 +358,18 @@ def test_the_report_marks_the_gpu_numbers_as_unmeasured_and_keeps_the_issue_tabl
                            for item in bench.plan("cuda")]}
     assert bench.missing("cuda", measured) == []
     assert "every planned GPU measurement" in "\n".join(bench._unmeasured_section("cpu", results, measured))
+
+
+def test_a_skipped_pair_is_a_table_row_with_the_reason(bench, quick_run):
+    results, _, _ = quick_run
+    group = results["groups"][0]
+    skipped = bench.skipped_pair(bench.Pair("c", "compiled", "compiled title", "A", "B", None, None, 1, 1.0, 1),
+                                 "not supported: no static cache")
+    for device in ("cpu", "cuda"):
+        table = bench._speed_section({**group, "device": device, "pairs": [*group["pairs"], skipped]})
+        header, *rows = [line for line in table if line.startswith("| ")]
+        assert all(row.count("|") == header.count("|") for row in rows)
+        assert "| compiled title | A | B | not measured: not supported: no static cache |" in rows[-1]
 
 
 def test_the_committed_results_load_in_the_current_layout(bench):
