@@ -1,4 +1,6 @@
-"""The benchmark script runs end to end (``--quick``, tiny sizes) and writes complete results.
+"""The benchmark script runs end to end (``--quick``, tiny sizes) and writes complete results; its device, dtype,
+timer, results-file and report helpers behave (the CUDA paths with a stand-in for ``torch.cuda`` where no GPU is
+present, and for real where one is).
 
 Only behaviour is asserted here (every pair measured, positive medians and ratios, the report written); the speed
 and memory targets live in ``benchmarks/RESULTS.md``, never in tests.
@@ -6,70 +8,374 @@ and memory targets live in ``benchmarks/RESULTS.md``, never in tests.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "benchmarks" / "run.py"
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory) -> tuple[dict, str]:
+def bench():
+    spec = importlib.util.spec_from_file_location("benchmark_run", RUN)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory) -> tuple[dict, str, Path]:
     out = tmp_path_factory.mktemp("bench")
     completed = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out-dir", str(out)],
+        [sys.executable, str(RUN), "--quick", "--out-dir", str(out)],
         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
-    return json.loads((out / "results.json").read_text()), (out / "RESULTS.md").read_text()
+    return json.loads((out / "results.json").read_text()), (out / "RESULTS.md").read_text(), out
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(RUN), *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The quick run, end to end
+# --------------------------------------------------------------------------------------------------------------------
 
 
 def test_every_pair_is_measured_with_positive_medians_and_ratios(quick_run):
-    results, _ = quick_run
-    pairs = results["pairs"]
+    results, _, _ = quick_run
+    assert results["schema"] == 2 and results["device"] == "cpu"
+    [group] = results["groups"]
+    assert (group["size_name"], group["dtype"], group["device"]) == ("quick", "fp32", "cpu")
+    pairs = group["pairs"]
     kinds = {(p["group"], p["b"]["label"]) for p in pairs}
     for theirs in ("BartEncoder", "BertModel", "DistilBertModel"):
         assert ("encoder", theirs) in kinds
-    for group in ("s2s_forward", "train_step", "generate"):
-        assert (group, "BartForConditionalGeneration") in kinds
+    for kind in ("s2s_forward", "train_step", "generate"):
+        assert (kind, "BartForConditionalGeneration") in kinds
     assert {p["group"] for p in pairs} >= {"cache", "attention", "matmul"}
+    assert "compiled" not in {p["group"] for p in pairs}  # compiling takes tens of seconds: never in --quick
     assert len({p["id"] for p in pairs}) == len(pairs)
     assert len([p for p in pairs if p["group"] == "encoder"]) == 6  # 2 lengths x 3 models
     assert len([p for p in pairs if p["group"] in ("generate", "cache")]) == 4  # 2 batch sizes each
-    size = results["meta"]["size"]
+    size = group["size"]
     for p in pairs:
+        assert not p.get("skipped")
         repeats = size["slow_repeats"] if p["group"] == "cache" else size["repeats"]
         for side in ("a", "b"):
             times = p[side]["times_s"]
             assert len(times) == repeats
             assert all(t > 0 for t in times)
             assert p[side]["min_s"] <= p[side]["median_s"] <= p[side]["max_s"]
+            assert p[side]["page_faults_per_call"] is not None and "peak_call_mb" not in p[side]
         assert p["ratio"] > 0 and p["round_ratio_median"] > 0
         assert p["ratio"] == pytest.approx(p["b"]["median_s"] / p["a"]["median_s"])
 
 
 def test_matmul_memory_and_targets_are_reported(quick_run):
-    results, _ = quick_run
-    matmul = results["matmul"]
+    results, _, _ = quick_run
+    [group] = results["groups"]
+    matmul = group["matmul"]
     assert matmul["matmul_gflops"] > 0 and matmul["encoder_gflops"] > 0 and matmul["fraction"] > 0
     if Path("/proc/self/clear_refs").exists():  # peak RSS is measured on Linux
-        assert {(c["workload"].split("_")[0], c["theirs"]) for c in results["memory"]} >= {
+        assert {(c["workload"].split("_")[0], c["theirs"]) for c in group["memory"]} >= {
             ("encoder", "bart_encoder"), ("encoder", "bert"), ("encoder", "distilbert"), ("s2s", "bart_s2s"),
             ("train", "bart_train"), ("generate", "bart_s2s"), ("encoder", "ours_encoder_eager")}
-        for c in results["memory_children"]:
+        for c in group["memory_children"]:
             assert c["peak_rss_mb"] >= c["start_rss_mb"] > 0
-        assert all(c["ratio"] > 0 for c in results["memory"])
-    assert results["targets"] and all(isinstance(t["met"], bool) for t in results["targets"])
-    meta = results["meta"]
-    assert meta["mode"] == "quick" and meta["versions"]["torch"] and meta["machine"]["logical_cpus"]
+        assert all(c["ratio"] > 0 for c in group["memory"])
+    assert group["targets"] and all(isinstance(t["met"], bool) for t in group["targets"])
+    run = group["run"]
+    assert run["mode"] == "quick" and run["versions"]["torch"] and run["machine"]["logical_cpus"]
+    assert run["machine"]["cpu"] and "gpu" not in run["machine"]
+    assert run["timer"] == "wall clock (time.perf_counter)" and run["command"].endswith("--quick")
 
 
 def test_the_markdown_report_is_written(quick_run):
-    results, markdown = quick_run
-    for heading in ("## Machine and versions", "## Speed", "## Against the machine's matmul throughput",
-                    "## Peak memory (RSS)", "## Targets"):
+    results, markdown, out = quick_run
+    for heading in ("## Machine and versions", "### Speed", "### Against the machine's matmul throughput",
+                    "### Peak memory (RSS)", "## Targets", "## GPU: the issue's H100 numbers (before the changes)",
+                    "## Not measured yet"):
         assert heading in markdown
-    for p in results["pairs"]:
+    for p in results["groups"][0]["pairs"]:
         assert p["title"] in markdown
+    assert "CPU: " in markdown  # the device is named
+    assert not (out / "results_cuda.json").exists() and not (out / "RESULTS_cuda.md").exists()
+
+
+def test_render_only_rewrites_the_report_from_the_json(bench, quick_run):
+    _, markdown, out = quick_run
+    (out / "RESULTS.md").write_text("stale")
+    bench.main(["--render-only", "--out-dir", str(out)])
+    assert (out / "RESULTS.md").read_text() == markdown
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Command line: devices, dtypes, sizes
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_help_shows_the_device_dtype_and_size_options():
+    completed = _cli("--help")
+    assert completed.returncode == 0
+    for option in ("--device", "--dtype", "--sizes", "--render-only", "cuda", "bf16", "base"):
+        assert option in completed.stdout
+
+
+def test_dtypes_and_sizes_are_parsed_with_device_defaults(bench):
+    assert bench.parse_dtypes(None, "cpu") == ("fp32",)
+    assert bench.parse_dtypes(None, "cuda") == ("fp32", "bf16")
+    assert bench.parse_dtypes(" bf16, fp32,bf16 ", "cpu") == ("bf16", "fp32")
+    assert bench.parse_sizes(None, "cpu") == bench.parse_sizes(None, "cuda") == ("d256", "base")
+    assert bench.parse_sizes("base", "cuda") == ("base",)
+    for bad in ("fp16", "", "fp32,float8"):
+        with pytest.raises(ValueError, match="--dtype"):
+            bench.parse_dtypes(bad, "cuda")
+    with pytest.raises(ValueError, match="choose from d256, base"):
+        bench.parse_sizes("quick", "cpu")  # only through --quick
+
+
+def test_bad_options_exit_2_with_a_message(bench, capsys):
+    cases = [(("--dtype", "fp16"), "--dtype: unknown fp16"), (("--sizes", "large"), "--sizes: unknown large"),
+             (("--quick", "--sizes", "base"), "--quick runs the tiny size only"), (("--device", "tpu"), "--device")]
+    if not torch.cuda.is_available():
+        cases.append((("--device", "cuda", "--quick"), "torch.cuda.is_available() is False"))
+    for args, message in cases:
+        with pytest.raises(SystemExit) as exit_info:
+            bench.parse_args(list(args))
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    args = bench.parse_args(["--device", "cuda", "--render-only"])  # rendering needs no GPU
+    assert (args.dtypes, args.size_names) == (("fp32", "bf16"), ("d256", "base"))
+    assert bench.parse_args(["--quick"]).size_names == ("quick",)
+
+
+def test_the_sizes_are_the_issue_sizes_and_workloads(bench):
+    for device in ("cpu", "cuda"):
+        d256, base = bench.SIZES[device]["d256"], bench.SIZES[device]["base"]
+        assert (d256.d_model, d256.layers, d256.vocab) == (256, 4, 16000)
+        assert (base.d_model, base.layers, base.heads, base.ffn, base.vocab) == (512, 6, 8, 2048, 37000)
+    gpu = bench.SIZES["cuda"]["d256"]
+    assert (gpu.encoder_batch, gpu.encoder_lengths, gpu.encoder_pad_half) == (64, (128,), True)
+    assert (gpu.s2s_batch, gpu.s2s_source, gpu.s2s_target) == (64, 128, 128)
+    assert (gpu.generate_batches, gpu.generate_new, gpu.compiled_batches) == ((1, 32), 64, (1, 32))
+    assert bench.SIZES["cpu"]["d256"].compiled_batches == (1,) and not bench.SIZES["cpu"]["quick"].compiled_batches
+    cpu_d256 = bench.SIZES["cpu"]["d256"]  # the CPU run as it was
+    assert (cpu_d256.encoder_batch, cpu_d256.encoder_lengths, cpu_d256.encoder_pad_half) == (32, (32, 128), False)
+
+
+def test_the_gpu_plan_has_every_issue_workload_for_both_sizes_and_dtypes(bench):
+    planned = bench.plan("cuda")
+    groups = {(item["size_name"], item["dtype"]) for item in planned}
+    assert groups == {("d256", "fp32"), ("d256", "bf16"), ("base", "fp32"), ("base", "bf16")}
+    ids = {item["id"] for item in planned}
+    assert ids >= {"encoder_b64_s128_vs_bart", "train_step_vs_bart", "generate_b1_vs_bart", "generate_b32_vs_bart",
+                   "compiled_b1_vs_bart", "compiled_b32_vs_bart", "compiled_b1_vs_eager", "compiled_b32_vs_eager"}
+    assert {item["id"] for item in bench.plan("cpu") if "compiled" in item["id"]} == {"compiled_b1_vs_eager"}
+
+
+def test_encoder_inputs_pad_half_the_rows_on_the_gpu_sizes(bench):
+    w = bench.Workloads(bench.SIZES["cuda"]["quick"])  # CPU tensors: only the shapes and the mask are checked
+    ids, mask = w.encoder_inputs(16)
+    assert mask[:2].all() and mask[2:, :8].all() and not mask[2:, 8:].any()
+    assert (ids[2:, 8:] == bench.PAD).all() and (ids[mask.bool()] >= 5).all()
+    ids, mask = bench.Workloads(bench.SIZES["cpu"]["quick"]).encoder_inputs(16)
+    assert mask.all()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Timers: one interface for the CPU and the CUDA path
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class FakeCuda:
+    """Stands in for ``torch.cuda``: events read the wall clock when recorded; every call is logged."""
+
+    def __init__(self):
+        self.log, self.allocated, self.peak = [], 100 * 2**20, 0
+
+    class _Event:
+        def __init__(self, cuda, enable_timing):
+            assert enable_timing
+            self.cuda, self.at = cuda, None
+
+        def record(self):
+            self.cuda.log.append("record")
+            self.at = time.perf_counter()
+
+        def synchronize(self):
+            self.cuda.log.append("event.synchronize")
+
+        def elapsed_time(self, other):
+            return (other.at - self.at) * 1000  # ms, as CUDA events give it
+
+    def Event(self, enable_timing=False):  # noqa: N802 (torch.cuda's name)
+        return self._Event(self, enable_timing)
+
+    def synchronize(self):
+        self.log.append("synchronize")
+
+    def reset_peak_memory_stats(self):
+        self.log.append("reset_peak")
+        self.peak = self.allocated
+
+    def memory_allocated(self):
+        return self.allocated
+
+    def max_memory_allocated(self):
+        return self.peak
+
+    def allocate_transiently(self, mb):
+        self.peak = max(self.peak, self.allocated + mb * 2**20)
+
+
+def test_cpu_timer_times_a_call_and_leaves_memory_to_the_children(bench):
+    timer = bench.make_timer("cpu")
+    assert isinstance(timer, bench.CpuTimer) and timer.counts_page_faults
+    assert 0.01 <= timer.time(lambda: time.sleep(0.02)) < 1
+    calls = []
+    assert timer.peak_memory_mb(lambda: calls.append(1)) is None and not calls  # no extra call on CPU
+
+
+def test_cuda_event_timer_synchronises_only_around_the_timed_call(bench):
+    cuda = FakeCuda()
+    timer = bench.CudaEventTimer(cuda)
+    assert not timer.counts_page_faults
+    seconds = timer.time(lambda: (cuda.log.append("call"), time.sleep(0.02)))
+    assert cuda.log == ["synchronize", "record", "call", "record", "event.synchronize"]
+    assert 0.01 <= seconds < 1  # elapsed_time's milliseconds converted to seconds
+    cuda.log.clear()
+    assert timer.peak_memory_mb(lambda: cuda.allocate_transiently(48)) == pytest.approx(48)
+    assert cuda.log == ["synchronize", "reset_peak", "synchronize"]
+
+
+def test_time_pair_reports_gpu_peak_memory_and_no_page_faults_with_the_cuda_timer(bench):
+    cuda = FakeCuda()
+    pair = bench.Pair("p", "encoder", "title", "A", "B", lambda: lambda: cuda.allocate_transiently(10),
+                      lambda: lambda: cuda.allocate_transiently(30), 8, 1.0, 3)
+    result = bench.time_pair(pair, 2, bench.CudaEventTimer(cuda))
+    assert result["a"]["peak_call_mb"] == pytest.approx(10) and result["b"]["peak_call_mb"] == pytest.approx(30)
+    assert result["a"]["page_faults_per_call"] is None and len(result["a"]["times_s"]) == 3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_event_timer_on_a_real_gpu(bench):
+    timer = bench.make_timer("cuda")
+    a = torch.randn(2048, 2048, device="cuda")
+    assert timer.time(lambda: a @ a) > 0
+    assert timer.peak_memory_mb(lambda: a @ a) >= 2048 * 2048 * 4 / 2**20 * 0.99  # the result matrix
+
+
+def test_an_unsupported_optional_pair_is_reported_not_raised(bench):
+    def unsupported():
+        raise bench.Unsupported("no static cache")
+
+    def broken():
+        raise RuntimeError("boom")
+
+    ok = lambda: lambda: None  # noqa: E731
+    skipped = bench.time_pair(bench.Pair("c", "compiled", "t", "A", "B", unsupported, ok, 1, 1.0, 2), 1)
+    assert skipped["skipped"] == "not supported: no static cache" and skipped["met"] is None
+    failed = bench.time_pair(bench.Pair("c", "compiled", "t", "A", "B", ok, broken, 1, 1.0, 2, optional=True), 1)
+    assert failed["skipped"] == "failed: RuntimeError: boom"
+    with pytest.raises(RuntimeError, match="boom"):  # a pair that must work stays loud
+        bench.time_pair(bench.Pair("e", "encoder", "t", "A", "B", ok, broken, 1, 1.0, 2), 1)
+    assert bench.collect_targets([skipped], [], {"met": None}) == []
+
+
+def test_compiled_pairs_count_what_torch_compile_did(bench):
+    ok = lambda: lambda: None  # noqa: E731
+    result = bench.time_pair(bench.Pair("c", "compiled", "t", "A", "B", ok, ok, 1, 1.0, 2, optional=True), 2)
+    assert result["compile"] == {"a": {"graphs": 0, "graph_breaks": 0}, "b": {"graphs": 0, "graph_breaks": 0},
+                                 "graphs_while_timed": 0}
+    assert "compile" not in bench.time_pair(bench.Pair("e", "encoder", "t", "A", "B", ok, ok, 1, 1.0, 2), 1)
+
+
+def test_matmul_runs_in_the_group_precision(bench):
+    assert bench.Workloads(bench.SIZES["cpu"]["quick"], dtype="bf16").matmul()().dtype == torch.bfloat16
+    assert bench.Workloads(bench.SIZES["cpu"]["quick"]).matmul()().dtype == torch.float32
+
+
+def test_the_static_cache_feature_check_answers_without_crashing(bench):
+    w = bench.Workloads(bench.SIZES["cpu"]["quick"])
+    ids = bench.token_ids(1, 4, w.size.vocab, seed=5)
+    assert bench.static_cache_problem(w.model("bart_s2s"), ids, torch.ones_like(ids)) == (None, "")
+    problem, note = bench.static_cache_problem(w.model("ours_s2s"), ids, torch.ones_like(ids))
+    assert problem is None or problem.startswith("generate(cache_implementation='static') fails: ")
+    assert not (problem and note)
+    if problem:  # then the compiled pair is skipped with that reason, before anything is compiled
+        with pytest.raises(bench.Unsupported, match="static"):
+            w.compiled_generate("ours_s2s", 1, 4)
+    cpu, gpu = bench.compile_config("cpu"), bench.compile_config("cuda")
+    assert cpu._compile_all_devices and cpu.mode == "default" and gpu.mode == "reduce-overhead"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Results files and the report
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_cpu_and_gpu_results_have_their_own_files(bench):
+    assert bench.result_files("cpu") == ("results.json", "RESULTS.md")
+    assert bench.result_files("cuda") == ("results_cuda.json", "RESULTS_cuda.md")
+
+
+def test_a_run_replaces_its_groups_and_keeps_the_others(bench, quick_run, tmp_path):
+    results, _, _ = quick_run
+    quick = results["groups"][0]
+    d256 = {**quick, "size_name": "d256"}
+    base_old, base_new = {**quick, "size_name": "base", "tag": "old"}, {**quick, "size_name": "base", "tag": "new"}
+    merged = bench.merge_results({"groups": [base_old, d256]}, {"device": "cpu", "groups": [base_new]})
+    assert [(g["size_name"], g.get("tag")) for g in merged["groups"]] == [("d256", None), ("base", "new")]
+    bench.write_results(tmp_path, {"schema": 2, "device": "cpu", "groups": [d256]})
+    cuda = {**quick, "device": "cuda", "size_name": "d256", "dtype": "bf16"}
+    bench.write_results(tmp_path, {"schema": 2, "device": "cuda", "groups": [cuda]})
+    assert json.loads((tmp_path / "results.json").read_text())["groups"][0]["device"] == "cpu"
+    assert json.loads((tmp_path / "results_cuda.json").read_text())["groups"][0]["dtype"] == "bf16"
+    assert "(GPU)" in (tmp_path / "RESULTS_cuda.md").read_text()
+    assert "**GPU: not measured or not supported**" in (tmp_path / "RESULTS.md").read_text()
+
+
+def test_the_report_marks_the_gpu_numbers_as_unmeasured_and_keeps_the_issue_table(bench, quick_run):
+    results, markdown, _ = quick_run
+    section = markdown[markdown.index("## Not measured yet"):]
+    assert "**GPU: none of the GPU numbers exist yet.**" in section and "No GPU was available" in section
+    assert "`python benchmarks/run.py --device cuda`" in section
+    assert "greedy generation, batch 32, 64 new tokens, ours compiled vs BART's default generate()" in section
+    assert "d256 fp32; d256 bf16 autocast; base fp32; base bf16 autocast" in section
+    issue = markdown[markdown.index("## GPU: the issue's H100"):markdown.index("## Not measured yet")]
+    assert "before the changes" in issue and "| paper base, d512, 6+6 | fp32 | 1.08 | 0.90 | 0.87 | 0.72 |" in issue
+    # once every planned GPU pair is measured, the list is empty
+    measured = {"groups": [{"size_name": item["size_name"], "dtype": item["dtype"], "pairs": [{"id": item["id"]}]}
+                           for item in bench.plan("cuda")]}
+    assert bench.missing("cuda", measured) == []
+    assert "every planned GPU measurement" in "\n".join(bench._unmeasured_section("cpu", results, measured))
+
+
+def test_a_skipped_pair_is_a_table_row_with_the_reason(bench, quick_run):
+    results, _, _ = quick_run
+    group = results["groups"][0]
+    skipped = bench.skipped_pair(bench.Pair("c", "compiled", "compiled title", "A", "B", None, None, 1, 1.0, 1),
+                                 "not supported: no static cache")
+    for device in ("cpu", "cuda"):
+        table = bench._speed_section({**group, "device": device, "pairs": [*group["pairs"], skipped]})
+        header, *rows = [line for line in table if line.startswith("| ")]
+        assert all(row.count("|") == header.count("|") for row in rows)
+        assert "| compiled title | A | B | not measured: not supported: no static cache |" in rows[-1]
+
+
+def test_the_committed_results_load_in_the_current_layout(bench):
+    committed = bench.load_results(ROOT / "benchmarks" / "results.json")
+    assert committed["schema"] == 2 and committed["device"] == "cpu"
+    assert {g["size_name"] for g in committed["groups"]} >= {"d256"}
+    for group in committed["groups"]:
+        assert group["run"]["machine"]["cpu"] and group["pairs"] and group["run"]["command"]
+        assert bench.render_markdown(committed).startswith("# Scratchformer vs Hugging Face models")
