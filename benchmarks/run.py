@@ -256,7 +256,7 @@ GROUP_EXPLANATIONS: dict[tuple[str, str, str, str], str] = {
 NOISY_SPREAD_PCT = 10.0  # median interquartile spread above which a group's ratios near 1 are called noise
 
 PROFILING_NOTES = """\
-Measured while working on issue 7 (1 thread, this machine, shared); reproduce with the commands given.
+Measured in an earlier session (1 thread, this machine, shared); reproduce with the commands given.
 
 - **Page faults, not arithmetic, decided the first encoder comparisons.** With glibc's default allocator, freed
   tensors above its trim threshold go back to the OS and the next call faults them in again (about 1.2 us per
