@@ -4,6 +4,9 @@ Each module in :data:`COMMANDS` provides ``add_subcommand(subparsers)``; it impo
 (torch, transformers and the feature code load inside the command function), so that ``scratchformer --help`` is
 fast. :func:`main` is the one place where a user's mistake - a :class:`~scratchformer.errors.ScratchformerError`
 from any command - becomes one line, ``scratchformer <command>: error: <message>``, and exit status 2.
+
+A plain ``pip install scratchformer`` runs every command but the training ones; :func:`check_optional_dependencies`
+says which extra a command needs before the command starts, in that same one line.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import importlib
 import sys
 
 from .. import __version__
-from ..errors import ScratchformerError
+from ..errors import ScratchformerError, require
 
 # Modules providing ``add_subcommand(subparsers)``, in the order they appear in ``--help``.
 COMMANDS = ["info", "compare", "senses", "train", "train_tokenizer", "export", "push"]
@@ -49,6 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_optional_dependencies(args: argparse.Namespace) -> None:
+    """Raise :class:`~scratchformer.errors.MissingDependencyError` (one line naming the extra) when the command in
+    ``args`` needs a package that the core install leaves out: training needs ``scratchformer[train]``."""
+    if args.command == "train":
+        require("datasets", "accelerate", extra="train", for_what="scratchformer train")
+        if getattr(args, "objective", None) == "seq2seq":
+            require("sacrebleu", extra="train", for_what="seq2seq training (BLEU/chrF at each evaluation)")
+    elif args.command == "train-tokenizer":
+        # the text files are read through tokenizer.training.load_text_files, which uses datasets
+        require("datasets", extra="train", for_what="scratchformer train-tokenizer")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; a :class:`ScratchformerError` ends it with one line on stderr and exit status 2."""
     parser = build_parser()
@@ -60,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scratchformer {args.command}: error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
         return EXIT_USER_ERROR
     try:
+        check_optional_dependencies(args)
         return int(args.func(args) or 0)
     except ScratchformerError as error:
         print(f"scratchformer {args.command}: error: {error}", file=sys.stderr)
