@@ -24,7 +24,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from scratchformer.training.pipeline import TrainConfig, run_training
+from scratchformer.training import ScratchformerTrainingArguments, TrainOptions, run_training
 
 
 class StepTimer(TrainerCallback):
@@ -61,17 +61,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for preset in opts.presets:
             timer = StepTimer()
-            cfg = TrainConfig(train_files=[opts.corpus], output_dir=os.path.join(tmp, preset), preset=preset,
-                              config_overrides=opts.config_overrides, tokenizer=opts.tokenizer,
-                              max_train_samples=opts.rows, tokenizer_max_rows=opts.rows, max_steps=opts.steps,
-                              batch_size=opts.batch_size, max_length=opts.max_length, eval_steps=0,
-                              save_steps=10**6, logging_steps=10**6, max_eval_samples=32, progress_bar=False,
-                              warmup_steps=opts.steps, bf16=opts.bf16)
-            result = run_training(cfg, callbacks=[timer])
-            weights = Path(cfg.output_dir) / "model.safetensors"
+            options = TrainOptions(train_files=[opts.corpus], preset=preset, config_overrides=opts.config_overrides,
+                                   tokenizer=opts.tokenizer, max_train_samples=opts.rows,
+                                   tokenizer_max_rows=opts.rows, max_length=opts.max_length, max_eval_samples=32)
+            args = ScratchformerTrainingArguments(
+                output_dir=os.path.join(tmp, preset), max_steps=opts.steps, per_device_train_batch_size=opts.batch_size,
+                eval_steps=0, save_steps=10**6, logging_steps=10**6, disable_tqdm=True, warmup_steps=opts.steps,
+                bf16=opts.bf16)
+            result = run_training(options, args, callbacks=[timer])
+            weights = Path(args.output_dir) / "model.safetensors"
             from scratchformer import ScratchformerForConditionalGeneration
 
-            model = ScratchformerForConditionalGeneration.from_pretrained(cfg.output_dir)
+            model = ScratchformerForConditionalGeneration.from_pretrained(args.output_dir)
             params = model.num_parameters()
             wall, cpu = timer.wall[opts.skip:], timer.cpu[opts.skip:]
             rows.append(dict(preset=preset, params=params, fp32_mb=weights.stat().st_size / 1e6,

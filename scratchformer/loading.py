@@ -155,7 +155,7 @@ def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False) -> Any:
 
         return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError) as error:
-        raise ScratchformerError(f"cannot load the tokenizer of {source!r}: {error}") from error
+        raise ScratchformerError(f"cannot load the tokenizer of {source!r}: {_one_line(error)}") from error
 
 
 def load_pretrained(name: str = "small", *, encoder_only: bool = False, attn_implementation: str | None = None,
@@ -215,6 +215,11 @@ def check_tokenizer_matches(tokenizer: Any, config: Any, *, needs_mask: bool = F
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def _one_line(error: BaseException) -> str:
+    """A library's (often multi-line) message as one line, for the CLI's one-line errors."""
+    return " ".join(str(error).split())
+
+
 def _check_exists(source: str) -> None:
     path = Path(source)
     if path.is_dir():
@@ -256,7 +261,7 @@ def _load_scratchformer(source: str, task: str, kwargs: dict[str, Any]) -> tuple
     try:
         model, info = model_class.from_pretrained(source, output_loading_info=True, **kwargs)
     except (OSError, ValueError) as error:
-        raise ScratchformerError(f"cannot load the Scratchformer model in {source}: {error}") from error
+        raise ScratchformerError(f"cannot load the Scratchformer model in {source}: {_one_line(error)}") from error
     return model, list(info.get("missing_keys", []))
 
 
@@ -270,7 +275,7 @@ def _load_auto(source: str, task: str, kwargs: dict[str, Any], trust_remote_code
                                            output_loading_info=True, **kwargs)
     except (OSError, ValueError, KeyError) as error:
         raise ScratchformerError(
-            f"cannot load a model from {source!r}: {error}\nGive a folder with config.json and tokenizer files, or a "
-            "Hub id (which needs network access and HF_HUB_OFFLINE unset)."
+            f"cannot load a model from {source!r}: {_one_line(error)} (give a folder with config.json and tokenizer "
+            "files, or a Hub id, which needs network access and HF_HUB_OFFLINE unset)"
         ) from error
     return model, list(info.get("missing_keys", []))

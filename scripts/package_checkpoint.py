@@ -22,7 +22,7 @@ from scratchformer import ScratchformerForConditionalGeneration, ScratchformerTo
 from scratchformer.analysis.senses import run_senses
 from scratchformer.hub import check_folder, export
 from scratchformer.loading import CHECKPOINTS, PRETRAINED_DIR
-from scratchformer.training.pipeline import checkpoint_step
+from scratchformer.training import checkpoint_step
 
 
 def progress_table(run: Path, snapshots: list[Path], senses_data: Path) -> list[dict]:
@@ -76,7 +76,7 @@ def card_description(run: Path, command: str, minutes: float, model, results: di
         f"dropout {config.dropout}, tied embeddings; {model.num_parameters():,} parameters.",
         f"- **Optimisation**: AdamW (0.9, 0.98, 1e-9), the paper's inverse-square-root schedule with "
         f"{train_config['warmup_steps']} warm-up steps and peak {train_config['learning_rate']}, batch "
-        f"{train_config['batch_size']}, {results.get('global_step', '?')} steps "
+        f"{train_config['per_device_train_batch_size']}, {results.get('global_step', '?')} steps "
         f"({results.get('epoch', 0):.2f} epochs), {minutes:.0f} minutes on 2 CPU cores.",
         "- **Reproduce** (from the repository root, with the corpus at `../shared/data`):",
         "",

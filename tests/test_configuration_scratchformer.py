@@ -115,3 +115,26 @@ def test_a_string_boolean_in_config_json_is_refused_not_read_as_true(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(data))
     with pytest.raises(ValueError, match="pre_layer_norm='false' is invalid"):
         AutoConfig.from_pretrained(tmp_path)
+
+
+def test_assignment_after_construction_is_checked_and_a_refusal_changes_nothing():
+    config = ScratchformerConfig()
+    with pytest.raises(ValueError, match="divisible by the number of heads"):
+        config.d_model = 30
+    with pytest.raises(ValueError, match="must be a probability"):
+        config.dropout = 1.5
+    with pytest.raises(ValueError, match="must be true or false"):
+        config.pre_layer_norm = "no"
+    assert (config.d_model, config.dropout, config.pre_layer_norm) == (512, 0.1, False)
+    config.hidden_size = 256  # an alias name, checked the same way
+    assert config.d_model == 256
+
+
+def test_update_checks_the_values_together_and_is_all_or_nothing():
+    config = ScratchformerConfig()
+    config.update({"d_model": 30, "encoder_attention_heads": 5, "decoder_attention_heads": 3})
+    assert (config.d_model, config.encoder_attention_heads, config.decoder_attention_heads) == (30, 5, 3)
+    before = config.to_dict()
+    with pytest.raises(ValueError, match="decoder_attention_heads"):
+        config.update({"dropout": 0.3, "decoder_attention_heads": 4})
+    assert config.to_dict() == before

@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from scratchformer.training import data
-from scratchformer.training.data import DataCollatorForTextInfilling, DataError, text_infilling
+from scratchformer.training import TrainOptions, data
+from scratchformer.training.data import DataError
+from scratchformer.training.noise import DataCollatorForTextInfilling, text_infilling
 
 MASK = 4
 
@@ -62,29 +63,66 @@ def test_unknown_column_names_the_existing_ones(tmp_path):
         data.check_columns(ds, ["kjv", "web"])
 
 
-@pytest.mark.parametrize("ref, book", [("Genesis 1:1", "Genesis"), ("I Samuel 3:10", "I Samuel"),
-                                       ("Song of Solomon 2:1", "Song of Solomon"), ("no verse", "no verse")])
-def test_book_of(ref, book):
-    assert data.book_of(ref) == book
+BOOK_OF_REF = r"^(.*?\S)\s+\d+:\d+$"  # the book of a Bible reference (examples/finetune_kjv_to_web.py)
 
 
-def test_split_by_book_keeps_books_whole():
+@pytest.mark.parametrize("value, group", [("Genesis 1:1", "Genesis"), ("I Samuel 3:10", "I Samuel"),
+                                          ("Song of Solomon 2:1", "Song of Solomon"), ("no verse", "no verse")])
+def test_group_by_pattern_takes_the_first_group_or_the_whole_value(value, group):
+    assert data.group_by_pattern(BOOK_OF_REF)(value) == group
+
+
+def verses():
     import datasets
 
     refs = [f"{b} {c}:{v}" for b in ("Genesis", "Exodus", "Ruth", "Jonah", "Jude") for c in (1, 2) for v in (1, 2, 3)]
-    ds = datasets.Dataset.from_dict({"ref": refs, "x": list(range(len(refs)))})
-    parts = data.split_by_group(ds, "ref", validation_fraction=0.3, seed=1)
-    train_books = {data.book_of(r) for r in parts["train"]["ref"]}
-    valid_books = {data.book_of(r) for r in parts["validation"]["ref"]}
+    return datasets.Dataset.from_dict({"ref": refs, "x": list(range(len(refs)))})
+
+
+def test_split_by_pattern_keeps_groups_whole():
+    ds = verses()
+    book_of = data.group_by_pattern(BOOK_OF_REF)
+    parts = data.split_by_group(ds, "ref", validation_fraction=0.3, seed=1, group_of=book_of)
+    train_books = {book_of(r) for r in parts["train"]["ref"]}
+    valid_books = {book_of(r) for r in parts["validation"]["ref"]}
     assert train_books and valid_books and not train_books & valid_books
     assert len(parts["train"]) + len(parts["validation"]) == len(ds)
     assert len(parts["validation"]) >= 0.3 * len(ds)
-    again = data.split_by_group(ds, "ref", validation_fraction=0.3, seed=1)
+    again = data.split_by_group(ds, "ref", validation_fraction=0.3, seed=1, group_of=book_of)
     assert again["validation"]["ref"] == parts["validation"]["ref"]  # seeded
-    named = data.split_by_group(ds, "ref", validation_groups=["Ruth", "Jude"])
-    assert {data.book_of(r) for r in named["validation"]["ref"]} == {"Ruth", "Jude"}
+    named = data.split_by_group(ds, "ref", validation_groups=["Ruth", "Jude"], group_of=book_of)
+    assert {book_of(r) for r in named["validation"]["ref"]} == {"Ruth", "Jude"}
     with pytest.raises(DataError, match="not in column 'ref'"):
-        data.split_by_group(ds, "ref", validation_groups=["Tobit"])
+        data.split_by_group(ds, "ref", validation_groups=["Tobit"], group_of=book_of)
+
+
+def test_split_by_group_without_pattern_groups_equal_values():
+    ds = verses().map(lambda row: {"book": row["ref"].split()[0]})
+    parts = data.split_by_group(ds, "book", validation_groups=["Ruth"])
+    assert set(parts["validation"]["book"]) == {"Ruth"} and "Ruth" not in set(parts["train"]["book"])
+
+
+def write_verses(tmp_path):
+    rows = ["ref\tsrc\ttgt"] + [f"{book} 1:{verse}\tsome words {verse}\tSOME WORDS {verse}"
+                                for book in ("Genesis", "Exodus", "Ruth", "Jonah") for verse in range(1, 26)]
+    return write(tmp_path / "verses.tsv", "\n".join(rows) + "\n")
+
+
+def test_raw_splits_are_random_rows_unless_grouping_is_asked_for(tmp_path):
+    """A file with a ``ref`` column is not split by book by default: grouping is opt-in."""
+    options = TrainOptions(objective="seq2seq", train_files=[str(write_verses(tmp_path))], source_column="src",
+                           target_column="tgt", validation_fraction=0.2, cache_dir=str(tmp_path / "cache"))
+    book_of = data.group_by_pattern(BOOK_OF_REF)
+    random_rows = data.load_raw_splits(options, seed=0)
+    assert random_rows.group_column is None and len(random_rows.validation) == 20
+    assert len({book_of(r) for r in random_rows.validation["ref"]}) > 1  # 20 random verses of 4 books
+    assert {book_of(r) for r in random_rows.validation["ref"]} & {book_of(r) for r in random_rows.train["ref"]}
+
+    options.group_column, options.group_pattern, options.validation_groups = "ref", BOOK_OF_REF, ["Ruth"]
+    by_book = data.load_raw_splits(options, seed=0)
+    assert by_book.group_column == "ref" and len(by_book.validation) == 25
+    assert {book_of(r) for r in by_book.validation["ref"]} == {"Ruth"}
+    assert "Ruth" not in {book_of(r) for r in by_book.train["ref"]}
 
 
 def test_text_infilling_masks_thirty_percent_in_poisson_spans():

@@ -1,4 +1,4 @@
-"""Embedding extraction (issue 4): learned vs embedding-layer vs contextual vectors, word location, pooling.
+"""Embedding extraction: learned vs embedding-layer vs contextual vectors, word location, pooling.
 
 Runs on a randomly initialised small DistilBERT with a WordPiece tokenizer built here (no download), on a tiny
 random Scratchformer (encoder-decoder, byte-level BPE), on a ``</w>`` BPE tokenizer, and on the real
@@ -15,13 +15,10 @@ import warnings
 import pytest
 import torch
 
-from scratchformer.analysis.extractor import (
-    EmbeddingExtractor,
-    cosine,
-    pool_tokens,
-    sentence_words,
-    unrelated_pair_baseline,
-)
+from scratchformer.analysis.extractor import EmbeddingExtractor
+from scratchformer.analysis.pooling import pool_tokens
+from scratchformer.analysis.similarity import cosine, unrelated_pair_baseline
+from scratchformer.analysis.words import sentence_words
 
 RIVER = "Write a poem about a man fishing on a river bank."
 MONEY = "Write a poem about a man withdrawing money from a bank."

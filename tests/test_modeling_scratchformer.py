@@ -270,6 +270,20 @@ def test_bad_inputs_raise_value_errors(kwargs, match):
             model(**kwargs)
 
 
+@pytest.mark.parametrize("settings", [dict(num_beams=0), dict(num_return_sequences=-2), dict(num_beams=2.5)])
+def test_bad_generation_counts_raise_value_errors(settings):
+    from transformers import GenerationConfig
+
+    model = make_model()
+    with pytest.raises(ValueError, match="must be a positive integer"):
+        model.generate(random_batch(1, 5), max_new_tokens=3, **settings)
+    if "num_beams" in settings and isinstance(settings["num_beams"], int):
+        config = GenerationConfig(max_new_tokens=3)
+        config.num_beams = settings["num_beams"]
+        with pytest.raises(ValueError, match="num_beams=0 must be a positive integer"):
+            model.generate(random_batch(1, 5), generation_config=config)
+
+
 def test_bad_decoder_inputs_and_labels_raise_value_errors():
     model = make_model()
     ids = random_batch(2, 5)
@@ -546,6 +560,70 @@ def test_beam_search_and_sampling_run():
     for out in (beams, sampled):
         assert out.min() >= 0 and out.max() < model.config.vocab_size
         assert torch.all(out[:, 0] == model.config.decoder_start_token_id)
+
+
+# ------------------------------------------------------------------------------------------------ static cache, compile
+
+
+@pytest.mark.parametrize("position_type", ["sinusoidal", "learned", "rope"])
+@pytest.mark.parametrize("layers", [(2, 3), (3, 1)])
+def test_static_cache_generation_equals_the_dynamic_cache(position_type, layers):
+    """generate(cache_implementation="static") preallocates every key/value slot (fixed shapes for torch.compile);
+    it must give exactly the tokens of the default growing cache, padded batches and beams included."""
+    model = make_model(position_embedding_type=position_type, encoder_layers=layers[0], decoder_layers=layers[1],
+                       seed=5)
+    ids = random_batch(3, 7)
+    mask = torch.ones_like(ids)
+    mask[0, :3] = 0  # left padding
+    mask[2, 5:] = 0  # right padding
+    for settings in (dict(do_sample=False), dict(num_beams=3, do_sample=False)):
+        dynamic = model.generate(ids, attention_mask=mask, max_new_tokens=10, **settings)
+        static = model.generate(ids, attention_mask=mask, max_new_tokens=10, cache_implementation="static",
+                                **settings)
+        assert torch.equal(dynamic, static), settings
+
+
+def test_static_cache_step_refuses_a_mask_of_the_wrong_size():
+    from transformers.cache_utils import EncoderDecoderCache, StaticCache
+
+    model = make_model()
+    ids = random_batch(2, 5)
+    cache = EncoderDecoderCache(StaticCache(config=model.config, max_cache_len=8),
+                                StaticCache(config=model.config, max_cache_len=5))
+    with pytest.raises(ValueError, match="static cache of 8 slots"):
+        model(input_ids=ids, decoder_input_ids=ids[:, :1], past_key_values=cache, use_cache=True,
+              decoder_attention_mask=torch.ones(2, 1, 1, 3, dtype=torch.bool))
+
+
+@pytest.mark.slow
+def test_compiled_static_generation_equals_eager_generation():
+    """torch.compile of the decoding step with a static cache (what makes small-model generation fast on a GPU,
+    where Python and kernel launches dominate) gives the same tokens as eager decoding, on the CPU too."""
+    from transformers import CompileConfig
+
+    model = make_model(seed=6)
+    ids = random_batch(1, 9)
+    compile_config = CompileConfig(fullgraph=True, dynamic=False)
+    compile_config._compile_all_devices = True  # generate compiles on GPUs only unless told otherwise
+    eager = model.generate(ids, max_new_tokens=12, do_sample=False)
+    for _ in range(2):  # the second call reuses the compiled graph
+        compiled = model.generate(ids, max_new_tokens=12, do_sample=False, cache_implementation="static",
+                                  compile_config=compile_config)
+        assert torch.equal(compiled, eager)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="flex attention needs a GPU (torch's CPU flex fails on "
+                    "short sequences)")
+def test_flex_attention_agrees_with_sdpa_on_a_gpu():
+    model = make_model(seed=7).cuda()
+    ids = random_batch(2, 9).cuda()
+    mask = torch.ones_like(ids)
+    mask[0, :3] = 0
+    with torch.no_grad():
+        reference = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5]).logits
+        model.set_attn_implementation("flex_attention")
+        flex = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5]).logits
+    assert torch.allclose(flex, reference, atol=1e-4)
 
 
 # ------------------------------------------------------------------------------------------------ training utilities

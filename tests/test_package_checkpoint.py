@@ -15,11 +15,11 @@ from test_senses import write_tsv
 from test_training import corpus, tiny  # noqa: F401  (corpus is a fixture)
 
 from scratchformer import ScratchformerEncoderModel, ScratchformerTokenizer
-from scratchformer.training.pipeline import run_training
+from scratchformer.training import run_training
 
 
 def test_package_a_run_with_per_step_scores(tmp_path, corpus):  # noqa: F811
-    run = Path(run_training(tiny(tmp_path, corpus, "run"))["output_dir"])
+    run = Path(run_training(*tiny(tmp_path, corpus, "run"))["output_dir"])
     snapshot = tmp_path / "snapshots" / "checkpoint-4"  # as the copies of checkpoint-* taken during a long run
     shutil.copytree(run / "checkpoint-4", snapshot)
     out = tmp_path / "packaged"

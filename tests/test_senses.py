@@ -1,8 +1,13 @@
-"""Word-sense evaluation (issue 4): TSV reading and checking, ROC-AUC, 1-NN accuracy, the CLI."""
+"""Word-sense evaluation: TSV reading and checking, ROC-AUC, 1-NN accuracy, the CLI."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -10,14 +15,11 @@ import torch
 from test_embeddings import minilm_or_skip, tiny_distilbert
 
 from scratchformer.analysis.extractor import EmbeddingExtractor
-from scratchformer.analysis.senses import (
-    evaluate_senses,
-    group_examples,
-    read_senses_tsv,
-    roc_auc,
-    run_senses,
-)
+from scratchformer.analysis.sense_data import group_examples, read_senses_tsv
+from scratchformer.analysis.senses import evaluate_senses, roc_auc, run_senses
+from scratchformer.errors import DataError
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 HEADER = "lemma\tpos\tsynset\tstart\tend\tsentence\tgloss\n"
 # Synthetic rows (not from the WordNet file): bank as river side (1) and institution (2), fish as verb and noun.
 SENTENCES = [
@@ -69,6 +71,28 @@ def test_bad_tsv(tmp_path, header, rows, message):
 def test_missing_file(tmp_path):
     with pytest.raises(ValueError, match="not found"):
         read_senses_tsv(tmp_path / "nope.tsv")
+
+
+def test_non_utf8_file_names_file_and_line(tmp_path):
+    path = tmp_path / "latin1.tsv"
+    first_row = "\t".join(map(str, ROWS[0])) + "\n"
+    path.write_bytes((HEADER + first_row).encode() + "café\tn\t1\t0\t4\tcafé\tg\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"latin1.tsv:3: not UTF-8 text \(byte 0xe9 .*save the file as UTF-8"):
+        read_senses_tsv(path)
+
+
+def test_byte_order_mark_and_empty_cells(tmp_path):
+    path = tmp_path / "bom.tsv"
+    path.write_text("\ufeff" + HEADER + "\t".join(map(str, ROWS[0])) + "\n", encoding="utf-8")
+    assert read_senses_tsv(path)[0].lemma == "bank"
+    with pytest.raises(DataError, match=r":2: the synset column is empty"):
+        read_senses_tsv(write_tsv(tmp_path / "s.tsv", [("bank", "n", " ", 4, 8, "the bank", "g")]))
+
+
+def test_pairs_of_one_kind_only_are_refused(tmp_path):
+    same_sense = [r for r in ROWS if r[2] == "1"]  # two occurrences of one sense: no different-sense pair
+    with pytest.raises(DataError, match=r"1 same-sense and 0 different-sense pairs"):
+        run_senses(write_tsv(tmp_path / "s.tsv", same_sense), ["does/not/exist"], output=tmp_path / "out")
 
 
 def test_roc_auc_matches_sklearn_with_ties():
@@ -166,3 +190,60 @@ def test_minilm_on_dev_subset(shared_data):
     assert report.pairs > 400
     assert report.last_layer.roc_auc > max(0.6, report.layers[1].roc_auc)  # contextual beats embedding-layer output
     assert report.last_layer.nn_accuracy > report.nn_chance
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Mistakes end as one line on stderr and exit status 2, found before any model loads
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data, options, message",
+    [
+        ("missing.tsv", [], r"word-sense data '.*missing.tsv' not found"),
+        ("columns", [], r"missing column\(s\) \['start', 'end'\]"),
+        ("span", [], r"bad.tsv:2: span 30-34 does not fit"),
+        ("integer", [], r"bad.tsv:2: start='x' and end='8' must be integers"),
+        ("latin1", [], r"bad.tsv:2: not UTF-8 text"),
+        ("empty", [], r"the file is empty"),
+        ("good", ["--batch-size", "0"], r"--batch-size 0 must be a positive integer"),
+        ("good", ["--max-groups", "0"], r"--max-groups 0 must be a positive integer"),
+        ("good", ["--output", "{file}"], r"--output .* is a file, not a folder"),
+        ("good", [], r"no model at 'does/not/exist'"),
+    ],
+)
+def test_cli_mistakes_end_with_one_error_line(tmp_path, capsys, data, options, message):
+    from scratchformer.cli import main
+
+    bad = tmp_path / "bad.tsv"
+    contents = {
+        "columns": ("lemma\tpos\tsynset\tsentence\tgloss\n", [("a", "n", "1", "a b", "g")]),
+        "span": (HEADER, [("bank", "n", "1", 30, 34, "the bank", "g")]),
+        "integer": (HEADER, [("bank", "n", "1", "x", 8, "the bank", "g")]),
+        "empty": ("", []),
+        "good": (HEADER, ROWS),
+    }
+    if data in contents:
+        write_tsv(bad, contents[data][1], contents[data][0])
+    elif data == "latin1":
+        bad.write_bytes(HEADER.encode() + "café\tn\t1\t0\t4\tcafé\tg\n".encode("latin-1"))
+    else:
+        bad = tmp_path / data
+    options = [option.format(file=bad) for option in options]
+    output = [] if "--output" in options else ["--output", str(tmp_path / "out")]
+    assert main(["senses", "--data", str(bad), "--model", "does/not/exist", *options, *output]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("scratchformer senses: error: "), err
+    assert re.search(message, err), err
+
+
+def test_cli_error_in_a_subprocess_has_no_traceback(tmp_path):
+    """The installed entry point's behaviour: exit status 2 and one line, whatever the Python warnings say."""
+    bad = tmp_path / "latin1.tsv"
+    bad.write_bytes(HEADER.encode() + "café\tn\t1\t0\t4\tcafé\tg\n".encode("latin-1"))
+    done = subprocess.run([sys.executable, "-m", "scratchformer.cli", "senses", "--data", str(bad), "--output",
+                           str(tmp_path / "out")], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"scratchformer senses: error: {bad}:2: not UTF-8 text (byte 0xe9 at column 4); save the file as UTF-8"]

@@ -9,6 +9,9 @@ import json
 import math
 import os
 import random
+import re
+import runpy
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -20,24 +23,26 @@ from transformers.testing_utils import CaptureLogger
 from transformers.trainer import logger as trainer_logger
 
 from scratchformer import ScratchformerConfig, ScratchformerForConditionalGeneration
-from scratchformer.cli import build_parser
 from scratchformer.cli import main as cli_main
-from scratchformer.errors import DataError
-from scratchformer.training.pipeline import (
-    Seq2SeqLoss,
-    TrainConfig,
-    TrainingSetupError,
-    check_batch_size,
+from scratchformer.errors import DataError, TrainingSetupError
+from scratchformer.training import (
+    ScratchformerTrainingArguments,
+    TrainOptions,
     config_from_args,
-    estimate_step_memory,
-    peak_learning_rate,
+    config_from_dict,
     run_training,
 )
+from scratchformer.training.checks import check_batch_size, estimate_step_memory
+from scratchformer.training.metrics import Seq2SeqLoss
+from scratchformer.training.schedule import peak_learning_rate
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 SUBJECTS = ["the cat", "a dog", "my friend", "the old man", "a young girl", "the teacher", "our neighbour"]
 VERBS = ["sees", "likes", "finds", "follows", "watches", "calls", "helps"]
 OBJECTS = ["the river", "a small house", "the red car", "an apple tree", "the market", "a quiet road"]
 BOOKS = ["Genesis", "Exodus", "Ruth", "I Samuel", "Song of Solomon", "Jonah"]
+BOOK_OF_REF = r"^(.*?\S)\s+\d+:\d+$"  # "I Samuel 1:3" -> "I Samuel"
 
 
 def sentence(rng: random.Random) -> str:
@@ -68,13 +73,15 @@ def pairs(tmp_path_factory) -> Path:
     return path
 
 
-def tiny(tmp_path: Path, train_file: Path, name: str = "out", **overrides) -> TrainConfig:
+def tiny(tmp_path: Path, train_file: Path, name: str = "out",
+         **overrides) -> tuple[TrainOptions, ScratchformerTrainingArguments]:
+    """A tiny run's options; ``overrides`` are field names of either dataclass."""
     settings = dict(train_files=[str(train_file)], output_dir=str(tmp_path / name), preset="tiny",
-                    tokenizer_vocab_size=300, max_length=32, batch_size=8, max_steps=8, eval_steps=0, save_steps=4,
-                    logging_steps=1, learning_rate=3e-3, warmup_steps=2, progress_bar=False, max_eval_samples=16,
-                    cache_dir=str(tmp_path / "cache"))
+                    tokenizer_vocab_size=300, max_length=32, per_device_train_batch_size=8, max_steps=8, eval_steps=0,
+                    save_steps=4, logging_steps=1, learning_rate=3e-3, warmup_steps=2, disable_tqdm=True,
+                    max_eval_samples=16, cache_dir=str(tmp_path / "cache"))
     settings.update(overrides)
-    return TrainConfig(**settings)
+    return config_from_dict(settings)
 
 
 def train_losses(output_dir: Path) -> dict[int, float]:
@@ -104,7 +111,7 @@ class FailIfTrainingStarts(TrainerCallback):
 
 
 def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
-    full = run_training(tiny(tmp_path, corpus, "full"))
+    full = run_training(*tiny(tmp_path, corpus, "full"))
     out = Path(full["output_dir"])
     assert full["global_step"] == 8
     for name in ("config.json", "model.safetensors", "tokenizer.json", "loss_curve.png", "loss_history.json",
@@ -117,17 +124,17 @@ def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
     assert 0.0 <= full["metrics"]["eval_token_accuracy"] <= 1.0 and math.isfinite(full["metrics"]["eval_loss"])
 
     # interrupted after step 4 (checkpoint-4 is written), then resumed with the same options
-    cfg = tiny(tmp_path, corpus, "resumed")
-    stopped = run_training(cfg, callbacks=[StopAt(4)])
+    options, args = tiny(tmp_path, corpus, "resumed")
+    stopped = run_training(options, args, callbacks=[StopAt(4)])
     assert stopped == {"global_step": 4, "stopped": True}
-    resumed_dir = Path(cfg.output_dir)
+    resumed_dir = Path(args.output_dir)
     assert sorted(p.name for p in resumed_dir.glob("checkpoint-*")) == ["checkpoint-4"]
     assert not (resumed_dir / "model.safetensors").exists()
     with pytest.raises(TrainingSetupError, match="already holds checkpoints .* pass --resume"):
-        run_training(cfg)
-    cfg.resume = "latest"
+        run_training(options, args)
+    args.resume_from_checkpoint = "latest"
     with CaptureLogger(trainer_logger) as log:
-        resumed = run_training(cfg)
+        resumed = run_training(options, args)
     assert resumed["global_step"] == 8
     assert "missing keys" not in log.out  # the tied copies (lm_head, decoder embeddings) are re-tied, not "missing"
 
@@ -144,8 +151,8 @@ def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
     assert resumed["metrics"]["eval_loss"] == pytest.approx(full["metrics"]["eval_loss"], abs=1e-6)
 
     # ending a run early: --resume CHECKPOINT --max-steps N (N <= its step) only finishes the run from it
-    cfg.resume, cfg.max_steps = str(resumed_dir / "checkpoint-4"), 4
-    early = run_training(cfg)
+    args.resume_from_checkpoint, args.max_steps = str(resumed_dir / "checkpoint-4"), 4
+    early = run_training(options, args)
     assert early["global_step"] == 4 and "eval_loss" in early["metrics"]
     c = ScratchformerForConditionalGeneration.from_pretrained(resumed_dir)
     d = ScratchformerForConditionalGeneration.from_pretrained(resumed_dir / "checkpoint-4")
@@ -159,14 +166,14 @@ def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
 
 
 def test_seq2seq_run_reports_bleu_and_chrf_on_held_out_books(tmp_path, pairs):
-    cfg = tiny(tmp_path, pairs, objective="seq2seq", source_column="src", target_column="tgt", max_steps=4,
-               save_steps=100, max_eval_samples=8, generation_max_length=12, validation_groups=["Ruth"],
-               save_dtype="float16")
-    result = run_training(cfg)
+    options, args = tiny(tmp_path, pairs, objective="seq2seq", source_column="src", target_column="tgt", max_steps=4,
+                         save_steps=100, max_eval_samples=8, generation_max_length=12, group_column="ref",
+                         group_pattern=BOOK_OF_REF, validation_groups=["Ruth"], save_dtype="float16")
+    result = run_training(options, args)
     metrics = result["metrics"]
     assert {"eval_loss", "eval_bleu", "eval_chrf"} <= set(metrics)
     assert 0.0 <= metrics["eval_bleu"] <= 100.0 and 0.0 <= metrics["eval_chrf"] <= 100.0
-    out = Path(cfg.output_dir)
+    out = Path(args.output_dir)
     model = ScratchformerForConditionalGeneration.from_pretrained(out, dtype=torch.float32)
     assert next(model.parameters()).dtype == torch.float32
     from safetensors import safe_open
@@ -176,10 +183,10 @@ def test_seq2seq_run_reports_bleu_and_chrf_on_held_out_books(tmp_path, pairs):
 
 
 def test_time_limit_ends_the_run_normally(tmp_path, corpus):
-    cfg = tiny(tmp_path, corpus, max_steps=50, max_minutes=1e-6, save_steps=100)
-    result = run_training(cfg)
+    options, args = tiny(tmp_path, corpus, max_steps=50, max_minutes=1e-6, save_steps=100)
+    result = run_training(options, args)
     assert result["global_step"] == 1 and "eval_loss" in result["metrics"]
-    out = Path(cfg.output_dir)
+    out = Path(args.output_dir)
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
     assert (out / "model.safetensors").is_file() and (out / "loss_curve.png").is_file()
 
@@ -198,25 +205,28 @@ def test_time_limit_ends_the_run_normally(tmp_path, corpus):
      "unknown column 'book'"),
     (dict(config_overrides="d_modle=64"), TrainingSetupError, r"unknown ScratchformerConfig field\(s\) \['d_modle'\]"),
     (dict(config_overrides="d_model=33"), TrainingSetupError, "invalid model configuration: .*d_model=33 must be divisible"),
-    (dict(batch_size=1000), TrainingSetupError, "the batch does not fit the data: one optimizer step takes 1000"),
-    (dict(batch_size=0), TrainingSetupError, "--batch-size must be >= 1"),
-    (dict(resume="latest"), TrainingSetupError, "--resume: no checkpoint"),
+    (dict(per_device_train_batch_size=1000), TrainingSetupError,
+     "the batch does not fit the data: one optimizer step takes 1000"),
+    (dict(per_device_train_batch_size=0), TrainingSetupError, "--batch-size must be >= 1"),
+    (dict(resume_from_checkpoint="latest"), TrainingSetupError, "--resume: no checkpoint"),
+    (dict(objective="seq2seq", source_column="src", target_column="tgt", group_column="ref",
+          group_pattern=BOOK_OF_REF, validation_groups=["Tobit"]), DataError, r"validation group\(s\) \['Tobit'\]"),
 ])
 def test_bad_input_is_a_clear_error_before_training(tmp_path, pairs, overrides, error, message):
-    cfg = tiny(tmp_path, pairs, **{"objective": "denoise", "text_column": "src", **overrides})
+    options, args = tiny(tmp_path, pairs, **{"objective": "denoise", "text_column": "src", **overrides})
     with pytest.raises(error, match=message):
-        run_training(cfg, callbacks=[FailIfTrainingStarts()])
+        run_training(options, args, callbacks=[FailIfTrainingStarts()])
 
 
 def test_empty_data_is_a_clear_error(tmp_path):
     blank = tmp_path / "blank.txt"
     blank.write_text("\n  \n\n")
     with pytest.raises(DataError, match="data file is empty"):
-        run_training(tiny(tmp_path, blank), callbacks=[FailIfTrainingStarts()])
+        run_training(*tiny(tmp_path, blank), callbacks=[FailIfTrainingStarts()])
     short = tmp_path / "short.txt"
     short.write_text("a\nb\nc\nd\n")  # rows, but every text is shorter than the 4 tokens a denoising chunk needs
     with pytest.raises(DataError, match="no training example is left after tokenization"):
-        run_training(tiny(tmp_path, short, tokenizer_vocab_size=262), callbacks=[FailIfTrainingStarts()])
+        run_training(*tiny(tmp_path, short, tokenizer_vocab_size=262), callbacks=[FailIfTrainingStarts()])
 
 
 def test_tokenizer_that_does_not_match_the_model_is_refused(tmp_path, corpus):
@@ -233,26 +243,27 @@ def test_tokenizer_that_does_not_match_the_model_is_refused(tmp_path, corpus):
                                                encoder_attention_heads=2, decoder_attention_heads=2,
                                                encoder_ffn_dim=16, decoder_ffn_dim=16), **fields})
         ScratchformerForConditionalGeneration(config).save_pretrained(model_dir)
-        cfg = tiny(tmp_path, corpus, model=str(model_dir), tokenizer=str(tok_dir))
+        options, args = tiny(tmp_path, corpus, model=str(model_dir), tokenizer=str(tok_dir))
         with pytest.raises(TrainingSetupError, match="the tokenizer does not match the model") as err:
-            run_training(cfg, callbacks=[FailIfTrainingStarts()])
+            run_training(options, args, callbacks=[FailIfTrainingStarts()])
         assert message in str(err.value)
 
 
-def test_batch_that_does_not_fit_in_memory_is_refused(monkeypatch):
-    import scratchformer.training.pipeline as training
+def test_batch_that_does_not_fit_in_memory_is_refused(monkeypatch, tmp_path):
+    import scratchformer.training.checks as checks
 
     config = ScratchformerConfig(vocab_size=16000, d_model=256, encoder_layers=6, decoder_layers=2,
                                  encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=1024,
                                  decoder_ffn_dim=1024)
     need = estimate_step_memory(config, 32, 128, 128)
     assert 0.5 * 2**30 < need < 4 * 2**30  # a plausible size for this model and batch
-    cfg = TrainConfig(batch_size=32, max_length=128)
-    monkeypatch.setattr(training, "_available_memory", lambda: 4 * need)
-    check_batch_size(cfg, config, num_train=1000, num_eval=10, world_size=1, local_world_size=1)
-    monkeypatch.setattr(training, "_available_memory", lambda: need // 2)
+    options, args = TrainOptions(max_length=128), ScratchformerTrainingArguments(str(tmp_path))
+    assert args.per_device_train_batch_size == 32  # our default
+    monkeypatch.setattr(checks, "available_memory", lambda: 4 * need)
+    check_batch_size(options, args, config, num_train=1000, num_eval=10, world_size=1, local_world_size=1)
+    monkeypatch.setattr(checks, "available_memory", lambda: need // 2)
     with pytest.raises(TrainingSetupError, match="the batch does not fit in memory"):
-        check_batch_size(cfg, config, num_train=1000, num_eval=10, world_size=1, local_world_size=1)
+        check_batch_size(options, args, config, num_train=1000, num_eval=10, world_size=1, local_world_size=1)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -279,24 +290,125 @@ def test_inverse_sqrt_schedule_is_the_papers():
     from transformers.optimization import _get_inverse_sqrt_schedule_lr_lambda
 
     d_model, warmup = 256, 40
-    peak = peak_learning_rate(TrainConfig(lr_schedule="inverse_sqrt"), d_model, warmup)
+    peak = peak_learning_rate(None, "inverse_sqrt", d_model, warmup)
     for step in range(1, 200):
         paper = d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
         hf = peak * _get_inverse_sqrt_schedule_lr_lambda(step, num_warmup_steps=warmup, timescale=warmup)
         assert hf == pytest.approx(paper, rel=1e-12), step
 
 
-def test_cli_has_train_and_reports_errors(tmp_path, capsys):
-    parser = build_parser()
-    args = parser.parse_args(["train", "--train-files", "a.txt", "--output-dir", "o", "--resume"])
-    assert args.resume == "latest" and args.train_files == ["a.txt"] and args.progress_bar is True
-    cfg = config_from_args(["--objective", "seq2seq", "--source-column", "kjv", "--target-column", "web",
-                            "--max-steps", "7", "--no-progress-bar", "--validation-groups", "Ruth", "Jude"])
-    assert (cfg.objective, cfg.max_steps, cfg.progress_bar, cfg.validation_groups) == \
-        ("seq2seq", 7, False, ["Ruth", "Jude"])
+def test_command_line_reads_our_options_and_every_trainer_option():
+    options, args = config_from_args([
+        "--train-files", "a.txt", "--output-dir", "o", "--objective", "seq2seq", "--source-column", "kjv",
+        "--target_column", "web", "--group-column", "ref", "--validation-groups", "Ruth", "Jude",
+        # the Trainer's options under their Hugging Face names, with '_' or '-'
+        "--gradient_accumulation_steps", "4", "--report_to", "tensorboard", "--lr_scheduler_type", "cosine",
+        "--dataloader-num-workers", "2", "--weight_decay", "0.01",
+        # and the spellings of earlier scratchformer versions
+        "--batch-size", "16", "--no-progress-bar", "--label-smoothing", "0.2", "--resume"])
+    assert (options.objective, options.source_column, options.target_column, options.validation_groups) == \
+        ("seq2seq", "kjv", "web", ["Ruth", "Jude"])
+    assert (args.gradient_accumulation_steps, args.report_to, args.lr_scheduler_type.value,
+            args.dataloader_num_workers, args.weight_decay) == (4, ["tensorboard"], "cosine", 2, 0.01)
+    assert (args.per_device_train_batch_size, args.per_device_eval_batch_size, args.disable_tqdm,
+            args.label_smoothing_factor, args.resume_from_checkpoint) == (16, 16, True, 0.2, "latest")
+
+
+def test_defaults_are_scratchformers_not_the_trainers():
+    options, args = config_from_args(["--train-files", "a.txt", "--output-dir", "o", "--max-steps", "1000"])
+    assert (options.objective, options.preset, options.max_length, options.mask_ratio) == ("denoise", "mini", 128, 0.3)
+    assert options.group_column is None  # no grouping unless asked
+    assert (args.per_device_train_batch_size, args.num_train_epochs, args.learning_rate, args.lr_scheduler_type.value,
+            args.adam_beta2, args.adam_epsilon, args.label_smoothing_factor) == (32, 1.0, None, "inverse_sqrt", 0.98,
+                                                                                  1e-9, 0.1)
+    assert args.warmup_steps == 100  # the paper's 4000, at most 10% of --max-steps
+    assert (args.eval_strategy.value, args.eval_steps, args.save_steps, args.save_total_limit, args.logging_steps,
+            args.logging_first_step, args.report_to) == ("steps", 500, 500, 3, 50, True, [])
+    _, only_at_the_end = config_from_args(["--train-files", "a.txt", "--output-dir", "o", "--eval-steps", "0"])
+    assert only_at_the_end.eval_strategy.value == "no" and only_at_the_end.warmup_steps == 4000
+
+
+def training_commands(markdown: str) -> list[list[str]]:
+    """The ``scratchformer train ...`` commands of a markdown file (continued over lines ending with a backslash),
+    as argument lists without the ``train``."""
+    text = re.sub(r"\\\n", " ", markdown)
+    commands = re.findall(r"scratchformer train (--[^#`\n]*)", text)
+    return [shlex.split(command) for command in commands if "..." not in command and "--help" not in command]
+
+
+def test_documented_commands_still_parse():
+    """Every option spelling that the README, docs/training.md, the model card and the examples use keeps
+    working."""
+    sources = [REPO_ROOT / "README.md", REPO_ROOT / "docs" / "training.md",
+               REPO_ROOT / "scratchformer" / "pretrained" / "scratchformer-small" / "README.md"]
+    commands = [command for source in sources for command in training_commands(source.read_text())]
+    assert len(commands) >= 4, commands
+    recipe = runpy.run_path(str(REPO_ROOT / "examples" / "pretrain_denoising.py"))["DEFAULTS"]
+    for command in [*commands, recipe]:
+        options, args = config_from_args(command)
+        assert options.train_files and args.output_dir, command
+    options, args = config_from_args(recipe)
+    assert (options.preset, options.config_overrides, options.save_dtype, args.per_device_train_batch_size,
+            args.learning_rate, args.warmup_steps, args.save_total_limit, args.max_steps) == \
+        ("small", "pre_layer_norm=true,dropout=0.0", "float16", 32, 2e-3, 300, 2, 3191)
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--mask-ratio", "1.5"], "--mask-ratio must be in [0, 1), got 1.5"),
+    (["--poisson-lambda", "0"], "--poisson-lambda must be positive"),
+    (["--tokenizer-vocab-size", "10"], "--tokenizer-vocab-size must be >= 261"),
+    (["--learning-rate", "nan"], "--learning-rate must be a finite number, got nan"),
+    (["--learning-rate", "0"], "--learning-rate must be positive, got 0"),
+    (["--max-steps", "-5"], "--max-steps must be a positive number of steps, or -1"),
+    (["--save-steps", "-1"], "--save-steps must be positive, got -1"),
+    (["--eval-steps", "-1"], "--eval-steps must be >= 0"),
+    (["--warmup-steps", "-3"], "warmup_steps"),
+    (["--batch-size", "0"], "--batch-size must be >= 1"),
+    (["--batch-size", "abc"], "--batch-size/--batch_size: invalid int value: 'abc'"),
+    (["--validation-fraction", "1.5"], "--validation-fraction must be in (0, 1)"),
+    (["--objective", "translate"], "argument --objective: invalid choice: 'translate'"),
+    (["--lr-schedule", "paper"], "invalid choice: 'paper'"),
+    (["--no-such-option", "1"], "unrecognized arguments: --no-such-option 1"),
+    (["--group-pattern", "(.*) 1:1"], "--group-pattern needs --group-column"),
+    (["--validation-groups", "Ruth"], "--validation-groups needs --group-column"),
+    (["--group-column", "ref", "--group-pattern", "(unclosed"], "--group-pattern '(unclosed' is not a regular"),
+    (["--group-column", "ref", "--group-pattern", "no group"], "has no (group)"),
+    (["--config-overrides", "d_model"], "--config-overrides: 'd_model' is not key=value"),
+    (["--config-overrides", "d_modle=64"], "unknown ScratchformerConfig field(s) ['d_modle']"),
+    (["--objective", "seq2seq"], "--objective seq2seq needs --source-column and --target-column"),
+])
+def test_bad_option_fails_fast_with_one_line(tmp_path, capsys, option, message):
+    """A mistake in the options is one line on stderr and exit status 2, found before any data is read (the
+    training file does not exist, and the message is about the option)."""
+    missing = tmp_path / "missing.txt"
+    code = cli_main(["train", "--train-files", str(missing), "--output-dir", str(tmp_path / "o"), *option])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("scratchformer train: error: "), err
+    assert message in lines[0] and "Traceback" not in err and "missing.txt" not in err
+
+
+def test_missing_data_file_is_one_line(tmp_path, capsys):
     code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(tmp_path / "o")])
     assert code == 2
     assert "scratchformer train: error: data file not found" in capsys.readouterr().err
+
+
+def test_train_help_shows_every_default_and_top_level_help_stays_light(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["train", "--help"])
+    assert exit_.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    for expected in ("--batch-size N", "examples per process per micro-batch (default: 32)", "(default: inverse_sqrt)",
+                     "--gradient_accumulation_steps", "--report-to", "(default: 500)", "(default: mini)",
+                     "(default: 0.98)", "--resume"):
+        assert expected in help_text, expected
+    probe = ("import sys; from scratchformer.cli import build_parser; build_parser(); "
+             "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert result.stdout.strip() == "[]", result.stdout + result.stderr
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -1,9 +1,25 @@
 """Embedding analysis that works the same on Scratchformer and on any BERT/DistilBERT-style model.
 
-- :mod:`scratchformer.analysis.extractor` - learned, embedding-layer and contextual embeddings, per token, per word
-  and per sentence, and attention maps;
-- :mod:`scratchformer.analysis.bank` - the "bank" study behind ``scratchformer compare`` (tables, JSON, plots);
-- :mod:`scratchformer.analysis.senses` - the WordNet word-sense evaluation behind ``scratchformer senses``.
+The extractor and the pieces it is made of:
 
-This layer reads models through :func:`scratchformer.loading.load`; it never imports the training code.
+- :mod:`~scratchformer.analysis.encoding` - tokenization, length-sorted batches and the forward pass;
+- :mod:`~scratchformer.analysis.layers` - what ``layer="learned"``, ``0`` and ``k`` stand for;
+- :mod:`~scratchformer.analysis.words` - finding a word's characters and the tokens that cover them;
+- :mod:`~scratchformer.analysis.pooling` - pooling a word's sub-tokens or a sentence's tokens;
+- :mod:`~scratchformer.analysis.similarity` - cosine with its unrelated-pair baseline and centred cosine;
+- :mod:`~scratchformer.analysis.attention` - attention maps, with the switch to the eager kernel;
+- :mod:`~scratchformer.analysis.results` - the result dataclasses;
+- :mod:`~scratchformer.analysis.extractor` - :class:`EmbeddingExtractor`, the façade over all of the above, and
+  :func:`load_extractor`.
+
+The studies built on it:
+
+- :mod:`~scratchformer.analysis.bank` - the "bank" study behind ``scratchformer compare`` (tables, JSON);
+- :mod:`~scratchformer.analysis.sense_data` and :mod:`~scratchformer.analysis.senses` - the WordNet word-sense data
+  and evaluation behind ``scratchformer senses``;
+- :mod:`~scratchformer.analysis.plots` - the PNG figures of both;
+- :mod:`~scratchformer.analysis.output` - their output folder (checked before any model loads) and JSON files.
+
+This layer reads models through :func:`scratchformer.loading.load` and raises
+:class:`~scratchformer.errors.ScratchformerError` for every mistake in its input; it never imports the training code.
 """

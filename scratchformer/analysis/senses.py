@@ -1,11 +1,10 @@
 """Word-sense evaluation of contextual embeddings: does a model tell the senses of a word apart?
 
-Data: a tab-separated file with the columns ``lemma pos synset start end sentence gloss`` (``gloss`` optional),
-one row per occurrence, where ``sentence[start:end]`` is the target word (the format of
-``wordnet_senses_dev.tsv``). Occurrences are grouped by lemma; within a group, every pair of occurrences is a
-*same-sense* pair (same synset) or a *different-sense* pair. A sense is the pair (part of speech, synset), because
-WordNet synset ids are only unique within one part of speech. ``group_by="lemma_pos"`` pairs only occurrences with
-the same part of speech: a harder test, since noun/verb pairs of one lemma are easy to tell apart.
+Data (:mod:`~scratchformer.analysis.sense_data`): occurrences of lemmas, each with its sense. Occurrences are grouped
+by lemma; within a group, every pair of occurrences is a *same-sense* pair (same synset) or a *different-sense*
+pair. A sense is the pair (part of speech, synset), because WordNet synset ids are only unique within one part of
+speech. ``group_by="lemma_pos"`` pairs only occurrences with the same part of speech: a harder test, since
+noun/verb pairs of one lemma are easy to tell apart.
 
 Scores, for the learned embedding and for every layer's output:
 
@@ -22,97 +21,20 @@ report gives both the measured value and the number of pairs whose tokens are id
 
 from __future__ import annotations
 
-import csv
 import itertools
-import json
-import math
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-REQUIRED_COLUMNS = ("lemma", "pos", "synset", "start", "end", "sentence")
-GROUP_BY = ("lemma", "lemma_pos")
+import numpy as np
+import torch
 
-
-@dataclass
-class SenseExample:
-    """One occurrence of a lemma: ``sentence[start:end]`` is the word, ``synset`` its sense."""
-
-    lemma: str
-    pos: str
-    synset: str
-    start: int
-    end: int
-    sentence: str
-    line: int  # line number in the file (header = line 1)
-
-    @property
-    def word(self) -> str:
-        return self.sentence[self.start : self.end]
-
-
-def read_senses_tsv(path: str | Path) -> list[SenseExample]:
-    """Read and check a word-sense TSV. Raises ``ValueError`` naming the file, line and problem for missing
-    columns, short rows, non-integer or out-of-range spans and spans that start or end inside a word."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"word-sense data {str(path)!r} not found (expected a TSV with columns {' '.join(REQUIRED_COLUMNS)} gloss)")
-    examples = []
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(reader, None)
-        if not header:
-            raise ValueError(f"{path}: the file is empty; expected a header line with {' '.join(REQUIRED_COLUMNS)}")
-        header = [h.strip() for h in header]
-        missing = [c for c in REQUIRED_COLUMNS if c not in header]
-        if missing:
-            raise ValueError(
-                f"{path}: missing column(s) {missing}; the header has {header}. Expected tab-separated columns "
-                f"{' '.join(REQUIRED_COLUMNS)} gloss"
-            )
-        col = {name: header.index(name) for name in REQUIRED_COLUMNS}
-        for line, row in enumerate(reader, start=2):
-            if not row or all(not cell.strip() for cell in row):
-                continue
-            if len(row) < len(header):
-                raise ValueError(f"{path}:{line}: {len(row)} field(s) where the header has {len(header)}: {row!r}")
-            sentence = row[col["sentence"]]
-            try:
-                start, end = int(row[col["start"]]), int(row[col["end"]])
-            except ValueError:
-                raise ValueError(
-                    f"{path}:{line}: start={row[col['start']]!r} and end={row[col['end']]!r} must be integers"
-                ) from None
-            _check_span(path, line, sentence, start, end)
-            examples.append(
-                SenseExample(
-                    lemma=row[col["lemma"]].strip(),
-                    pos=row[col["pos"]].strip(),
-                    synset=row[col["synset"]].strip(),
-                    start=start,
-                    end=end,
-                    sentence=sentence,
-                    line=line,
-                )
-            )
-    if not examples:
-        raise ValueError(f"{path}: no data rows after the header")
-    return examples
-
-
-def _check_span(path: Path, line: int, sentence: str, start: int, end: int) -> None:
-    where = f"{path}:{line}: span {start}-{end}"
-    if not 0 <= start < end <= len(sentence):
-        raise ValueError(f"{where} does not fit the {len(sentence)}-character sentence {sentence!r}")
-    target = sentence[start:end]
-    if target != target.strip():
-        raise ValueError(f"{where} selects {target!r}, which starts or ends with whitespace, in {sentence!r}")
-    if (start > 0 and sentence[start - 1].isalnum()) or (end < len(sentence) and sentence[end].isalnum()):
-        raise ValueError(
-            f"{where} selects {target!r}, which starts or ends inside a word of {sentence!r} (off by one?)"
-        )
-
+from ..errors import DataError, ScratchformerError
+from .extractor import load_extractor
+from .layers import LEARNED, describe_layer
+from .output import output_folder, write_json
+from .pooling import check_word_pooling
+from .sense_data import GROUP_BY, SenseExample, group_examples, read_senses_tsv
 
 # ----------------------------------------------------------------------------------------------------------------
 # Metrics
@@ -121,17 +43,50 @@ def _check_span(path: Path, line: int, sentence: str, start: int, end: int) -> N
 
 def roc_auc(labels: Any, scores: Any) -> float:
     """Area under the ROC curve of ``scores`` for binary ``labels`` (Mann-Whitney U, ties count one half)."""
-    import numpy as np
-
     labels = np.asarray(labels, dtype=bool)
     scores = np.asarray(scores, dtype=np.float64)
     n_pos, n_neg = int(labels.sum()), int((~labels).sum())
     if n_pos == 0 or n_neg == 0:
-        raise ValueError(f"ROC-AUC needs both classes; got {n_pos} positive and {n_neg} negative pairs")
+        raise ScratchformerError(f"ROC-AUC needs both classes; got {n_pos} positive and {n_neg} negative pairs")
     _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
     average_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based rank, ties share their mean rank
     ranks = average_rank[inverse]
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def pairs_within(groups: list[list[int]]) -> tuple[list[int], list[int]]:
+    """Every pair of members of the same group, as two parallel index lists."""
+    pairs = [pair for members in groups for pair in itertools.combinations(members, 2)]
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def nn_chance(groups: list[list[int]], senses: list[Any]) -> list[float]:
+    """Per occurrence: the chance that a random other occurrence of its group has its sense."""
+    chance = []
+    for members in groups:
+        for i in members:
+            others = [j for j in members if j != i]
+            chance.append(sum(senses[j] == senses[i] for j in others) / len(others))
+    return chance
+
+
+def nn_accuracy(unit: torch.Tensor, groups: list[list[int]], senses: list[Any]) -> float:
+    """Share of occurrences whose nearest other occurrence in their group (by cosine of the ``(occurrences,
+    hidden)`` unit vectors) has their sense."""
+    correct = total = 0
+    for members in groups:
+        idx = torch.tensor(members)
+        sim = unit[idx] @ unit[idx].T  # (members, members)
+        sim.fill_diagonal_(-torch.inf)
+        nearest = idx[sim.argmax(dim=1)]
+        correct += sum(senses[int(n)] == senses[int(i)] for i, n in zip(idx, nearest))
+        total += len(members)
+    return correct / total
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Reports
+# ----------------------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -193,14 +148,50 @@ class SenseReport:
         return "\n".join(lines)
 
 
-def group_examples(examples: list[SenseExample], group_by: str = "lemma") -> list[list[int]]:
-    """Indices of the occurrences of each lemma (or lemma + part of speech), groups of two or more only."""
-    if group_by not in GROUP_BY:
-        raise ValueError(f"group_by={group_by!r} must be one of {GROUP_BY}")
-    groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for i, ex in enumerate(examples):
-        groups[(ex.lemma, ex.pos) if group_by == "lemma_pos" else (ex.lemma,)].append(i)
-    return [members for members in groups.values() if len(members) >= 2]
+# ----------------------------------------------------------------------------------------------------------------
+# Evaluation
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def scorable_groups(examples: list[SenseExample], group_by: str = "lemma") -> list[list[int]]:
+    """The groups of :func:`~scratchformer.analysis.sense_data.group_examples`, checked to give pairs of both
+    kinds (same sense and different sense): ROC-AUC needs both. Needs no model."""
+    groups = group_examples(examples, group_by)
+    if not groups:
+        raise DataError(f"no lemma occurs twice in the data (grouped by {group_by}): there are no pairs to score")
+    pair_a, pair_b = pairs_within(groups)
+    same = sum(examples[a].sense == examples[b].sense for a, b in zip(pair_a, pair_b))
+    if same == 0 or same == len(pair_a):
+        raise DataError(f"the data gives {same} same-sense and {len(pair_a) - same} different-sense pairs; the "
+                        "scores need both: use more rows or lemma groups (--max-groups)")
+    return groups
+
+
+def _word_vectors(extractor: Any, examples: list[SenseExample], layers: list[Any], pooling: str,
+                  ) -> tuple[torch.Tensor, list[tuple[int, ...]]]:
+    """``(occurrences, layers, hidden)`` float64 word vectors, and each occurrence's token ids."""
+    results = extractor.word_embeddings([(ex.sentence, (ex.start, ex.end)) for ex in examples], layers=layers,
+                                        pooling=pooling)
+    vectors = torch.stack([torch.stack([w.vector for w in per_layer]) for per_layer in results]).double()
+    return vectors, [tuple(per_layer[0].location.token_ids) for per_layer in results]
+
+
+def _layer_score(layer: Any, num_layers: int, raw: torch.Tensor, centred: torch.Tensor,
+                 groups: list[list[int]], senses: list[Any], same: np.ndarray) -> LayerScore:
+    """Scores of one layer from its ``(occurrences, hidden)`` raw and mean-centred word vectors."""
+    pair_a, pair_b = (torch.tensor(x) for x in pairs_within(groups))
+
+    def pair_cosines(v: torch.Tensor) -> np.ndarray:
+        unit = torch.nn.functional.normalize(v, dim=-1)
+        return (unit[pair_a] * unit[pair_b]).sum(-1).numpy().round(10)  # rounding makes identical vectors exact ties
+
+    return LayerScore(
+        layer=layer,
+        description=describe_layer(layer, num_layers),
+        roc_auc=roc_auc(same, pair_cosines(raw)),
+        nn_accuracy=nn_accuracy(torch.nn.functional.normalize(raw, dim=-1), groups, senses),
+        roc_auc_centred=roc_auc(same, pair_cosines(centred)),
+    )
 
 
 def evaluate_senses(
@@ -212,64 +203,18 @@ def evaluate_senses(
     model_label: str | None = None,
     data_label: str = "",
 ) -> SenseReport:
-    """Score ``extractor`` (an :class:`~scratchformer.embeddings.EmbeddingExtractor`) on word-sense pairs."""
-    import numpy as np
-    import torch
-
-    from .extractor import LEARNED, describe_layer
-
-    groups = group_examples(examples, group_by)
-    if not groups:
-        raise ValueError("no lemma occurs twice in the data: there are no pairs to score")
+    """Score ``extractor`` (an :class:`~scratchformer.analysis.extractor.EmbeddingExtractor`) on word-sense pairs."""
+    groups = scorable_groups(examples, group_by)
     used = sorted(i for members in groups for i in members)
     position = {i: k for k, i in enumerate(used)}
+    groups = [[position[i] for i in members] for members in groups]  # indices into ``used`` from here on
+    senses = [examples[i].sense for i in used]
     layers = [LEARNED, *range(extractor.num_layers + 1)]
-    results = extractor.word_embeddings(
-        [(examples[i].sentence, (examples[i].start, examples[i].end)) for i in used], layers=layers, pooling=pooling
-    )
-    raw = torch.stack([torch.stack([w.vector for w in per_layer]) for per_layer in results]).double()
-    vectors = torch.nn.functional.normalize(raw, dim=-1)  # (examples, layers, hidden)
-    centred = torch.nn.functional.normalize(raw - raw.mean(dim=0, keepdim=True), dim=-1)
-    sense = [(examples[i].pos, examples[i].synset) for i in used]
-    token_ids = [tuple(per_layer[0].location.token_ids) for per_layer in results]
-
-    pair_a, pair_b = [], []
-    for members in groups:
-        for a, b in itertools.combinations([position[i] for i in members], 2):
-            pair_a.append(a)
-            pair_b.append(b)
-    pair_a_t, pair_b_t = torch.tensor(pair_a), torch.tensor(pair_b)
-    same = np.array([sense[a] == sense[b] for a, b in zip(pair_a, pair_b)])
-
-    chance = []
-    for members in groups:
-        for i in members:
-            others = [j for j in members if j != i]
-            chance.append(sum(sense[position[j]] == sense[position[i]] for j in others) / len(others))
-
-    def pair_cosines(v: torch.Tensor) -> np.ndarray:
-        return (v[pair_a_t] * v[pair_b_t]).sum(-1).numpy().round(10)  # rounding makes identical vectors exact ties
-
-    scores = []
-    for k, layer in enumerate(layers):
-        v = vectors[:, k]
-        cos = pair_cosines(v)
-        correct = 0
-        for members in groups:
-            idx = torch.tensor([position[i] for i in members])
-            sim = v[idx] @ v[idx].T
-            sim.fill_diagonal_(-math.inf)
-            nearest = idx[sim.argmax(dim=1)]
-            correct += sum(sense[int(n)] == sense[int(i)] for i, n in zip(idx, nearest))
-        scores.append(
-            LayerScore(
-                layer=layer,
-                description=describe_layer(layer, extractor.num_layers),
-                roc_auc=roc_auc(same, cos),
-                nn_accuracy=correct / len(chance),
-                roc_auc_centred=roc_auc(same, pair_cosines(centred[:, k])),
-            )
-        )
+    raw, token_ids = _word_vectors(extractor, [examples[i] for i in used], layers, pooling)  # (used, layers, hidden)
+    centred = raw - raw.mean(dim=0, keepdim=True)
+    pair_a, pair_b = pairs_within(groups)
+    same = np.array([senses[a] == senses[b] for a, b in zip(pair_a, pair_b)])
+    chance = nn_chance(groups, senses)
     return SenseReport(
         model=model_label or extractor.model_name,
         data=data_label,
@@ -283,49 +228,35 @@ def evaluate_senses(
         nn_queries=len(chance),
         nn_chance=float(np.mean(chance)),
         learned_identical_token_pairs=sum(token_ids[a] == token_ids[b] for a, b in zip(pair_a, pair_b)),
-        layers=scores,
+        layers=[_layer_score(layer, extractor.num_layers, raw[:, k], centred[:, k], groups, senses, same)
+                for k, layer in enumerate(layers)],
     )
 
 
-def plot_senses(reports: list[SenseReport], path: str | Path) -> Path:
-    """ROC-AUC and 1-NN accuracy per layer, one line per model (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_auc, ax_nn) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for report in reports:
-        x = list(range(len(report.layers)))
-        line, = ax_auc.plot(x, [s.roc_auc for s in report.layers], marker="o", label=report.model)
-        ax_auc.plot(x, [s.roc_auc_centred for s in report.layers], linestyle=":", color=line.get_color(),
-                    label=f"{report.model}, mean-centred")
-        ax_nn.plot(x, [s.nn_accuracy for s in report.layers], marker="o", label=report.model)
-    longest = max(reports, key=lambda r: len(r.layers))
-    labels = ["learned", "0\n(emb. out)", *[str(s.layer) for s in longest.layers[2:]]]
-    for ax in (ax_auc, ax_nn):
-        ax.set_xticks(range(len(labels)), labels)
-        ax.set_xlabel("layer (learned = raw embedding row; 0 = embedding-layer output)")
-        ax.grid(alpha=0.3)
-    ax_auc.axhline(0.5, color="grey", linestyle="--", label="chance / learned by construction (0.5)")
-    ax_auc.set_ylabel("ROC-AUC, same vs different sense")
-    ax_auc.set_title(f"Word-sense pairs ({reports[0].pairs} pairs, {reports[0].pooling} of sub-tokens)")
-    ax_nn.axhline(reports[0].nn_chance, color="grey", linestyle="--", label=f"chance ({reports[0].nn_chance:.3f})")
-    ax_nn.set_ylabel("1-NN sense accuracy")
-    ax_nn.set_title(f"Nearest other occurrence ({reports[0].nn_queries} queries)")
-    ax_auc.legend(fontsize=8)
-    ax_nn.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
 # ----------------------------------------------------------------------------------------------------------------
-# CLI
+# The command
 # ----------------------------------------------------------------------------------------------------------------
+
+
+def check_options(models: list[str], pooling: str, group_by: str, batch_size: Any, max_groups: Any) -> None:
+    """Everything about the options that can be checked before reading data or loading a model."""
+    if not models:
+        raise ScratchformerError("no model to evaluate: give --model (a folder, a Hub id, 'minilm' or 'small')")
+    check_word_pooling(pooling)
+    if group_by not in GROUP_BY:
+        raise ScratchformerError(f"--group-by {group_by!r} must be one of {GROUP_BY}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ScratchformerError(f"--batch-size {batch_size!r} must be a positive integer (texts per forward pass)")
+    if max_groups is not None and (isinstance(max_groups, bool) or not isinstance(max_groups, int) or max_groups < 1):
+        raise ScratchformerError(f"--max-groups {max_groups!r} must be a positive integer (or left out for all)")
+
+
+def first_groups(examples: list[SenseExample], group_by: str, max_groups: int | None) -> list[SenseExample]:
+    """The occurrences of the first ``max_groups`` lemma groups (all of them for ``None``)."""
+    if max_groups is None:
+        return examples
+    keep = {i for members in group_examples(examples, group_by)[:max_groups] for i in members}
+    return [ex for i, ex in enumerate(examples) if i in keep]
 
 
 def run_senses(
@@ -339,26 +270,24 @@ def run_senses(
     max_groups: int | None = None,
     quiet: bool = False,
 ) -> list[SenseReport]:
-    """Evaluate each model on ``data``; write ``senses.json`` and ``senses_auc_per_layer.png`` into ``output``."""
-    from .extractor import load_extractor
+    """Evaluate each model on ``data``; write ``senses.json`` and ``senses_auc_per_layer.png`` into ``output``.
 
-    examples = read_senses_tsv(data)
-    if max_groups is not None:
-        keep = set(i for members in group_examples(examples, group_by)[:max_groups] for i in members)
-        examples = [ex for i, ex in enumerate(examples) if i in keep]
+    Options, data and output folder are checked before any model loads.
+    """
+    from .plots import plot_senses
+
+    check_options(models, pooling, group_by, batch_size, max_groups)
+    examples = first_groups(read_senses_tsv(data), group_by, max_groups)
+    scorable_groups(examples, group_by)
+    out = output_folder(output)
     reports = []
     for source in models:
-        loaded = load_extractor(source, batch_size=batch_size)
-        report = evaluate_senses(
-            loaded.extractor, examples, pooling=pooling, group_by=group_by, model_label=loaded.label,
-            data_label=str(data),
-        )
-        reports.append(report)
+        loaded = load_extractor(source, batch_size=batch_size, texts=[ex.sentence for ex in examples])
+        reports.append(evaluate_senses(loaded.extractor, examples, pooling=pooling, group_by=group_by,
+                                       model_label=loaded.label, data_label=str(data)))
         if not quiet:
-            print(report.table(), end="\n\n")
-    out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "senses.json").write_text(json.dumps([r.as_dict() for r in reports], indent=2) + "\n")
+            print(reports[-1].table(), end="\n\n")
+    write_json(out / "senses.json", [r.as_dict() for r in reports])
     plot_senses(reports, out / "senses_auc_per_layer.png")
     if not quiet:
         print(f"wrote {out / 'senses.json'} and {out / 'senses_auc_per_layer.png'}")

@@ -27,7 +27,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--sentence", action="append", help="a sentence containing --word (repeat, at least 2)")
     parser.add_argument("--sense", action="append", help="sense label of each --sentence, in order (optional)")
     parser.add_argument("--context-word", action="append", help="word of the sentences to show in the projection")
-    parser.add_argument("--layer", type=int, default=-1, help="contextual layer of the headline numbers (-1 = last)")
+    parser.add_argument("--layer", type=int, default=-1, help="contextual layer of the headline numbers: 1..N, or negative (-1 = last)")
     parser.add_argument("--output", default="compare_output", help="folder for compare.json and the plots")
     parser.add_argument("--no-plots", action="store_true", help="tables and JSON only")
     parser.set_defaults(func=_compare_command)

@@ -37,7 +37,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--pooling", default="mean", choices=["mean", "first", "last"], help="sub-token pooling")
     parser.add_argument("--group-by", default="lemma", choices=("lemma", "lemma_pos"),
                         help="pair occurrences of the same lemma, or of the same lemma and part of speech")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
     parser.add_argument("--max-groups", type=int, default=None, help="only the first N lemma groups (quick runs)")
     parser.add_argument("--output", default="outputs/senses", help="folder for senses.json and the PNG")
     parser.set_defaults(func=_senses_command)

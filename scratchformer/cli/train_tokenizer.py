@@ -46,9 +46,10 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
 
 def _train_tokenizer(args: argparse.Namespace) -> int:
     from ..tokenizer import training as tt
+    from ..training.data import load_data_files
 
     try:
-        texts = tt.load_text_files(args.files)["text"]
+        texts = load_data_files(args.files, fmt="txt")["text"]  # a bad file is a DataError naming it
         show_progress = not args.no_progress
         print(f"training a {args.scheme} BPE ({args.trainer} trainer) on {len(texts):,} lines", file=sys.stderr)
         settings = dict(model_max_length=args.model_max_length, min_frequency=args.min_frequency)

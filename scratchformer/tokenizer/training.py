@@ -214,22 +214,6 @@ def train_reference_tokenizer(
     return tokenizer_from_bpe(reference, model_max_length)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Files
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def load_text_files(paths: Sequence[str | os.PathLike]) -> Any:
-    """The lines of UTF-8 text files (plain or ``.gz``) as a ``datasets.Dataset`` with a ``text`` column.
-
-    Uses the project's data loader (:func:`scratchformer.data.load_data_files`): a missing, empty, non-text or
-    corrupt file raises a ``ValueError`` (``DataError``) that names it.
-    """
-    from ..training.data import load_data_files
-
-    return load_data_files(paths, fmt="txt")
-
-
 def tokens_per_word(tokenizer: ScratchformerTokenizer, texts: Sequence[str], batch_size: int = 1000) -> float:
     """Average number of tokens (special tokens excluded) per whitespace-separated word of ``texts``."""
     backend = tokenizer.backend_tokenizer

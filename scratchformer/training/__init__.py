@@ -1,11 +1,48 @@
-"""Training on the Hugging Face ``Seq2SeqTrainer``: options, data, noise, loss, metrics and callbacks.
+"""Training on the Hugging Face ``Seq2SeqTrainer``: ``scratchformer train`` and its Python API.
 
-- :mod:`scratchformer.training.data` - loading, splitting and tokenizing data, and BART's text-infilling noise;
-- :mod:`scratchformer.training.pipeline` - ``scratchformer train``: options, up-front checks, the run itself.
+One module per job:
+
+- :mod:`~scratchformer.training.options` - the options (ours and the Trainer's, with our defaults) and the parser;
+- :mod:`~scratchformer.training.checks` - up-front checks: options, tokenizer against model, batch against data
+  and memory;
+- :mod:`~scratchformer.training.data` - loading, splitting and tokenizing the data;
+- :mod:`~scratchformer.training.noise` - BART's text-infilling noise and its collator;
+- :mod:`~scratchformer.training.model_setup` - the tokenizer and the model a run starts from;
+- :mod:`~scratchformer.training.schedule` - the paper's learning-rate schedule as Trainer options;
+- :mod:`~scratchformer.training.metrics` - the loss and the evaluation metrics;
+- :mod:`~scratchformer.training.callbacks` - the noise's epoch and the time limit;
+- :mod:`~scratchformer.training.history` - ``loss_history.json`` and ``loss_curve.png``;
+- :mod:`~scratchformer.training.resume` - which checkpoint a run continues from;
+- :mod:`~scratchformer.training.pipeline` - :func:`run_training`, the run as a sequence of named steps.
+
+In Python::
+
+    options, args = config_from_args(["--train-files", "corpus.txt", "--output-dir", "out", "--max-steps", "100"])
+    run_training(options, args)
 
 ``python -m scratchformer.training ARGS`` is ``scratchformer train ARGS`` (for ``torchrun``).
 """
 
-from .pipeline import TrainConfig, checkpoint_step, config_from_args, run_training
+from .data import load_raw_splits
+from .options import (
+    PRESETS,
+    ScratchformerTrainingArguments,
+    TrainArgumentParser,
+    TrainOptions,
+    config_from_args,
+    config_from_dict,
+)
+from .pipeline import run_training
+from .resume import checkpoint_step
 
-__all__ = ["TrainConfig", "checkpoint_step", "config_from_args", "run_training"]
+__all__ = [
+    "PRESETS",
+    "ScratchformerTrainingArguments",
+    "TrainArgumentParser",
+    "TrainOptions",
+    "checkpoint_step",
+    "config_from_args",
+    "config_from_dict",
+    "load_raw_splits",
+    "run_training",
+]

@@ -1,13 +1,15 @@
-"""Training data for ``scratchformer train``: loading, splitting, tokenizing and batching.
+"""Training data for ``scratchformer train``: loading, splitting and tokenizing (the noise is in
+:mod:`scratchformer.training.noise`).
 
 Everything goes through the ``datasets`` library:
 
 - :func:`load_data_files` reads local text (one example per line), TSV, CSV or JSON-lines files, plain or gzipped,
   and :func:`load_hub_dataset` a dataset from the Hugging Face Hub where it is reachable;
-- :func:`split_by_group` holds out whole groups (for the verse-aligned Bible file: whole *books*, so that
-  neighbouring verses never sit on both sides) and :func:`random_split` holds out random rows;
-- :func:`tokenize_for_denoising` and :func:`tokenize_pairs` tokenize with batched ``Dataset.map``;
-- :class:`DataCollatorForTextInfilling` is BART's text-infilling noise (Lewis et al. 2020, section 2.2).
+- :func:`split_by_group` holds out whole groups of rows (rows with the same value in a column, or the same first
+  match of a pattern, e.g. the book of a Bible reference, so that neighbouring verses never sit on both sides) and
+  :func:`random_split` holds out random rows;
+- :func:`load_raw_splits` does all of that as a run's options say;
+- :func:`tokenize_for_denoising` and :func:`tokenize_pairs` tokenize with batched ``Dataset.map``.
 
 Errors about the data (missing files, empty data, unknown columns) are :class:`DataError` (a ``ValueError``) with a
 message that names the file or column, raised before any training starts.
@@ -16,18 +18,18 @@ message that names the file or column, raised before any training starts.
 from __future__ import annotations
 
 import gzip
-import math
 import os
 import re
-import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from ..errors import DataError
+
+if TYPE_CHECKING:
+    from .options import TrainOptions
 
 # file suffix (after an optional .gz) -> (datasets builder, builder options)
 FILE_FORMATS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -39,10 +41,6 @@ FILE_FORMATS: dict[str, tuple[str, dict[str, Any]]] = {
     "jsonl": ("json", {}),
     "json": ("json", {}),
 }
-
-# "Genesis 1:1", "I Samuel 3:10", "Song of Solomon 2:1" -> the book is everything before "<chapter>:<verse>"
-_REF = re.compile(r"^(?P<book>.*?\S)\s+\d+[:.]\d+\s*$")
-
 
 def file_format(path: str | os.PathLike) -> str:
     """The format key of ``path`` from its name: ``corpus.txt.gz`` -> ``"txt"``, ``pairs.tsv`` -> ``"tsv"``."""
@@ -138,16 +136,23 @@ def drop_empty(dataset, columns: Sequence[str], num_proc: int | None = None):
     return dataset.filter(keep, batched=True, num_proc=num_proc, desc="dropping empty rows")
 
 
-def book_of(ref: str) -> str:
-    """The book of a Bible reference: ``"I Samuel 3:10"`` -> ``"I Samuel"``; anything else is its own group."""
-    match = _REF.match(_text(ref))
-    return match.group("book") if match else _text(ref)
+def group_by_pattern(pattern: str) -> Callable[[str], str]:
+    """A row's group from its value: the first group of ``pattern``'s first match (``re.search``); a value it does
+    not match is its own group. ``r"^(.*?\\S)\\s+\\d+:\\d+$"`` gives the book of ``"I Samuel 3:10"``."""
+    compiled = re.compile(pattern)
+
+    def group_of(value: str) -> str:
+        match = compiled.search(value)
+        return match.group(1) if match and match.group(1) is not None else value
+
+    return group_of
 
 
 def split_by_group(dataset, group_column: str, validation_fraction: float = 0.05,
                    validation_groups: Sequence[str] | None = None, seed: int = 0,
-                   group_of: Callable[[str], str] = book_of):
-    """Split into ``train`` / ``validation`` with whole groups (``group_of(row[group_column])``) on one side.
+                   group_of: Callable[[str], str] | None = None):
+    """Split into ``train`` / ``validation`` with whole groups on one side: a row's group is
+    ``group_of(row[group_column])`` (by default the value itself; see :func:`group_by_pattern`).
 
     ``validation_groups`` names the held-out groups; otherwise groups are drawn at random (seeded) until they hold
     at least ``validation_fraction`` of the rows. Returns a ``datasets.DatasetDict``.
@@ -155,32 +160,46 @@ def split_by_group(dataset, group_column: str, validation_fraction: float = 0.05
     import datasets
 
     check_columns(dataset, [group_column], "the data (split column)")
-    groups = [group_of(v) for v in dataset[group_column]]
+    group_of = group_of or (lambda value: value)
+    groups = [group_of(_text(v)) for v in dataset[group_column]]
     order = list(dict.fromkeys(groups))  # groups in order of first appearance
     if len(order) < 2:
         raise DataError(f"column {group_column!r} has only {len(order)} group(s); cannot hold out whole groups")
     if validation_groups:
-        unknown = [g for g in validation_groups if g not in order]
-        if unknown:
-            raise DataError(f"validation group(s) {unknown} not in column {group_column!r}; "
-                            f"groups are {order[:10]}{' ...' if len(order) > 10 else ''}")
-        held = set(validation_groups)
-        if held == set(order):
-            raise DataError("every group is held out for validation; nothing is left to train on")
+        held = _named_groups(validation_groups, order, group_column)
     else:
-        sizes = {g: 0 for g in order}
-        for g in groups:
-            sizes[g] += 1
-        rng = np.random.default_rng(seed)
-        held, count = set(), 0
-        for i in rng.permutation(len(order)):
-            if count >= validation_fraction * len(groups) or len(held) == len(order) - 1:
-                break
-            held.add(order[i])
-            count += sizes[order[i]]
+        held = _random_groups(groups, order, validation_fraction, seed)
     train_idx = [i for i, g in enumerate(groups) if g not in held]
     valid_idx = [i for i, g in enumerate(groups) if g in held]
     return datasets.DatasetDict(train=dataset.select(train_idx), validation=dataset.select(valid_idx))
+
+
+def _named_groups(validation_groups: Sequence[str], order: list[str], group_column: str) -> set[str]:
+    """The held-out groups the user named, checked against the groups there are."""
+    unknown = [g for g in validation_groups if g not in order]
+    if unknown:
+        raise DataError(f"validation group(s) {unknown} not in column {group_column!r}; "
+                        f"groups are {order[:10]}{' ...' if len(order) > 10 else ''}")
+    held = set(validation_groups)
+    if held == set(order):
+        raise DataError("every group is held out for validation; nothing is left to train on")
+    return held
+
+
+def _random_groups(groups: list[str], order: list[str], validation_fraction: float, seed: int) -> set[str]:
+    """Groups drawn at random (seeded) until they hold ``validation_fraction`` of the rows; one is always left."""
+    sizes = {g: 0 for g in order}
+    for g in groups:
+        sizes[g] += 1
+    rng = np.random.default_rng(seed)
+    held: set[str] = set()
+    count = 0
+    for i in rng.permutation(len(order)):
+        if count >= validation_fraction * len(groups) or len(held) == len(order) - 1:
+            break
+        held.add(order[i])
+        count += sizes[order[i]]
+    return held
 
 
 def random_split(dataset, validation_fraction: float = 0.05, seed: int = 0, max_validation: int | None = None):
@@ -195,6 +214,79 @@ def random_split(dataset, validation_fraction: float = 0.05, seed: int = 0, max_
     import datasets
 
     return datasets.DatasetDict(train=parts["train"], validation=parts["test"])
+
+
+class RawSplits(NamedTuple):
+    """A run's data before tokenization: rows of text, and the columns that matter."""
+
+    train: Any  # datasets.Dataset
+    validation: Any  # datasets.Dataset
+    columns: list[str]  # the text columns the objective reads
+    group_column: str | None  # the column whose groups were held out, if any
+
+
+def text_columns(options: TrainOptions) -> list[str]:
+    """The columns the objective reads: the text (denoise), or the source and target (seq2seq)."""
+    return [options.text_column] if options.objective == "denoise" else [options.source_column, options.target_column]
+
+
+def load_raw_splits(options: TrainOptions, seed: int) -> RawSplits:
+    """The training and validation rows as ``options`` say: read (files or a Hub dataset), checked (columns, rows
+    with text), split (``--validation-files``, held-out groups with ``--group-column``, else random rows) and capped
+    (``--max-train-samples``; at most ``--max-eval-samples`` validation rows, drawn with ``seed``)."""
+    columns = text_columns(options)
+    train, valid = _read(options)
+    check_columns(train, columns, "the training data")
+    if valid is not None:
+        check_columns(valid, columns, "the validation data")
+    elif options.group_column is not None:
+        check_columns(train, [options.group_column], "the training data (--group-column)")
+    if len(train) == 0:
+        raise DataError("the training data has no rows")
+    train = drop_empty(train, columns, options.num_proc)
+    if len(train) == 0:
+        raise DataError(f"the training data has no row with text in {columns}")
+    if valid is None:
+        train, valid = _hold_out(train, options, seed)
+    else:
+        valid = drop_empty(valid, columns, options.num_proc)
+    if len(valid) == 0:
+        raise DataError("the validation data has no rows with text")
+    train, valid = _capped(train, valid, options, seed)
+    return RawSplits(train, valid, columns, options.group_column)
+
+
+def _read(options: TrainOptions):
+    """``(training rows, validation rows or None)`` from the files or the Hub dataset the options name."""
+    if options.train_files:
+        train = load_data_files(options.train_files, options.data_format, options.cache_dir)
+    else:
+        train = load_hub_dataset(options.dataset_name, options.dataset_config, "train", options.cache_dir)
+    valid = None
+    if options.validation_files:
+        valid = load_data_files(options.validation_files, options.data_format, options.cache_dir)
+    return train, valid
+
+
+def _hold_out(train, options: TrainOptions, seed: int):
+    """``(train, validation)``: whole groups with ``--group-column``, else random rows."""
+    if options.group_column is None:
+        parts = random_split(train, options.validation_fraction, seed)
+    else:
+        group_of = group_by_pattern(options.group_pattern) if options.group_pattern else None
+        parts = split_by_group(train, options.group_column, options.validation_fraction, options.validation_groups,
+                               seed, group_of)
+    return parts["train"], parts["validation"]
+
+
+def _capped(train, valid, options: TrainOptions, seed: int):
+    """At most ``--max-train-samples`` training rows (the first ones) and ``--max-eval-samples`` validation rows (a
+    seeded sample)."""
+    if options.max_train_samples:
+        train = train.select(range(min(options.max_train_samples, len(train))))
+    if options.max_eval_samples and len(valid) > options.max_eval_samples:
+        valid = valid.shuffle(seed=seed).select(range(options.max_eval_samples))
+    return train, valid
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -241,134 +333,3 @@ def tokenize_pairs(dataset, tokenizer, source_column: str, target_column: str, m
 
     return dataset.map(encode, batched=True, remove_columns=dataset.column_names, num_proc=num_proc,
                        desc="tokenizing (pairs)")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Text infilling
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def text_infilling(ids: Sequence[int], mask_token_id: int, rng: np.random.Generator, mask_ratio: float = 0.3,
-                   poisson_lambda: float = 3.0) -> list[int]:
-    """BART text infilling of one token sequence (without its final ``</s>``).
-
-    1. ``m = ceil(mask_ratio * n)`` tokens are to be masked. Span lengths are drawn from Poisson(``poisson_lambda``)
-       until they add up to at least ``m``; the last one is cut so that they add up to exactly ``m``.
-    2. Spans of length >= 1 are placed at random, never touching one another (at least one kept token between two
-       spans), and each span is replaced by a single ``<mask>``. If ``n`` is too short to keep them apart, the last
-       spans are dropped.
-    3. Each span of length 0 inserts a ``<mask>`` at a random position (a token the model must learn is *not*
-       missing), at most as many as keep the noised text no longer than the original.
-    """
-    n = len(ids)
-    if n == 0 or mask_ratio <= 0:
-        return list(ids)
-    to_mask = math.ceil(mask_ratio * n)
-    lengths: list[int] = []
-    total = 0
-    while total < to_mask:
-        length = int(rng.poisson(poisson_lambda))
-        lengths.append(length)
-        total += length
-    lengths[-1] -= total - to_mask
-    spans = [length for length in lengths if length > 0]
-    inserts = len(lengths) - len(spans)
-    while spans and n - sum(spans) < len(spans) - 1:
-        spans.pop()
-    k, masked = len(spans), sum(spans)
-    out: list[int] = []
-    if k:
-        # gaps between spans: g_0 >= 0, g_1..g_{k-1} >= 1, g_k >= 0, summing to the n - masked kept tokens
-        free = n - masked - (k - 1)
-        bars = np.sort(rng.choice(free + k, size=k, replace=False))
-        gaps = np.diff(np.concatenate(([-1], bars))) - 1
-        gaps[1:] += 1
-        pos = 0
-        for gap, length in zip(gaps.tolist(), spans):
-            out.extend(ids[pos:pos + gap])
-            out.append(mask_token_id)
-            pos += gap + length
-        out.extend(ids[pos:])
-    else:
-        out = list(ids)
-    inserts = min(inserts, masked - k)
-    if inserts > 0:
-        for where in sorted(rng.integers(0, len(out) + 1, size=inserts).tolist(), reverse=True):
-            out.insert(where, mask_token_id)
-    return out
-
-
-@dataclass
-class DataCollatorForTextInfilling:
-    """Batches for denoising pre-training: the encoder reads the noised text, the decoder rebuilds the original.
-
-    Each feature is ``{"input_ids": clean ids ending with </s>}``. The batch has ``input_ids`` (noised, padded with
-    ``pad_token_id``), ``attention_mask``, ``labels`` (the clean ids, padded with -100) and ``decoder_input_ids``
-    (the labels shifted right behind ``decoder_start_token_id``, as the model would build them itself; the Trainer
-    needs them because label smoothing takes ``labels`` out of the model's inputs).
-
-    The noise of a sequence is a function of ``(seed, epoch, its token ids)`` only, not of a global random state,
-    so that a resumed run sees exactly the batches of an uninterrupted one, whatever the number of processes or
-    data-loader workers. ``epoch`` is set by :class:`scratchformer.training.EpochCallback` so each epoch draws new
-    noise.
-    """
-
-    pad_token_id: int
-    mask_token_id: int
-    eos_token_id: int
-    decoder_start_token_id: int
-    mask_ratio: float = 0.3
-    poisson_lambda: float = 3.0
-    seed: int = 0
-    epoch: int = 0
-    pad_to_multiple_of: int | None = None
-
-    def __post_init__(self):
-        if not 0.0 <= self.mask_ratio < 1.0:
-            raise ValueError(f"mask_ratio={self.mask_ratio} must be in [0, 1)")
-        if not self.poisson_lambda > 0:
-            raise ValueError(f"poisson_lambda={self.poisson_lambda} must be positive")
-
-    @classmethod
-    def from_tokenizer(cls, tokenizer, decoder_start_token_id: int, **kwargs) -> DataCollatorForTextInfilling:
-        if tokenizer.mask_token_id is None:
-            raise DataError("the tokenizer has no <mask> token; text infilling needs one")
-        return cls(pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
-                   eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=decoder_start_token_id, **kwargs)
-
-    def rng_for(self, ids: Sequence[int]) -> np.random.Generator:
-        key = zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes())
-        return np.random.default_rng([self.seed, self.epoch, key, len(ids)])
-
-    def noise(self, ids: Sequence[int]) -> list[int]:
-        ids = list(ids)
-        body, tail = (ids[:-1], ids[-1:]) if ids and ids[-1] == self.eos_token_id else (ids, [])
-        return text_infilling(body, self.mask_token_id, self.rng_for(ids), self.mask_ratio,
-                              self.poisson_lambda) + tail
-
-    def _pad(self, rows: list[list[int]], value: int):
-        import torch
-
-        width = max(len(r) for r in rows)
-        if self.pad_to_multiple_of:
-            width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
-        out = torch.full((len(rows), width), value, dtype=torch.long)
-        for i, r in enumerate(rows):
-            out[i, :len(r)] = torch.tensor(r, dtype=torch.long)
-        return out
-
-    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
-        clean = [list(f["input_ids"]) for f in features]
-        noised = [self.noise(ids) for ids in clean]
-        input_ids = self._pad(noised, self.pad_token_id)
-        attention_mask = self._pad([[1] * len(r) for r in noised], 0)
-        labels = self._pad(clean, -100)
-        decoder_input_ids = labels.new_full(labels.shape, self.pad_token_id)
-        decoder_input_ids[:, 0] = self.decoder_start_token_id
-        decoder_input_ids[:, 1:] = labels[:, :-1].masked_fill(labels[:, :-1] == -100, self.pad_token_id)
-        return {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            "labels": labels,
-            "decoder_input_ids": decoder_input_ids,
-        }

@@ -27,6 +27,8 @@ _PROBABILITIES = ("dropout", "attention_dropout", "activation_dropout")
 _POSITIVE_NUMBERS = ("layer_norm_eps", "init_std", "rope_theta")
 _CHOICES = {"activation_function": ACTIVATIONS, "position_embedding_type": POSITION_EMBEDDING_TYPES}
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+_CHECKED_FIELDS = frozenset({*_POSITIVE_INTS, *_FLAGS, *_PROBABILITIES, *_POSITIVE_NUMBERS, *_CHOICES, *_TOKEN_IDS,
+                             "scratchformer_format"})
 
 
 def _is_int(value: object) -> bool:
@@ -125,6 +127,38 @@ class ScratchformerConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)  # sets the alias names (hidden_size=... -> d_model) and extra kwargs
         self.validate_values()  # after it, so that values given under an alias are checked too
+
+    def __setattr__(self, name: str, value: object) -> None:
+        """Assignments after construction (``config.d_model = 30``, ``config.update({...})``) are checked like the
+        constructor's arguments; a refused value leaves the config as it was."""
+        field = self.attribute_map.get(name, name)
+        checking = self.__dict__.get("_post_init_done") and not self.__dict__.get("_checks_deferred")
+        if field not in _CHECKED_FIELDS or not checking:
+            super().__setattr__(name, value)
+            return
+        old = self.__dict__[field]
+        super().__setattr__(name, value)
+        try:
+            self.validate_values()
+        except ValueError:
+            super().__setattr__(field, old)
+            raise
+
+    def update(self, config_dict: dict) -> None:
+        """Set several values, then check them together (``d_model`` and the head counts may change at once); a
+        refused update changes nothing."""
+        before = dict(self.__dict__)
+        self.__dict__["_checks_deferred"] = True
+        try:
+            super().update(config_dict)
+        finally:
+            self.__dict__.pop("_checks_deferred", None)
+        try:
+            self.validate_values()
+        except ValueError:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
 
     def validate_values(self) -> None:
         """Raise ``ValueError`` naming the field, its value and the rule it breaks."""

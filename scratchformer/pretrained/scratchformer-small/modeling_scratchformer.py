@@ -256,6 +256,9 @@ class ScratchformerAttention(nn.Module):
 
         # The attention weights only exist in the eager kernel: fall back to it for calls that ask for them.
         implementation = "eager" if output_attentions else self.config._attn_implementation
+        if implementation == "flex_attention" and attention_mask is not None:
+            # flex reads the mask per (batch, query, key) in its score_mod: give it every index, not a broadcast view
+            attention_mask = attention_mask.expand(query.shape[0], 1, query.shape[2], key.shape[2])
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         output, weights = attention_interface(
             self, query, key, value, attention_mask,
@@ -438,12 +441,12 @@ def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, pa
     return positions[:, -length:]
 
 
-def _additive_mask(
-    key_padding_mask: torch.Tensor | None, query_length: int, key_length: int, causal: bool, dtype: torch.dtype,
-    device: torch.device, explicit: bool,
+def _blocked_keys(
+    key_padding_mask: torch.Tensor | None, query_length: int, key_length: int, causal: bool, device: torch.device,
+    explicit: bool,
 ) -> torch.Tensor | None:
-    """Build the additive attention mask, broadcastable to ``(B, H, T, S)``: 0 where attending is allowed, the most
-    negative finite number elsewhere (never -inf: a fully padded row then gets uniform weights, not NaN).
+    """Which keys each query may not attend to: a boolean tensor broadcastable to ``(B, H, T, S)``, ``True`` =
+    masked (padding, and for causal attention the future).
 
     Returns ``None`` when nothing is masked, so that sdpa can use its fastest kernel (``is_causal`` handles the causal
     case when there is no cache); ``explicit=True`` forces a tensor (the eager kernel needs the causal mask).
@@ -465,7 +468,49 @@ def _additive_mask(
         allowed = torch.ones(query_length, key_length, dtype=torch.bool, device=device).tril(past_length)[None, None]
     if key_padding_mask is not None:
         allowed = allowed & key_padding_mask.bool()[:, None, None, :]  # (B, 1, T or 1, S)
-    return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
+    return ~allowed
+
+
+def _additive(blocked: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """The additive form of a boolean mask: 0 where attending is allowed, the most negative finite number where it is
+    blocked (never -inf: a fully padded row then gets uniform weights, not NaN)."""
+    if blocked is None:
+        return None
+    return torch.zeros(blocked.shape, dtype=dtype, device=blocked.device).masked_fill(blocked, torch.finfo(dtype).min)
+
+
+def _additive_mask(key_padding_mask: torch.Tensor | None, query_length: int, key_length: int, causal: bool,
+                   dtype: torch.dtype, device: torch.device, explicit: bool) -> torch.Tensor | None:
+    """:func:`_blocked_keys` in additive form, for the attention kernels."""
+    return _additive(_blocked_keys(key_padding_mask, query_length, key_length, causal, device, explicit), dtype)
+
+
+def _static_cache_layout(attention_mask: torch.Tensor | None, past_key_values: EncoderDecoderCache, batch: int,
+                         length: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Positions ``(B, T)``, the self-attention mask ``(B or 1, 1, T, S)`` (``True`` = masked) and the number of keys
+    ``S`` for a preallocated cache of ``S`` slots.
+
+    Everything here has a fixed shape and no host synchronisation, so that a compiled decoding step is one graph: the
+    number of tokens already cached is a 0-d tensor on the device (``past``), the keys are all ``S`` slots, and a slot
+    is visible to query ``i`` when it holds a token at or before it (``slot <= past + i``), which masks the empty
+    slots and the future alike (section 3.2.3). Decoder inputs are taken as unpadded (what ``generate`` feeds an
+    encoder-decoder); a 2-D ``(B, S)`` padding mask or the 4-D mask ``generate`` builds may refine the mask.
+    """
+    past = past_key_values.get_seq_length()  # 0-d tensor once the cache is filled, 0 before
+    total = past_key_values.self_attention_cache.get_mask_sizes(length, 0)[0]  # S, a Python int
+    query_positions = torch.arange(length, device=device) + past  # (T,)
+    masked = torch.arange(total, device=device)[None, :] > query_positions[:, None]  # (T, S)
+    masked = masked[None, None]  # (1, 1, T, S)
+    if attention_mask is not None and attention_mask.dim() == 2:
+        _check_mask("decoder_attention_mask", attention_mask, batch, (total,))
+        masked = masked | ~attention_mask.bool()[:, None, None, :]
+    elif attention_mask is not None:
+        if attention_mask.dim() != 4 or attention_mask.shape[-2:] != (length, total):
+            raise ValueError(f"decoder_attention_mask must have shape (batch, {total}) or (batch, 1, {length}, "
+                             f"{total}) with a static cache of {total} slots, got {tuple(attention_mask.shape)}")
+        visible = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
+        masked = masked | ~visible
+    return query_positions.expand(batch, length), masked, total
 
 
 def _flag(value: bool | None, config: ScratchformerConfig, name: str, default: bool = False) -> bool:
@@ -512,6 +557,7 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
     _skip_keys_device_placement = ["past_key_values"]
     _supports_sdpa = True
     _supports_attention_backend = True
+    _supports_flex_attn = True  # our 4-D additive masks become its score_mod (tested on the CPU)
 
     def post_init(self) -> None:
         """Initialise and tie as usual, then list the tied copies (e.g. ``lm_head.weight``) as keys that are never
@@ -673,10 +719,29 @@ class ScratchformerEncoder(ScratchformerStack):
 
 
 class ScratchformerDecoder(ScratchformerStack):
-    """The decoder: embeddings, N layers of masked self-attention + cross-attention + FFN (section 3.1)."""
+    """The decoder: embeddings, N layers of masked self-attention + cross-attention + FFN (section 3.1).
+
+    Two kinds of key/value cache: a growing ``DynamicCache`` (the default) and a preallocated ``StaticCache``
+    (``generate(..., cache_implementation="static")``), whose fixed shapes let ``torch.compile`` capture one decoding
+    step as a single graph; see :func:`_static_cache_layout`.
+    """
 
     side = "decoder"
     layer_class = ScratchformerDecoderLayer
+
+    def _dynamic_cache_layout(self, attention_mask: torch.Tensor | None, past_key_values: Cache | None, batch: int,
+                              length: int, device: torch.device, explicit: bool,
+                              ) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+        """Positions ``(B, T)``, the causal self-attention mask (``True`` = masked, or ``None``) and the number of
+        keys, for no cache or a growing one: the keys are the ``past`` cached ones plus these ``T``."""
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        total = past_length + length
+        _check_mask("decoder_attention_mask", attention_mask, batch, (length, total) if past_length else (length,))
+        if attention_mask is not None and attention_mask.shape[1] == length and past_length:
+            attention_mask = None  # a mask of the new tokens only says nothing about the cached ones
+        position_ids = _position_ids(attention_mask, batch, length, past_length, device)
+        blocked = _blocked_keys(attention_mask, length, total, True, device, explicit or past_length > 0)
+        return position_ids, blocked, total
 
     def forward(
         self,
@@ -710,19 +775,16 @@ class ScratchformerDecoder(ScratchformerStack):
 
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        total = past_length + length
-        _check_mask("decoder_attention_mask", attention_mask, batch, (length, total) if past_length else (length,))
+        explicit = output_attentions or config._attn_implementation != "sdpa"
+        if past_key_values is not None and past_key_values.is_compileable:
+            position_ids, self_mask, total = _static_cache_layout(attention_mask, past_key_values, batch, length, device)
+        else:
+            position_ids, self_mask, total = self._dynamic_cache_layout(
+                attention_mask, past_key_values, batch, length, device, explicit)
         self._check_positions(total, "generate fewer tokens")
-        if attention_mask is not None and attention_mask.shape[1] == length and past_length:
-            attention_mask = None  # a mask of the new tokens only says nothing about the cached ones
-
-        position_ids = _position_ids(attention_mask, batch, length, past_length, device)
         hidden_states = self.embeddings(input_ids, position_ids, inputs_embeds, num_positions=total)
         rotary = self.rotary(position_ids) if self.rotary is not None else None
-        explicit = output_attentions or config._attn_implementation != "sdpa"
-        self_mask = _additive_mask(attention_mask, length, total, True, hidden_states.dtype, device,
-                                   explicit or past_length > 0)
+        self_mask = _additive(self_mask, hidden_states.dtype)
         cross_mask = _additive_mask(encoder_attention_mask, length, encoder_hidden_states.shape[1], False,
                                     hidden_states.dtype, device, explicit)
 
@@ -870,6 +932,16 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def generate(self, *args, **kwargs):
+        """``GenerationMixin.generate``, with a clear error for counts that would otherwise fail deep inside it
+        (``num_beams=0`` divides by zero there)."""
+        settings = getattr(kwargs.get("generation_config"), "to_dict", dict)()
+        for name in ("num_beams", "num_return_sequences", "num_beam_groups"):
+            value = kwargs.get(name, settings.get(name))
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"generate: {name}={value!r} must be a positive integer")
+        return super().generate(*args, **kwargs)
 
     def forward(
         self,

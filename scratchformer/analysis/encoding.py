@@ -1,0 +1,218 @@
+"""Texts in, hidden states out: tokenization, length-sorted batches and the forward pass of the encoder.
+
+:class:`TextEncoder` is the one road from sentences to vectors. It tokenizes with character offsets (word location
+needs them), truncates texts longer than the model's maximum (with a warning, or an error on request), sorts texts
+by length to limit padding, runs batches under ``torch.no_grad()`` with the model in ``eval()`` mode, and hands
+each text's hidden states back without its padding, in the caller's order.
+
+For an encoder-decoder it runs the encoder (``model.get_encoder()``); an encoder-only model is run as it is.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+
+from ..errors import ScratchformerError
+
+PROGRESS_MIN_TEXTS = 100  # show a progress bar by default from this many texts on
+LONG_INPUTS = ("truncate", "error")
+
+
+@dataclass
+class Encoded:
+    """One tokenized text: its ids, the character span of each token, and which tokens are special."""
+
+    text: str
+    input_ids: list[int]
+    offsets: list[tuple[int, int]] | None  # character span per token; None from a slow tokenizer; (0, 0) if special
+    special: list[bool]
+    token_type_ids: list[int] | None
+    truncated: bool  # the text was longer than the maximum and was cut
+
+
+def encoder_of(model: torch.nn.Module) -> torch.nn.Module:
+    """The module whose hidden states are the embeddings: the encoder of an encoder-decoder, else the model.
+
+    An encoder-decoder's forward needs decoder inputs; its encoder alone gives the vectors we want. An encoder-only
+    model is used as it is (``BertModel.get_encoder()`` would return the bare layer stack).
+    """
+    try:
+        takes_decoder_inputs = "decoder_input_ids" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        takes_decoder_inputs = False
+    return model.get_encoder() if takes_decoder_inputs else model
+
+
+def default_max_length(model: torch.nn.Module, tokenizer: Any) -> int | None:
+    """The most tokens a text may have: the smaller of the tokenizer's ``model_max_length`` and, for a learned
+    position table, the config's ``max_position_embeddings``; ``None`` when neither says."""
+    candidates = []
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tok_max, int) and 0 < tok_max < 1_000_000:
+        candidates.append(tok_max)
+    config = getattr(model, "config", None)
+    uses_table = getattr(config, "position_embedding_type", "absolute") not in ("sinusoidal", "rope")
+    pos_max = getattr(config, "max_position_embeddings", None)
+    if uses_table and isinstance(pos_max, int) and pos_max > 0:
+        candidates.append(pos_max)
+    return min(candidates) if candidates else None
+
+
+def check_texts(texts: Any) -> None:
+    """``texts`` must be a non-empty list of strings, each with at least one non-space character."""
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise ScratchformerError(f"expected a list of texts, got {type(texts).__name__}")
+    if len(texts) == 0:
+        raise ScratchformerError("no texts given: pass at least one non-empty sentence")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ScratchformerError(f"text {i} is a {type(text).__name__}, not a str")
+        if not text.strip():
+            raise ScratchformerError(f"text {i} is empty: {text!r}; every sentence needs at least one word")
+
+
+def _encoded_texts(enc: Any, texts: Sequence[str], fast: bool) -> list[Encoded]:
+    """One :class:`Encoded` per text from a batch encoding. With truncation a long text has overflow rows (the
+    cut-off rest); they only mark their text as truncated."""
+    rows = enc.get("overflow_to_sample_mapping", list(range(len(texts))))
+    result: list[Encoded | None] = [None] * len(texts)
+    for row, sample in enumerate(rows):
+        if result[sample] is not None:  # an overflow row
+            result[sample].truncated = True
+            continue
+        result[sample] = Encoded(
+            text=texts[sample],
+            input_ids=list(enc["input_ids"][row]),
+            offsets=[tuple(o) for o in enc["offset_mapping"][row]] if fast else None,
+            special=[bool(s) for s in enc["special_tokens_mask"][row]],
+            token_type_ids=list(enc["token_type_ids"][row]) if "token_type_ids" in enc else None,
+            truncated=False,
+        )
+    return result
+
+
+def _padded(rows: list[list[int]], pad: int) -> torch.Tensor:
+    """``(len(rows), longest)`` long tensor, right-padded with ``pad``."""
+    out = torch.full((len(rows), max(len(r) for r in rows)), pad, dtype=torch.long)
+    for b, row in enumerate(rows):
+        out[b, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+class TextEncoder:
+    """Tokenize texts and run them through ``model``'s encoder in length-sorted batches.
+
+    Args:
+        model: any Hugging Face encoder or encoder-decoder (then its encoder is run).
+        tokenizer: its tokenizer; word location needs a *fast* one (character offsets).
+        batch_size: texts per forward pass.
+        max_length: most tokens per text, special tokens included (default: :func:`default_max_length`).
+        long_inputs: ``"truncate"`` cuts longer texts with a warning; ``"error"`` refuses them.
+        progress: show a tqdm bar; ``None`` shows it from ``PROGRESS_MIN_TEXTS`` texts on.
+    """
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, *, batch_size: int = 32, max_length: int | None = None,
+                 long_inputs: Literal["truncate", "error"] = "truncate", progress: bool | None = None) -> None:
+        if not isinstance(model, torch.nn.Module):
+            raise ScratchformerError(
+                f"model must be a torch.nn.Module (a Hugging Face model), got {type(model).__name__}")
+        if not callable(tokenizer):
+            raise ScratchformerError(f"tokenizer must be a Hugging Face tokenizer, got {type(tokenizer).__name__}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ScratchformerError(f"batch_size={batch_size!r} must be a positive integer")
+        if long_inputs not in LONG_INPUTS:
+            raise ScratchformerError(f"long_inputs={long_inputs!r} must be 'truncate' or 'error'")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.long_inputs = long_inputs
+        self.progress = progress
+        self.encoder = encoder_of(model)
+        self._takes_token_type_ids = "token_type_ids" in inspect.signature(self.encoder.forward).parameters
+        self.max_length = max_length if max_length is not None else default_max_length(model, tokenizer)
+        if self.max_length is not None and (not isinstance(self.max_length, int) or self.max_length < 2):
+            raise ScratchformerError(f"max_length={self.max_length!r} must be an integer >= 2")
+
+    def tokens(self, ids: Sequence[int]) -> list[str]:
+        """The token strings of ``ids`` (``'Ġbank'``, ``'##s'``, ``'bank</w>'``...)."""
+        return list(self.tokenizer.convert_ids_to_tokens(list(ids)))
+
+    # -- tokenization ------------------------------------------------------------------------------------------
+
+    def tokenize(self, texts: Sequence[str]) -> list[Encoded]:
+        """Tokenize ``texts`` (checked first); texts over ``max_length`` are cut with a warning or refused."""
+        check_texts(texts)
+        fast = bool(getattr(self.tokenizer, "is_fast", False))
+        options: dict[str, Any] = dict(return_special_tokens_mask=True, return_offsets_mapping=fast)
+        if self.max_length is not None and fast:
+            options.update(truncation=True, max_length=self.max_length, return_overflowing_tokens=True)
+        encoded = _encoded_texts(self.tokenizer(list(texts), **options), texts, fast)
+        too_long = [i for i, e in enumerate(encoded) if e.truncated or self._over_limit(e)]
+        if too_long:
+            self._report_long_texts(texts, too_long, fast)
+        return encoded
+
+    def _over_limit(self, encoded: Encoded) -> bool:
+        """A slow tokenizer cannot truncate here: its texts are measured after tokenizing."""
+        return encoded.offsets is None and self.max_length is not None and len(encoded.input_ids) > self.max_length
+
+    def _report_long_texts(self, texts: Sequence[str], too_long: list[int], fast: bool) -> None:
+        first = too_long[0]
+        message = (f"{len(too_long)} text(s) are longer than the model's maximum of {self.max_length} tokens, e.g. "
+                   f"text {first} ({texts[first][:60]!r}...)")
+        if not fast:
+            raise ScratchformerError(f"{message}; shorten them (only fast tokenizers can be truncated here)")
+        if self.long_inputs == "error":
+            raise ScratchformerError(f"{message}; shorten them, or use long_inputs='truncate' to cut them")
+        warnings.warn(f"{message}; they were truncated to {self.max_length} tokens", stacklevel=4)
+
+    # -- the forward pass --------------------------------------------------------------------------------------
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def forward(self, batch: list[Encoded], output_attentions: bool = False) -> Any:
+        """One right-padded batch through the encoder, with all hidden states (and attentions if asked)."""
+        pad_id = self.tokenizer.pad_token_id
+        input_ids = _padded([e.input_ids for e in batch], 0 if pad_id is None else pad_id)
+        inputs = {"input_ids": input_ids, "attention_mask": _padded([[1] * len(e.input_ids) for e in batch], 0)}
+        if self._takes_token_type_ids and all(e.token_type_ids is not None for e in batch):
+            inputs["token_type_ids"] = _padded([e.token_type_ids for e in batch], 0)
+        inputs = {name: tensor.to(self.device) for name, tensor in inputs.items()}
+        with torch.no_grad():
+            return self.encoder(**inputs, output_hidden_states=True, output_attentions=output_attentions,
+                                return_dict=True)
+
+    def map(self, texts: Sequence[str], keep: Callable[[int, Encoded, torch.Tensor], Any]) -> list[Any]:
+        """Run every text through the encoder (longest first, batched) and return ``keep(i, encoded, hidden)`` for
+        each text ``i``, in the order of ``texts``. ``hidden`` is ``(num_layers + 1, num_tokens, hidden_size)``
+        for that text alone, its padding cut off."""
+        from tqdm.auto import tqdm
+
+        encoded = self.tokenize(texts)
+        order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i].input_ids))
+        results: list[Any] = [None] * len(encoded)
+        show = self.progress if self.progress is not None else len(texts) >= PROGRESS_MIN_TEXTS
+        with tqdm(total=len(encoded), desc="embedding", unit="text", disable=not show) as bar:
+            for start in range(0, len(order), self.batch_size):
+                index = order[start : start + self.batch_size]
+                hidden = self._hidden_states([encoded[i] for i in index])  # (batch, layers + 1, tokens, hidden)
+                for b, i in enumerate(index):
+                    results[i] = keep(i, encoded[i], hidden[b, :, : len(encoded[i].input_ids)])
+                bar.update(len(index))
+        return results
+
+    def _hidden_states(self, batch: list[Encoded]) -> torch.Tensor:
+        """``(batch, num_layers + 1, tokens, hidden_size)`` float32 on the CPU."""
+        output = self.forward(batch)
+        if not output.hidden_states:
+            raise ScratchformerError(f"{type(self.encoder).__name__} returned no hidden_states; embeddings per layer "
+                                     "need a model that supports output_hidden_states=True")
+        return torch.stack(output.hidden_states, dim=1).float().cpu()

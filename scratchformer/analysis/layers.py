@@ -1,0 +1,112 @@
+"""What a layer number stands for: the learned table row, the embedding-layer output, or a layer's output.
+
+Three different tensors are all called "the embedding of a token"; a *layer* picks one of them:
+
+- ``"learned"``: row ``token_id`` of the input embedding table (:func:`input_embedding_table`), the same vector in
+  every sentence;
+- ``0``: ``hidden_states[0]``, the embedding-layer output (token embedding plus whatever position encoding the model
+  adds there), what layer 1 receives;
+- ``k >= 1``: the output of layer ``k`` (contextual); negative indices count from the last (``-1`` =
+  ``last_hidden_state``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+
+from ..errors import ScratchformerError
+
+LEARNED = "learned"
+Layer = int | Literal["learned"]
+_LAYER_COUNT_FIELDS = ("encoder_layers", "num_hidden_layers", "n_layers", "num_layers")  # config names, in order
+
+
+def describe_layer(layer: Layer, num_layers: int) -> str:
+    """A human description of what ``layer`` means (for tables, JSON and plot labels)."""
+    if layer == LEARNED:
+        return "learned input embedding (raw row of get_input_embeddings(); same vector in every sentence)"
+    if layer == 0:
+        return ("embedding-layer output hidden_states[0] (input to layer 1: token embedding plus any position encoding "
+                "the model adds there, e.g. none with rotary positions; not learned)")
+    if layer == num_layers:
+        return f"contextual, layer {layer} of {num_layers} (last_hidden_state)"
+    return f"contextual, layer {layer} of {num_layers}"
+
+
+def layer_kind(layer: Layer) -> str:
+    """``"learned"``, ``"embedding_output"`` (layer 0) or ``"contextual"``."""
+    if layer == LEARNED:
+        return "learned"
+    return "embedding_output" if layer == 0 else "contextual"
+
+
+def count_layers(model: torch.nn.Module) -> int:
+    """Number of layers of the model's (encoder) stack, read from its config."""
+    config = model.config
+    for name in _LAYER_COUNT_FIELDS:
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    raise ScratchformerError(f"cannot tell the number of layers of {type(model).__name__} from its config "
+                             f"(none of {', '.join(_LAYER_COUNT_FIELDS)} is set)")
+
+
+def resolve_layer(layer: Layer, num_layers: int) -> Layer:
+    """Check ``layer`` and turn a negative index into a non-negative one (``-1`` -> ``num_layers``)."""
+    if layer == LEARNED:
+        return LEARNED
+    n = num_layers
+    if isinstance(layer, bool) or not isinstance(layer, int) or not -(n + 1) <= layer <= n:
+        raise ScratchformerError(
+            f"layer={layer!r} is out of range for a model with {n} layers: use 'learned' (the raw embedding "
+            f"table), 0 (embedding-layer output), 1..{n} (layer outputs) or a negative index (-1 = last)"
+        )
+    return layer % (n + 1)
+
+
+def resolve_layers(layers: Layer | Sequence[Layer], num_layers: int) -> list[Layer]:
+    """One layer or a list of layers, each checked and made non-negative; at least one."""
+    single = isinstance(layers, (int, str))
+    resolved = [resolve_layer(x, num_layers) for x in ([layers] if single else layers)]
+    if not resolved:
+        raise ScratchformerError("layers is empty: give at least one layer")
+    return resolved
+
+
+def input_embedding_table(model: torch.nn.Module) -> torch.Tensor:
+    """The learned input embedding matrix ``(vocab_size, hidden_size)``; an error if the model has none."""
+    try:
+        embeddings = model.get_input_embeddings()
+    except (NotImplementedError, AttributeError) as error:
+        embeddings, cause = None, error
+    else:
+        cause = None
+    weight = getattr(embeddings, "weight", None)
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+        raise ScratchformerError(
+            f"{type(model).__name__} has no input embedding table (get_input_embeddings() gave "
+            f"{type(embeddings).__name__}{f': {cause}' if cause else ''}); learned embeddings need a model "
+            "whose get_input_embeddings() returns an nn.Embedding"
+        ) from cause
+    return weight
+
+
+def vectors_at(model: torch.nn.Module, input_ids: list[int], hidden: torch.Tensor, layer: Layer) -> torch.Tensor:
+    """``(num_tokens, hidden_size)`` vectors of one text at a resolved ``layer``.
+
+    ``hidden`` is ``(num_layers + 1, num_tokens, hidden_size)``, the text's hidden states without padding; the
+    learned vectors come from the embedding table instead.
+    """
+    if layer == LEARNED:
+        table = input_embedding_table(model)
+        return table[torch.tensor(input_ids, device=table.device)].detach().float().cpu()
+    return hidden[layer]
+
+
+def is_contextual(layer: Any, num_layers: int) -> bool:
+    """Whether ``layer`` (resolved or negative) is the output of a layer, not the learned table or layer 0."""
+    return isinstance(layer, int) and not isinstance(layer, bool) and (
+        1 <= layer <= num_layers or -num_layers <= layer <= -1)

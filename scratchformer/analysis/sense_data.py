@@ -1,0 +1,123 @@
+"""The word-sense data: a TSV of occurrences, read and checked row by row, and grouped by lemma.
+
+The file is tab-separated, UTF-8, with a header naming at least the columns ``lemma pos synset start end sentence``
+(``gloss`` is optional), one row per occurrence, where ``sentence[start:end]`` is the target word (the format of
+``wordnet_senses_dev.tsv``). Every problem - a missing file, bytes that are not UTF-8, a missing column, a short
+row, a span that is not two integers or does not select a whole word - raises :class:`~scratchformer.errors.DataError`
+naming the file, the line and what to fix.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import DataError, ScratchformerError
+
+REQUIRED_COLUMNS = ("lemma", "pos", "synset", "start", "end", "sentence")
+GROUP_BY = ("lemma", "lemma_pos")
+_EXPECTED = f"a tab-separated UTF-8 file whose header has the columns {' '.join(REQUIRED_COLUMNS)} (gloss optional)"
+
+
+@dataclass
+class SenseExample:
+    """One occurrence of a lemma: ``sentence[start:end]`` is the word, ``synset`` its sense."""
+
+    lemma: str
+    pos: str
+    synset: str
+    start: int
+    end: int
+    sentence: str
+    line: int  # line number in the file (header = line 1)
+
+    @property
+    def word(self) -> str:
+        return self.sentence[self.start : self.end]
+
+    @property
+    def sense(self) -> tuple[str, str]:
+        """``(pos, synset)``: WordNet synset ids are only unique within one part of speech."""
+        return self.pos, self.synset
+
+
+def read_senses_tsv(path: str | Path) -> list[SenseExample]:
+    """Read and check a word-sense TSV (see the module docstring); blank lines are skipped."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"word-sense data {str(path)!r} not found or not a file; expected {_EXPECTED}")
+    rows = csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+    header = _header(path, next(rows, None))
+    examples = [_example(path, line, row, header) for line, row in enumerate(rows, start=2)
+                if any(cell.strip() for cell in row)]
+    if not examples:
+        raise DataError(f"{path}: no data rows after the header; expected one row per occurrence")
+    return examples
+
+
+def _utf8_lines(path: Path) -> Iterator[str]:
+    """The file's lines decoded one by one, so that a bad byte is reported with its line (a BOM is dropped)."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise DataError(
+                    f"{path}:{number}: not UTF-8 text (byte {raw[error.start]:#04x} at column {error.start + 1}); "
+                    "save the file as UTF-8"
+                ) from None
+
+
+def _header(path: Path, header: list[str] | None) -> list[str]:
+    """The column names of the header row; every required column must be there."""
+    if not header or not any(cell.strip() for cell in header):
+        raise DataError(f"{path}: the file is empty; expected {_EXPECTED}")
+    header = [cell.strip() for cell in header]
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {missing}; the header has {header}. Expected {_EXPECTED}")
+    return header
+
+
+def _example(path: Path, line: int, row: list[str], header: list[str]) -> SenseExample:
+    """One checked data row."""
+    where = f"{path}:{line}"
+    if len(row) < len(header):
+        raise DataError(f"{where}: {len(row)} field(s) where the header has {len(header)}: {row!r} "
+                        "(fields are separated by tabs)")
+    cell = dict(zip(header, row))
+    try:
+        start, end = int(cell["start"]), int(cell["end"])
+    except ValueError:
+        raise DataError(f"{where}: start={cell['start']!r} and end={cell['end']!r} must be integers "
+                        "(character positions in the sentence)") from None
+    _check_span(where, cell["sentence"], start, end)
+    for name in ("lemma", "pos", "synset"):
+        if not cell[name].strip():
+            raise DataError(f"{where}: the {name} column is empty")
+    return SenseExample(lemma=cell["lemma"].strip(), pos=cell["pos"].strip(), synset=cell["synset"].strip(),
+                        start=start, end=end, sentence=cell["sentence"], line=line)
+
+
+def _check_span(where: str, sentence: str, start: int, end: int) -> None:
+    where = f"{where}: span {start}-{end}"
+    if not 0 <= start < end <= len(sentence):
+        raise DataError(f"{where} does not fit the {len(sentence)}-character sentence {sentence!r}")
+    target = sentence[start:end]
+    if target != target.strip():
+        raise DataError(f"{where} selects {target!r}, which starts or ends with whitespace, in {sentence!r}")
+    if (start > 0 and sentence[start - 1].isalnum()) or (end < len(sentence) and sentence[end].isalnum()):
+        raise DataError(f"{where} selects {target!r}, which starts or ends inside a word of {sentence!r} (off by one?)")
+
+
+def group_examples(examples: list[SenseExample], group_by: str = "lemma") -> list[list[int]]:
+    """Indices of the occurrences of each lemma (or lemma + part of speech), groups of two or more only."""
+    if group_by not in GROUP_BY:
+        raise ScratchformerError(f"group_by={group_by!r} must be one of {GROUP_BY}")
+    groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for i, ex in enumerate(examples):
+        groups[(ex.lemma, ex.pos) if group_by == "lemma_pos" else (ex.lemma,)].append(i)
+    return [members for members in groups.values() if len(members) >= 2]

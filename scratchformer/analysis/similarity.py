@@ -1,0 +1,88 @@
+"""Cosine similarity reported with what it should be compared against.
+
+Contextual vectors are anisotropic: they share a large common direction, so even unrelated words have a clearly
+positive cosine. A cosine therefore comes with two corrections (:class:`Similarity`):
+
+- the **baseline** (:func:`unrelated_pair_baseline`): the mean cosine of unrelated word pairs from the same
+  sentences; a cosine means "similar" only when it is clearly above it;
+- the **centred cosine** (:func:`centred_cosine`): the cosine after subtracting the mean vector of a pool of words,
+  which removes the shared direction; unrelated words score near 0 there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+WordVectors = Sequence[tuple[str, torch.Tensor]]  # the (word, vector) pairs of one sentence
+
+
+@dataclass
+class Similarity:
+    """A cosine with its unrelated-pair ``baseline`` (``None`` without unrelated pairs) and ``centred_cosine``."""
+
+    cosine: float
+    baseline: float | None
+    baseline_pairs: int
+    centred_cosine: float | None
+
+    @property
+    def above_baseline(self) -> float | None:
+        return None if self.baseline is None else self.cosine - self.baseline
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cosine": self.cosine,
+            "baseline": self.baseline,
+            "baseline_pairs": self.baseline_pairs,
+            "above_baseline": self.above_baseline,
+            "centred_cosine": self.centred_cosine,
+        }
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Cosine similarity of two vectors, as a Python float (0.0 when one of them is all zeros)."""
+    return float(torch.nn.functional.cosine_similarity(a.double().flatten(), b.double().flatten(), dim=0, eps=1e-12))
+
+
+def centred_cosine(a: torch.Tensor, b: torch.Tensor, mean: torch.Tensor) -> float:
+    """Cosine after subtracting ``mean`` (the average vector of a pool of words): removes the shared direction."""
+    return cosine(a - mean, b - mean)
+
+
+def unrelated_pair_baseline(groups: Sequence[WordVectors]) -> tuple[float | None, int]:
+    """Mean cosine of "unrelated" word pairs: pairs ``(u, v)`` taken from *different* groups (sentences) whose
+    words differ (case-insensitively). Returns ``(mean, number_of_pairs)``; ``(None, 0)`` when there is no pair.
+    """
+    total, count = 0.0, 0
+    for i, group_a in enumerate(groups):
+        for group_b in groups[i + 1 :]:
+            for word_a, vec_a in group_a:
+                for word_b, vec_b in group_b:
+                    if word_a.lower() != word_b.lower():
+                        total += cosine(vec_a, vec_b)
+                        count += 1
+    return (total / count if count else None), count
+
+
+def similarity_in_context(a: torch.Tensor, b: torch.Tensor, sentences: Sequence[WordVectors],
+                          targets: set[str]) -> Similarity:
+    """The cosine of ``a`` and ``b`` with the baseline and centred cosine taken from the words of ``sentences``.
+
+    The baseline pairs words from different sentences, leaving out the ``targets`` (lower-case words); with one
+    sentence it pairs the words of that sentence. The centred cosine subtracts the mean of all words.
+    """
+    groups = [[(word, vector) for word, vector in words if word.lower() not in targets] for words in sentences]
+    if len(groups) == 1:  # pairs within the one sentence
+        groups = [[item] for item in groups[0]]
+    baseline, pairs = unrelated_pair_baseline(groups)
+    pool = torch.stack([vector for words in sentences for _, vector in words])  # (all words, hidden)
+    return Similarity(
+        cosine=cosine(a, b),
+        baseline=baseline,
+        baseline_pairs=pairs,
+        centred_cosine=centred_cosine(a, b, pool.mean(dim=0)) if len(pool) > 2 else None,
+    )

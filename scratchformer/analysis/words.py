@@ -1,0 +1,174 @@
+"""Finding a word in a sentence: first its characters, then the tokens that cover them.
+
+A word is found as a *whole word*, case-sensitively, in the original text (:func:`find_word`), or given as a
+character span (:func:`check_span`). Its tokens come from the tokenizer's character offsets (:func:`locate`), which
+works the same for the three tokenizer families:
+
+- WordPiece: ``withdrawing`` -> ``with ##draw ##ing``;
+- byte-level BPE: ``Ġbank``, whose offsets may include the leading space (``" bank"``), which is not counted;
+- ``</w>`` BPE: ``bank</w>``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ScratchformerError
+from .encoding import Encoded
+
+_WORD_RE = re.compile(r"\w+(?:[-'’]\w+)*")
+
+WordQuery = tuple[str, str] | tuple[str, str, int] | tuple[str, tuple[int, int]]  # see :func:`parse_query`
+
+
+def sentence_words(sentence: str) -> list[tuple[str, int, int]]:
+    """The words of ``sentence`` as ``(word, start, end)``; punctuation is not a word."""
+    return [(m.group(), m.start(), m.end()) for m in _WORD_RE.finditer(sentence)]
+
+
+@dataclass
+class WordSpan:
+    """Where a word's characters are: ``sentence[start:end]``, the ``occurrence``-th whole-word match."""
+
+    sentence: str
+    start: int
+    end: int
+    occurrence: int = 0  # 0 when given as a span
+
+
+@dataclass
+class WordLocation:
+    """Where a word sits in a sentence: its characters and the tokens that cover them."""
+
+    sentence: str
+    word: str  # sentence[char_start:char_end]
+    occurrence: int  # 0-based index among the whole-word occurrences of ``word`` (0 when given as a span)
+    char_start: int
+    char_end: int
+    token_indices: list[int]  # positions in the tokenized sentence (special tokens count)
+    tokens: list[str]
+    token_ids: list[int]
+    extends_beyond_word: bool = False  # a token also covers characters outside the word (e.g. "bank" in "banks")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Characters
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def find_word(sentence: str, word: str, occurrence: int = 0,
+              tokens_of: Callable[[str], list[str]] | None = None) -> WordSpan:
+    """The ``occurrence``-th (0-based, ``-1`` = last) whole-word, case-sensitive match of ``word`` in ``sentence``.
+
+    When it is not there, the error lists the sentence's words, other capitalisations that do occur and, given
+    ``tokens_of`` (sentence -> token strings), the sentence's tokens.
+    """
+    if not isinstance(word, str) or not word.strip():
+        raise ScratchformerError(f"word={word!r} is empty; give the word to look for in the sentence")
+    word = word.strip()
+    pattern = r"(?<!\w)" + re.escape(word) + r"(?!\w)"
+    matches = list(re.finditer(pattern, sentence))
+    if not matches:
+        raise ScratchformerError(_not_found_message(sentence, word, pattern, tokens_of))
+    valid = isinstance(occurrence, int) and not isinstance(occurrence, bool)
+    if not valid or not -len(matches) <= occurrence < len(matches):
+        raise ScratchformerError(
+            f"occurrence={occurrence!r} is out of range: {word!r} occurs {len(matches)} time(s) in "
+            f"{sentence!r}; use 0..{len(matches) - 1} (0 = first, -1 = last)"
+        )
+    match = matches[occurrence]
+    return WordSpan(sentence, match.start(), match.end(), occurrence % len(matches))
+
+
+def _not_found_message(sentence: str, word: str, pattern: str, tokens_of: Callable[[str], list[str]] | None) -> str:
+    other_case = sorted({m.group() for m in re.finditer(pattern, sentence, flags=re.IGNORECASE)})
+    hint = f" It occurs with other capitalisation as {other_case}; pass that spelling." if other_case else ""
+    tokens = f"; its tokens: {tokens_of(sentence)}" if tokens_of else ""
+    return (f"word {word!r} is not a whole word of the sentence {sentence!r}.{hint} "
+            f"The sentence's words: {[w for w, _, _ in sentence_words(sentence)]}{tokens}")
+
+
+def check_span(sentence: str, span: Any) -> WordSpan:
+    """A character span ``(start, end)`` that must select non-blank characters of ``sentence``."""
+    try:
+        start, end = (int(span[0]), int(span[1]))
+    except (TypeError, ValueError, IndexError):
+        raise ScratchformerError(f"span={span!r} must be a pair of character positions (start, end)") from None
+    if not 0 <= start < end <= len(sentence) or not sentence[start:end].strip():
+        raise ScratchformerError(
+            f"span=({start}, {end}) does not select a word of the {len(sentence)}-character sentence {sentence!r}"
+        )
+    return WordSpan(sentence, start, end)
+
+
+def parse_query(index: int, query: Any, tokens_of: Callable[[str], list[str]] | None = None) -> WordSpan:
+    """A word query - ``(sentence, word)``, ``(sentence, word, occurrence)`` or ``(sentence, (start, end))`` - as
+    the span of characters it asks for. ``index`` numbers the query in error messages."""
+    if not isinstance(query, tuple) or len(query) not in (2, 3) or not isinstance(query[0], str):
+        raise ScratchformerError(
+            f"query {index} = {query!r}: use (sentence, word), (sentence, word, n) or (sentence, (start, end))")
+    sentence, target = query[0], query[1]
+    if not sentence.strip():
+        raise ScratchformerError(f"query {index}: the sentence is empty")
+    if isinstance(target, tuple):
+        return check_span(sentence, target)
+    return find_word(sentence, target, query[2] if len(query) == 3 else 0, tokens_of)
+
+
+def words_kept(encoded: Encoded) -> list[tuple[str, int, int]]:
+    """The words of an encoded text (:func:`sentence_words`) that were not cut off by truncation."""
+    words = sentence_words(encoded.text)
+    if not encoded.truncated:
+        return words
+    kept_until = max((b for (_, b), special in zip(encoded.offsets or [], encoded.special) if not special), default=0)
+    return [(w, start, end) for w, start, end in words if start < kept_until]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tokens
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def covering_tokens(encoded: Encoded, start: int, end: int) -> tuple[list[int], bool]:
+    """Indices of the (non-special) tokens that overlap characters ``start..end``, and whether one of them also
+    covers characters outside that span."""
+    indices, extends = [], False
+    for i, ((a, b), special) in enumerate(zip(encoded.offsets, encoded.special)):
+        if special or a >= b or not (a < end and b > start):
+            continue
+        # byte-level BPE offsets may include the leading space ('Ġbank' -> ' bank'): do not count it
+        a += len(encoded.text[a:b]) - len(encoded.text[a:b].lstrip())
+        extends = extends or a < start or b > end
+        indices.append(i)
+    return indices, extends
+
+
+def locate(encoded: Encoded, span: WordSpan, tokens: Callable[[Sequence[int]], list[str]],
+           max_length: int | None) -> WordLocation:
+    """The tokens of ``encoded`` that cover ``span`` (``tokens`` turns ids into token strings)."""
+    if encoded.offsets is None:
+        raise ScratchformerError(
+            "the tokenizer gives no character offsets; word location needs a fast tokenizer "
+            "(AutoTokenizer.from_pretrained(...) returns one for every tokenizer.json)"
+        )
+    indices, extends = covering_tokens(encoded, span.start, span.end)
+    if not indices:
+        detail = (f"it lies past the model's maximum of {max_length} tokens (the text was truncated)"
+                  if encoded.truncated else "no token covers it")
+        raise ScratchformerError(f"cannot embed {encoded.text[span.start:span.end]!r} at characters "
+                                 f"{span.start}-{span.end} of {encoded.text!r}: {detail}")
+    ids = [encoded.input_ids[i] for i in indices]
+    return WordLocation(
+        sentence=encoded.text,
+        word=encoded.text[span.start : span.end],
+        occurrence=span.occurrence,
+        char_start=span.start,
+        char_end=span.end,
+        token_indices=indices,
+        tokens=tokens(ids),
+        token_ids=ids,
+        extends_beyond_word=extends,
+    )

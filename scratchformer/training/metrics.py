@@ -1,0 +1,70 @@
+"""What the Trainer computes about predictions: the training loss and the evaluation metrics.
+
+- :class:`Seq2SeqLoss`: label-smoothed cross-entropy per target token while training, plain cross-entropy on
+  evaluation (so ``eval_loss`` is a true per-token negative log-likelihood);
+- :func:`token_accuracy` (denoising): the share of target tokens the teacher-forced argmax gets right, with
+  :func:`argmax_logits` keeping only the predicted ids between evaluation batches;
+- :class:`GenerationMetrics` (seq2seq): BLEU and chrF from ``sacrebleu`` on generated outputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class Seq2SeqLoss:
+    """``compute_loss_func`` for the Trainer: label-smoothed cross-entropy while training (with gradients), plain
+    cross-entropy on evaluation. The sum over target tokens is divided by ``num_items_in_batch`` (the Trainer's count
+    of target tokens in the whole optimizer step, across accumulation and processes) when given, else by the tokens
+    of this batch; so accumulation and data parallelism give the gradient of one big batch."""
+
+    def __init__(self, label_smoothing: float = 0.1):
+        self.label_smoothing = label_smoothing
+
+    def __call__(self, outputs, labels, num_items_in_batch=None):
+        logits = outputs["logits"] if isinstance(outputs, dict) else outputs[0]
+        smoothing = self.label_smoothing if torch.is_grad_enabled() else 0.0
+        total = torch.nn.functional.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1).to(logits.device), ignore_index=-100,
+            reduction="sum", label_smoothing=smoothing)
+        if num_items_in_batch is None:
+            num_items_in_batch = (labels != -100).sum()
+        if torch.is_tensor(num_items_in_batch):
+            num_items_in_batch = num_items_in_batch.to(total.device)
+        return total / num_items_in_batch
+
+
+def argmax_logits(logits, labels):
+    """``preprocess_logits_for_metrics``: keep only the predicted ids (the Trainer would otherwise gather V floats
+    per token)."""
+    if isinstance(logits, (tuple, list)):
+        logits = logits[0]
+    return logits.argmax(dim=-1)
+
+
+def token_accuracy(eval_pred) -> dict[str, float]:
+    """Share of target tokens that the teacher-forced argmax predicts exactly."""
+    preds, labels = eval_pred.predictions, eval_pred.label_ids
+    if isinstance(preds, tuple):
+        preds = preds[0]
+    mask = labels != -100
+    return {"token_accuracy": float((preds[mask] == labels[mask]).mean()) if mask.any() else 0.0}
+
+
+class GenerationMetrics:
+    """BLEU and chrF (``sacrebleu``) of generated outputs against the references."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def decode(self, ids) -> list[str]:
+        ids = np.where(ids < 0, self.tokenizer.pad_token_id, ids)
+        return [t.strip() for t in self.tokenizer.batch_decode(ids, skip_special_tokens=True)]
+
+    def __call__(self, eval_pred) -> dict[str, float]:
+        import sacrebleu
+
+        preds = eval_pred.predictions[0] if isinstance(eval_pred.predictions, tuple) else eval_pred.predictions
+        hyps, refs = self.decode(preds), self.decode(eval_pred.label_ids)
+        return {"bleu": sacrebleu.corpus_bleu(hyps, [refs]).score, "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score}

@@ -1,0 +1,155 @@
+"""BART's text-infilling noise (Lewis et al. 2020, section 2.2): the denoising objective's corruption of a text.
+
+- :func:`text_infilling` noises one token sequence;
+- :class:`DataCollatorForTextInfilling` turns clean token ids into training batches: the encoder reads the noised
+  text, the decoder rebuilds the original.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError
+
+
+def text_infilling(ids: Sequence[int], mask_token_id: int, rng: np.random.Generator, mask_ratio: float = 0.3,
+                   poisson_lambda: float = 3.0) -> list[int]:
+    """BART text infilling of one token sequence (without its final ``</s>``).
+
+    1. ``m = ceil(mask_ratio * n)`` tokens are to be masked. Span lengths are drawn from Poisson(``poisson_lambda``)
+       until they add up to at least ``m``; the last one is cut so that they add up to exactly ``m``.
+    2. Spans of length >= 1 are placed at random, never touching one another (at least one kept token between two
+       spans), and each span is replaced by a single ``<mask>``. If ``n`` is too short to keep them apart, the last
+       spans are dropped.
+    3. Each span of length 0 inserts a ``<mask>`` at a random position (a token the model must learn is *not*
+       missing), at most as many as keep the noised text no longer than the original.
+    """
+    n = len(ids)
+    if n == 0 or mask_ratio <= 0:
+        return list(ids)
+    lengths = _span_lengths(math.ceil(mask_ratio * n), poisson_lambda, rng)
+    spans = [length for length in lengths if length > 0]
+    zero_length = len(lengths) - len(spans)
+    while spans and n - sum(spans) < len(spans) - 1:  # too short to keep the spans apart
+        spans.pop()
+    out = _replace_spans(list(ids), spans, mask_token_id, rng)
+    inserts = min(zero_length, sum(spans) - len(spans))  # never longer than the original
+    if inserts > 0:
+        for where in sorted(rng.integers(0, len(out) + 1, size=inserts).tolist(), reverse=True):
+            out.insert(where, mask_token_id)
+    return out
+
+
+def _span_lengths(to_mask: int, poisson_lambda: float, rng: np.random.Generator) -> list[int]:
+    """Poisson(``poisson_lambda``) span lengths drawn until they cover ``to_mask`` tokens, the last one cut to fit
+    exactly (lengths of 0 included: each will insert a ``<mask>``)."""
+    lengths: list[int] = []
+    total = 0
+    while total < to_mask:
+        length = int(rng.poisson(poisson_lambda))
+        lengths.append(length)
+        total += length
+    lengths[-1] -= total - to_mask
+    return lengths
+
+
+def _replace_spans(ids: list[int], spans: list[int], mask_token_id: int, rng: np.random.Generator) -> list[int]:
+    """``ids`` with spans of the given lengths, placed at random and never touching, each replaced by one mask."""
+    k, masked = len(spans), sum(spans)
+    if not k:
+        return ids
+    # gaps between spans: g_0 >= 0, g_1..g_{k-1} >= 1, g_k >= 0, summing to the n - masked kept tokens
+    free = len(ids) - masked - (k - 1)
+    bars = np.sort(rng.choice(free + k, size=k, replace=False))
+    gaps = np.diff(np.concatenate(([-1], bars))) - 1
+    gaps[1:] += 1
+    out: list[int] = []
+    pos = 0
+    for gap, length in zip(gaps.tolist(), spans):
+        out.extend(ids[pos:pos + gap])
+        out.append(mask_token_id)
+        pos += gap + length
+    out.extend(ids[pos:])
+    return out
+
+
+@dataclass
+class DataCollatorForTextInfilling:
+    """Batches for denoising pre-training: the encoder reads the noised text, the decoder rebuilds the original.
+
+    Each feature is ``{"input_ids": clean ids ending with </s>}``. The batch has ``input_ids`` (noised, padded with
+    ``pad_token_id``), ``attention_mask``, ``labels`` (the clean ids, padded with -100) and ``decoder_input_ids``
+    (the labels shifted right behind ``decoder_start_token_id``, as the model would build them itself; the Trainer
+    needs them because label smoothing takes ``labels`` out of the model's inputs).
+
+    The noise of a sequence is a function of ``(seed, epoch, its token ids)`` only, not of a global random state,
+    so that a resumed run sees exactly the batches of an uninterrupted one, whatever the number of processes or
+    data-loader workers. ``epoch`` is set by :class:`scratchformer.training.callbacks.EpochCallback` so each epoch draws new
+    noise.
+    """
+
+    pad_token_id: int
+    mask_token_id: int
+    eos_token_id: int
+    decoder_start_token_id: int
+    mask_ratio: float = 0.3
+    poisson_lambda: float = 3.0
+    seed: int = 0
+    epoch: int = 0
+    pad_to_multiple_of: int | None = None
+
+    def __post_init__(self):
+        if not 0.0 <= self.mask_ratio < 1.0:
+            raise ValueError(f"mask_ratio={self.mask_ratio} must be in [0, 1)")
+        if not self.poisson_lambda > 0:
+            raise ValueError(f"poisson_lambda={self.poisson_lambda} must be positive")
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer, decoder_start_token_id: int, **kwargs) -> DataCollatorForTextInfilling:
+        if tokenizer.mask_token_id is None:
+            raise DataError("the tokenizer has no <mask> token; text infilling needs one")
+        return cls(pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
+                   eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=decoder_start_token_id, **kwargs)
+
+    def rng_for(self, ids: Sequence[int]) -> np.random.Generator:
+        key = zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes())
+        return np.random.default_rng([self.seed, self.epoch, key, len(ids)])
+
+    def noise(self, ids: Sequence[int]) -> list[int]:
+        ids = list(ids)
+        body, tail = (ids[:-1], ids[-1:]) if ids and ids[-1] == self.eos_token_id else (ids, [])
+        return text_infilling(body, self.mask_token_id, self.rng_for(ids), self.mask_ratio,
+                              self.poisson_lambda) + tail
+
+    def _pad(self, rows: list[list[int]], value: int):
+        import torch
+
+        width = max(len(r) for r in rows)
+        if self.pad_to_multiple_of:
+            width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
+        out = torch.full((len(rows), width), value, dtype=torch.long)
+        for i, r in enumerate(rows):
+            out[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+        return out
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        clean = [list(f["input_ids"]) for f in features]
+        noised = [self.noise(ids) for ids in clean]
+        input_ids = self._pad(noised, self.pad_token_id)
+        attention_mask = self._pad([[1] * len(r) for r in noised], 0)
+        labels = self._pad(clean, -100)
+        decoder_input_ids = labels.new_full(labels.shape, self.pad_token_id)
+        decoder_input_ids[:, 0] = self.decoder_start_token_id
+        decoder_input_ids[:, 1:] = labels[:, :-1].masked_fill(labels[:, :-1] == -100, self.pad_token_id)
+        return {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "labels": labels,
+            "decoder_input_ids": decoder_input_ids,
+        }

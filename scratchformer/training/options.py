@@ -1,0 +1,299 @@
+"""The options of ``scratchformer train``, and the command-line parser that reads them.
+
+A run is described by two dataclasses, read together by ``transformers.HfArgumentParser``:
+
+- :class:`TrainOptions`: what scratchformer adds - data, objective, noise, model size, tokenizer, time limit;
+- :class:`ScratchformerTrainingArguments`: ``transformers.Seq2SeqTrainingArguments`` itself, with scratchformer's
+  defaults (the paper's Adam and schedule, our batch size, step counts, ...). Every Trainer option works under its
+  Hugging Face name, with underscores or dashes (``--gradient_accumulation_steps 4``, ``--report-to tensorboard``);
+  the spellings of earlier scratchformer versions (``--batch-size``, ``--lr-schedule``, ``--resume``, ...) are
+  aliases of the Trainer's own options.
+
+The two never share a field (``HfArgumentParser`` refuses duplicates): an option the Trainer has comes from the
+Trainer's dataclass. :func:`config_from_args` reads a command line, :func:`config_from_dict` a dict of field names;
+both give ``(TrainOptions, ScratchformerTrainingArguments)`` and raise :class:`TrainingSetupError` for a mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import torch
+from transformers import HfArgumentParser, Seq2SeqTrainingArguments
+from transformers.trainer_utils import IntervalStrategy, SchedulerType
+
+from ..errors import TrainingSetupError
+from .resume import LATEST
+from .schedule import paper_warmup_steps
+
+OBJECTIVES = ("denoise", "seq2seq")
+SAVE_DTYPES = ("float32", "float16", "bfloat16")
+
+# Model sizes (ScratchformerConfig fields). vocab_size and the special-token ids come from the tokenizer.
+PRESETS: dict[str, dict[str, Any]] = {
+    # for tests and smoke runs
+    "tiny": dict(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                 encoder_ffn_dim=64, decoder_ffn_dim=64),
+    # candidates for the shipped checkpoint (docs/training.md): an encoder-heavy shape, since the encoder's
+    # contextual vectors are what the checkpoint is for, and a 1-2 layer decoder is enough to reconstruct text
+    "mini": dict(d_model=192, encoder_layers=4, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
+                 encoder_ffn_dim=768, decoder_ffn_dim=768),
+    "small": dict(d_model=256, encoder_layers=6, decoder_layers=2, encoder_attention_heads=4,
+                  decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024),
+    "small-sym": dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
+                      decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024),
+    # the paper's base model (Table 3)
+    "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8, decoder_attention_heads=8,
+                 encoder_ffn_dim=2048, decoder_ffn_dim=2048),
+}
+
+
+def _option(default: Any, help: str, **argparse_options: Any) -> Any:
+    """A dataclass field with its ``--help`` text (and extra ``argparse`` settings such as ``choices``)."""
+    return field(default=default, metadata={"help": help, **argparse_options})
+
+
+@dataclass
+class TrainOptions:
+    """scratchformer's own options of ``scratchformer train`` (the flag is the field name, with ``-`` or ``_``)."""
+
+    _argument_group_name = "scratchformer options"
+
+    # --- data
+    objective: str = _option("denoise", "denoise: BART text infilling on plain text; seq2seq: source -> target "
+                                        "columns", choices=OBJECTIVES)
+    train_files: list[str] | None = _option(None, "training data: .txt (one example per line), .tsv, .csv, .jsonl "
+                                                  "(each optionally .gz)")
+    validation_files: list[str] | None = _option(None, "validation data (default: held out from the training data)")
+    data_format: str | None = _option(None, "txt, tsv, csv or jsonl (default: from the file names)")
+    dataset_name: str | None = _option(None, "a Hugging Face Hub dataset instead of files (needs the Hub)")
+    dataset_config: str | None = _option(None, "configuration name of --dataset-name")
+    text_column: str = _option("text", "column with the text (denoise)")
+    source_column: str | None = _option(None, "source column (seq2seq), e.g. kjv")
+    target_column: str | None = _option(None, "target column (seq2seq), e.g. web")
+    group_column: str | None = _option(None, "hold out whole groups of rows for validation, a group being the rows "
+                                             "with the same value in this column (default: random rows)")
+    group_pattern: str | None = _option(None, "with --group-column: a regular expression whose first group names "
+                                              "a row's group, e.g. '^(.*?\\S)\\s+\\d+:\\d+$' for the book of "
+                                              "'Genesis 1:1'; a value it does not match is its own group")
+    validation_groups: list[str] | None = _option(None, "the groups to hold out (default: random, seeded, until "
+                                                        "--validation-fraction is reached)")
+    validation_fraction: float = _option(0.05, "fraction of the rows held out for validation")
+    max_train_samples: int | None = _option(None, "use at most this many training rows (after the split)")
+    max_eval_samples: int | None = _option(512, "evaluate on at most this many validation rows (0 = all)")
+    max_length: int = _option(128, "denoise: texts are cut into chunks of at most this many tokens")
+    max_source_length: int = _option(128, "seq2seq: source truncation length in tokens")
+    max_target_length: int = _option(128, "seq2seq: target truncation length in tokens")
+    mask_ratio: float = _option(0.3, "denoise: fraction of tokens covered by masked spans, in [0, 1)")
+    poisson_lambda: float = _option(3.0, "denoise: mean span length (Poisson lambda)")
+    num_proc: int | None = _option(None, "processes for datasets.map")
+    cache_dir: str | None = _option(None, "datasets cache folder (default: the datasets default)")
+    # --- model and tokenizer
+    model: str | None = _option(None, "start from this checkpoint folder (fine-tuning) instead of a random model")
+    preset: str = _option("mini", "model size for a new model (docs/training.md)", choices=tuple(PRESETS))
+    config_overrides: str | None = _option(None, "ScratchformerConfig fields, e.g. 'd_model=256,encoder_layers=4,"
+                                                 "pre_layer_norm=true'")
+    tokenizer: str | None = _option(None, "tokenizer folder (default: the --model's, else train one on the "
+                                          "training text and save it in OUTPUT_DIR/tokenizer)")
+    tokenizer_vocab_size: int = _option(16000, "vocabulary size of a tokenizer trained on the fly (byte-level BPE)")
+    tokenizer_max_rows: int | None = _option(None, "train the tokenizer on at most this many training rows")
+    # --- the run
+    max_minutes: float | None = _option(None, "also stop (with checkpoint, final model and evaluation) after this "
+                                              "many minutes of training; the step reached then depends on the "
+                                              "machine")
+    save_dtype: str = _option("float32", "dtype of the final model's weights (checkpoints stay float32)",
+                              choices=SAVE_DTYPES)
+
+
+def _trainer_field(name: str, default: Any, help: str | None = None, **argparse_options: Any) -> Any:
+    """``Seq2SeqTrainingArguments``' field ``name`` with scratchformer's ``default`` (and, where given, our help text
+    and extra ``argparse`` settings, e.g. ``aliases`` for an earlier spelling of the option)."""
+    metadata = dict(Seq2SeqTrainingArguments.__dataclass_fields__[name].metadata)
+    if help is not None:
+        metadata["help"] = help
+    metadata.update(argparse_options)
+    return field(default=default, metadata=metadata)
+
+
+def _aliases(*names: str) -> list[str]:
+    """``--batch-size`` and ``--batch_size`` for ``"batch_size"``."""
+    return [spelling for name in names for spelling in (f"--{name.replace('_', '-')}", f"--{name}")]
+
+
+@dataclass
+class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
+    """``transformers.Seq2SeqTrainingArguments`` with scratchformer's defaults.
+
+    The fields below are the Trainer's own; only their defaults (and a few aliases) differ. Four defaults depend on
+    other options and are filled in by :meth:`__post_init__` before the Trainer's checks run:
+
+    - ``warmup_steps``: the paper's 4000, at most 10% of ``max_steps``;
+    - ``per_device_eval_batch_size``: the training batch size;
+    - ``eval_steps=0`` means "evaluate only at the end of the run" (``eval_strategy="no"``);
+    - ``use_cpu`` where there is no CUDA GPU, and the ``gloo`` backend for several CPU processes.
+
+    ``learning_rate`` stays ``None`` until the model is known: for ``inverse_sqrt`` it is then the paper's peak
+    ``d_model^-0.5 * warmup^-0.5`` (:func:`scratchformer.training.schedule.peak_learning_rate`).
+    """
+
+    _argument_group_name = "Trainer options (transformers.Seq2SeqTrainingArguments, with scratchformer's defaults)"
+
+    output_dir: str | None = _trainer_field(
+        "output_dir", None, "folder for checkpoints, the final model, logs and the loss curve (required)",
+        required=True, metavar="DIR")
+    per_device_train_batch_size: int = _trainer_field(
+        "per_device_train_batch_size", 32, "examples per process per micro-batch", aliases=_aliases("batch_size"),
+        metavar="N")
+    per_device_eval_batch_size: int | None = _trainer_field(
+        "per_device_eval_batch_size", None, "evaluation batch size per process (default: --batch-size)",
+        aliases=_aliases("eval_batch_size"), metavar="N")
+    num_train_epochs: float = _trainer_field("num_train_epochs", 1.0, "epochs, when --max-steps is not given")
+    learning_rate: float | None = _trainer_field(
+        "learning_rate", None, "peak learning rate (default: d_model^-0.5 * warmup^-0.5 for inverse_sqrt, the "
+                               "paper's value; 5e-4 otherwise)")
+    lr_scheduler_type: SchedulerType | str = _trainer_field(
+        "lr_scheduler_type", "inverse_sqrt", "learning-rate schedule (a transformers SchedulerType): inverse_sqrt "
+                                             "is the paper's linear warm-up then 1/sqrt(step); linear, cosine and "
+                                             "constant_with_warmup also warm up linearly, constant does not",
+        aliases=_aliases("lr_schedule"), metavar="SCHEDULE")
+    warmup_steps: float | None = _trainer_field(
+        "warmup_steps", None, "linear warm-up steps, or a fraction < 1 of the training steps (default: the paper's "
+                              "4000, at most 10%% of --max-steps)")
+    adam_beta2: float = _trainer_field("adam_beta2", 0.98, "Adam beta2 (paper: 0.98)")
+    adam_epsilon: float = _trainer_field("adam_epsilon", 1e-9, "Adam epsilon (paper: 1e-9)")
+    label_smoothing_factor: float = _trainer_field(
+        "label_smoothing_factor", 0.1, "label smoothing epsilon of the training loss (paper: 0.1); evaluation "
+                                       "reports the plain cross-entropy", aliases=_aliases("label_smoothing"),
+        metavar="EPSILON")
+    eval_strategy: IntervalStrategy | str = _trainer_field("eval_strategy", "steps")
+    eval_steps: float | None = _trainer_field(
+        "eval_steps", 500, "evaluate every this many steps (0 = only at the end of the run)")
+    save_total_limit: int | None = _trainer_field("save_total_limit", 3, "keep at most this many checkpoints")
+    logging_steps: float = _trainer_field("logging_steps", 50, "log the training loss every this many steps")
+    logging_first_step: bool = _trainer_field("logging_first_step", True)
+    report_to: None | str | list[str] = _trainer_field("report_to", "none")
+    disable_tqdm: bool = _trainer_field("disable_tqdm", False, "no progress bar", aliases=_aliases("no_progress_bar"))
+    ddp_find_unused_parameters: bool | None = _trainer_field("ddp_find_unused_parameters", False)
+    resume_from_checkpoint: str | None = _trainer_field(
+        "resume_from_checkpoint", None, "continue from the latest checkpoint in OUTPUT_DIR (no value, or 'latest'), "
+                                        "or from the given checkpoint folder", aliases=["--resume"], nargs="?",
+        const=LATEST)
+    generation_max_length: int | None = _trainer_field(
+        "generation_max_length", 128, "seq2seq: longest generated output during evaluation")
+    generation_num_beams: int | None = _trainer_field(
+        "generation_num_beams", 1, "seq2seq: beams during evaluation (1 = greedy)")
+
+    def __post_init__(self):
+        self._fill_in_dependent_defaults()
+        super().__post_init__()
+
+    def _fill_in_dependent_defaults(self) -> None:
+        if self.warmup_steps is None:
+            self.warmup_steps = paper_warmup_steps(self.max_steps)
+        elif self.warmup_steps >= 1 and float(self.warmup_steps).is_integer():
+            self.warmup_steps = int(self.warmup_steps)  # a step count, not the fraction a float < 1 would be
+        if self.per_device_eval_batch_size is None:
+            self.per_device_eval_batch_size = self.per_device_train_batch_size
+        if self.eval_steps == 0 and IntervalStrategy(self.eval_strategy) == IntervalStrategy.STEPS:
+            self.eval_strategy, self.eval_steps = IntervalStrategy.NO, None
+        if not torch.cuda.is_available():
+            self.use_cpu = True
+        if self.use_cpu and self.ddp_backend is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            self.ddp_backend = "gloo"
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows every option's default, except where there is none to show (``None``) or the help text
+    already says what the default is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, argparse.SUPPRESS) or "%(default)" in text or "(default:" in text:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class TrainArgumentParser(HfArgumentParser):
+    """``HfArgumentParser`` over :class:`TrainOptions` and :class:`ScratchformerTrainingArguments`, for the
+    ``scratchformer train`` command line. A bad command line raises :class:`TrainingSetupError` (the CLI prints it
+    as one line) instead of printing the usage and exiting; abbreviated options are not accepted, since with over a
+    hundred Trainer options an abbreviation is a typo waiting to happen."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            (TrainOptions, ScratchformerTrainingArguments), prog="scratchformer train", allow_abbrev=False,
+            formatter_class=HelpFormatter,
+            usage="%(prog)s (--train-files FILE [FILE ...] | --dataset-name NAME) --output-dir DIR [OPTIONS]",
+            description="Denoising pre-training or seq2seq training on the Hugging Face Seq2SeqTrainer. "
+                        "scratchformer's own options come first, then every Seq2SeqTrainingArguments option under "
+                        "its Hugging Face name (with '_' or '-'); the defaults shown are the ones a run uses.")
+
+    def error(self, message: str):
+        raise TrainingSetupError(message)
+
+    def parse(self, argv: list[str]) -> tuple[TrainOptions, ScratchformerTrainingArguments]:
+        try:
+            options, args, unknown = self.parse_args_into_dataclasses(
+                argv, return_remaining_strings=True, look_for_args_file=False)
+        except TrainingSetupError:
+            raise
+        except ValueError as err:  # the Trainer's own checks of its options
+            raise TrainingSetupError(str(err)) from err
+        if unknown:
+            raise TrainingSetupError(f"unrecognized arguments: {' '.join(unknown)}")
+        return options, args
+
+
+def config_from_args(argv: list[str] | None = None) -> tuple[TrainOptions, ScratchformerTrainingArguments]:
+    """The options of a ``scratchformer train`` command line (``argv`` without the ``train``)."""
+    return TrainArgumentParser().parse(list(argv or []))
+
+
+def config_from_dict(settings: dict[str, Any]) -> tuple[TrainOptions, ScratchformerTrainingArguments]:
+    """The options from a dict of field names of either dataclass (``{"preset": "tiny", "max_steps": 8, ...}``)."""
+    parser = TrainArgumentParser()
+    try:
+        options, args = parser.parse_dict(settings)
+    except TrainingSetupError:
+        raise
+    except ValueError as err:
+        raise TrainingSetupError(str(err)) from err
+    return options, args
+
+
+def option_flag(name: str) -> str:
+    """How ``--help`` names the field ``name``: its scratchformer alias if it has one (``--batch-size`` for
+    ``per_device_train_batch_size``), else the name with dashes."""
+    for dataclass_type in (TrainOptions, ScratchformerTrainingArguments):
+        spec = dataclass_type.__dataclass_fields__.get(name)
+        if spec is not None and spec.metadata.get("aliases"):
+            return spec.metadata["aliases"][0]
+    return "--" + name.replace("_", "-")
+
+
+def parse_overrides(text: str | None) -> dict[str, Any]:
+    """``"d_model=256,pre_layer_norm=true,activation_function=gelu"`` -> a dict of typed values (JSON numbers,
+    ``true``/``false``/``null`` in any case; anything else stays text)."""
+    out: dict[str, Any] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise TrainingSetupError(f"--config-overrides: {item!r} is not key=value")
+        value = value.strip()
+        try:
+            out[key.strip()] = json.loads(value.lower() if value.lower() in ("true", "false", "null") else value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def options_as_dict(options: TrainOptions, args: ScratchformerTrainingArguments) -> dict[str, Any]:
+    """Both dataclasses as one flat dict (their field names never collide): what ``train_config.json`` holds."""
+    ours = {f.name: getattr(options, f.name) for f in fields(options)}
+    return {**ours, **args.to_dict()}
