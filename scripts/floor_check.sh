@@ -29,7 +29,7 @@ find "$work/src" -name __pycache__ -type d -prune -exec rm -rf {} +
 "${BUILD_PYTHON:-.venv/bin/python}" -m pip wheel -q --no-deps --no-build-isolation "$work/src" -w "$work/dist"
 wheel=$(ls "$work"/dist/scratchformer-*.whl)
 
-echo "floor check: a fresh venv with the floor versions ($FLOOR_VENV)"
+echo "floor check: a fresh venv with the floor versions ($FLOOR_VENV) ($((SECONDS - start)) s)"
 rm -rf "$FLOOR_VENV"
 "$PYTHON" -m venv "$FLOOR_VENV"
 # (pipefail: pip's status is the pipeline's; the filter only hides this machine's notes on missing local indexes)
@@ -40,13 +40,14 @@ pip_install "${TORCH_SPEC:-torch==2.13.0}"
 pip_install -c "$work/core.txt" "$wheel"
 "$FLOOR_VENV/bin/python" -m pip check || true  # informational: a floor pin another package dislikes shows here
 
+echo "floor check: core install done ($((SECONDS - start)) s)"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 export HF_HOME="$work/hf_home"
 unset PYTHONPATH
 # from outside the repository, so that `import scratchformer` can only find the installed wheel
 (cd "$work" && "$FLOOR_VENV/bin/python" "$ROOT/scripts/floor_smoke.py" core)
 
-echo "floor check: adding the [train] extra at its floors"
+echo "floor check: adding the [train] extra at its floors ($((SECONDS - start)) s)"
 pip_install -c "$work/train.txt" "${wheel}[train]"
 (cd "$work" && "$FLOOR_VENV/bin/python" "$ROOT/scripts/floor_smoke.py" train)
 

@@ -138,9 +138,18 @@ def test_a_training_command_without_its_extra_is_one_line(argv, missing, named, 
 
 def test_denoising_does_not_need_sacrebleu(monkeypatch):
     monkeypatch.setitem(sys.modules, "sacrebleu", None)
-    check_optional_dependencies(argparse.Namespace(command="train", objective="denoise"))
-    with pytest.raises(MissingDependencyError, match="sacrebleu"):
-        check_optional_dependencies(argparse.Namespace(command="train", objective="seq2seq"))
+    for words in (["--objective", "denoise"], [], ["--objective=seq2seq", "--objective", "denoise"]):
+        check_optional_dependencies(argparse.Namespace(command="train", train_arguments=words))
+    for words in (["--objective", "seq2seq"], ["--objective=seq2seq"]):
+        with pytest.raises(MissingDependencyError, match="sacrebleu"):
+            check_optional_dependencies(argparse.Namespace(command="train", train_arguments=words))
+
+
+def test_train_help_needs_no_training_package(monkeypatch):
+    for name in TRAINING_ONLY:
+        monkeypatch.setitem(sys.modules, name, None)
+    check_optional_dependencies(argparse.Namespace(command="train", train_arguments=["--objective", "seq2seq",
+                                                                                     "--help"]))
 
 
 def test_inference_never_imports_the_training_packages(tmp_path):
@@ -155,6 +164,13 @@ def test_inference_never_imports_the_training_packages(tmp_path):
         parser = build_parser()
         for name, sub in parser._subparsers._group_actions[0].choices.items():
             sub.format_help()
+        from scratchformer.cli import main
+        with contextlib.redirect_stdout(io.StringIO()) as listed:
+            try:
+                main(["train", "--help"])  # builds the real (HfArgumentParser) parser of the training options
+            except SystemExit as stop:
+                assert stop.code in (0, None), stop.code
+        assert "--objective" in listed.getvalue()
         import scratchformer.analysis.bank, scratchformer.analysis.senses, scratchformer.hub  # noqa: F401
         from scratchformer import load
         model, tokenizer = load("small", task="seq2seq")

@@ -56,12 +56,26 @@ def check_optional_dependencies(args: argparse.Namespace) -> None:
     """Raise :class:`~scratchformer.errors.MissingDependencyError` (one line naming the extra) when the command in
     ``args`` needs a package that the core install leaves out: training needs ``scratchformer[train]``."""
     if args.command == "train":
+        words = list(getattr(args, "train_arguments", None) or [])  # the train subparser keeps its words verbatim
+        if "-h" in words or "--help" in words:
+            return  # the options can be listed without the training packages
         require("datasets", "accelerate", extra="train", for_what="scratchformer train")
-        if getattr(args, "objective", None) == "seq2seq":
+        if _option_value(words, "--objective") == "seq2seq":
             require("sacrebleu", extra="train", for_what="seq2seq training (BLEU/chrF at each evaluation)")
     elif args.command == "train-tokenizer":
-        # the text files are read through tokenizer.training.load_text_files, which uses datasets
+        # it reads the text files with scratchformer.training.data.load_data_files, which uses datasets
         require("datasets", extra="train", for_what="scratchformer train-tokenizer")
+
+
+def _option_value(words: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in a command line's words (``--flag value`` or ``--flag=value``; the last one wins)."""
+    value = None
+    for i, word in enumerate(words):
+        if word == flag and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith(flag + "="):
+            value = word.split("=", 1)[1]
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
