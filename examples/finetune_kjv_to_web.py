@@ -8,7 +8,8 @@ scores the trivial system that copies the KJV verse unchanged.
     python examples/finetune_kjv_to_web.py --model outputs/pretrain-small    # or a pretraining output folder
     python examples/finetune_kjv_to_web.py --max-steps 50 --max-eval-samples 64     # a quick look
 
-Any other ``scratchformer train`` option (``--batch-size``, ``--learning-rate``, ``--resume`` ...) is passed on.
+Any other ``scratchformer train`` option (``--batch-size``, ``--learning-rate``, ``--resume`` ...) is passed on. An
+``--output-dir`` that holds an earlier run is refused: ``--resume`` continues it, ``--overwrite_output_dir`` replaces it.
 It runs ``scratchformer train --objective seq2seq --source-column kjv --target-column web --group-column ref
 --group-pattern BOOK_OF_REF``: the Bible-specific part, what a book is, lives here, not in the training code.
 """

@@ -6,6 +6,7 @@ here is passed on and wins over the defaults (see ``scratchformer train --help``
     python examples/pretrain_denoising.py                                   # the shipped recipe (~2 h on 2 quiet cores)
     python examples/pretrain_denoising.py --max-steps 50 --output-dir outputs/smoke --eval-steps 25
     python examples/pretrain_denoising.py --resume                          # continue an interrupted run
+    python examples/pretrain_denoising.py --overwrite_output_dir            # start over in the same folder
     torchrun --nproc_per_node=2 examples/pretrain_denoising.py ...          # data-parallel
 
 It trains a 16k byte-level BPE on the corpus (saved in OUTPUT_DIR/tokenizer), then the model; checkpoints go to

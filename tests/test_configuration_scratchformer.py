@@ -138,3 +138,8 @@ def test_update_checks_the_values_together_and_is_all_or_nothing():
     with pytest.raises(ValueError, match="decoder_attention_heads"):
         config.update({"dropout": 0.3, "decoder_attention_heads": 4})
     assert config.to_dict() == before
+
+
+def test_a_folder_without_config_json_is_an_error_not_the_defaults(tmp_path):
+    with pytest.raises(OSError, match="has no config.json"):
+        ScratchformerConfig.from_pretrained(tmp_path)

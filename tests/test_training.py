@@ -130,7 +130,8 @@ def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
     resumed_dir = Path(args.output_dir)
     assert sorted(p.name for p in resumed_dir.glob("checkpoint-*")) == ["checkpoint-4"]
     assert not (resumed_dir / "model.safetensors").exists()
-    with pytest.raises(TrainingSetupError, match="already holds checkpoints .* pass --resume"):
+    with pytest.raises(TrainingSetupError, match=r"already holds a run or a model \(train_config.json, checkpoint-4\); "
+                                                 "pass --resume"):
         run_training(options, args)
     args.resume_from_checkpoint = "latest"
     with CaptureLogger(trainer_logger) as log:
@@ -289,9 +290,9 @@ def test_loss_is_label_smoothed_in_training_and_plain_in_evaluation():
 def test_inverse_sqrt_schedule_is_the_papers():
     from transformers.optimization import _get_inverse_sqrt_schedule_lr_lambda
 
-    d_model, warmup = 256, 40
+    d_model, warmup = 512, 4000  # the paper's base model and warm-up: the default peak is the paper's, not capped
     peak = peak_learning_rate(None, "inverse_sqrt", d_model, warmup)
-    for step in range(1, 200):
+    for step in [*range(1, 200), *range(3900, 4100), 10_000, 100_000]:
         paper = d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
         hf = peak * _get_inverse_sqrt_schedule_lr_lambda(step, num_warmup_steps=warmup, timescale=warmup)
         assert hf == pytest.approx(paper, rel=1e-12), step
@@ -321,7 +322,7 @@ def test_defaults_are_scratchformers_not_the_trainers():
     assert (args.per_device_train_batch_size, args.num_train_epochs, args.learning_rate, args.lr_scheduler_type.value,
             args.adam_beta2, args.adam_epsilon, args.label_smoothing_factor) == (32, 1.0, None, "inverse_sqrt", 0.98,
                                                                                   1e-9, 0.1)
-    assert args.warmup_steps == 100  # the paper's 4000, at most 10% of --max-steps
+    assert args.warmup_steps == 500  # the paper's 4000, at most half of --max-steps
     assert (args.eval_strategy.value, args.eval_steps, args.save_steps, args.save_total_limit, args.logging_steps,
             args.logging_first_step, args.report_to) == ("steps", 500, 500, 3, 50, True, [])
     _, only_at_the_end = config_from_args(["--train-files", "a.txt", "--output-dir", "o", "--eval-steps", "0"])

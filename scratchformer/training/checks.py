@@ -1,7 +1,7 @@
 """Up-front checks of a run: every mistake that can be found before (or without) training raises
 :class:`TrainingSetupError` naming the option, so that a bad run fails in seconds instead of after loading data.
 
-- :func:`check_options`: the options alone, before any data is read;
+- :func:`check_options`: the options alone (and the packages the objective needs), before any data is read;
 - :func:`check_tokenizer_matches`: the tokenizer against the model, before training;
 - :func:`check_batch_size`: the batch against the data and the memory of this machine, before training.
 """
@@ -83,6 +83,22 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
     _check_data_source(options)
     _check_grouping(options)
     _check_config_overrides(options.config_overrides)
+    if options.overwrite_output_dir and args.resume_from_checkpoint is not None:
+        raise TrainingSetupError("--resume continues the run in --output-dir and --overwrite_output_dir deletes it: "
+                                 "give one of them")
+    check_metric_packages(options)
+
+
+def check_metric_packages(options: TrainOptions) -> None:
+    """The packages the objective's evaluation needs (seq2seq: sacrebleu for BLEU and chrF), before any data is read
+    rather than at the first evaluation."""
+    if options.objective != "seq2seq":
+        return
+    try:
+        import sacrebleu  # noqa: F401
+    except ImportError:
+        raise TrainingSetupError("--objective seq2seq reports BLEU and chrF with sacrebleu, which is not installed: "
+                                 "pip install 'scratchformer[train]'") from None
 
 
 def _shown(value: Any) -> Any:

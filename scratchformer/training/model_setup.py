@@ -1,23 +1,31 @@
 """The tokenizer and the model a run starts from.
 
 - :func:`load_tokenizer`: ``--tokenizer``, else the ``--model``'s, else a byte-level BPE trained on the training
-  rows and saved in ``OUTPUT_DIR/tokenizer`` (a resumed run, and every process but the main one, loads that one);
+  rows by the main process (global rank 0) alone and saved in ``OUTPUT_DIR/tokenizer``; every other process loads
+  that one once the main one is done, and a resumed run the one in its checkpoint;
 - :func:`build_model`: ``--model`` (fine-tuning), else a new model of ``--preset`` size with ``--config-overrides``
   and the tokenizer's vocabulary; a resumed run must have the options of the run it continues.
+
+Nothing here runs code the user did not ask for: a Scratchformer folder (``--model``, ``--tokenizer``,
+``OUTPUT_DIR/tokenizer``) loads with this package's own classes through :mod:`scratchformer.loading`, whatever code
+files it holds, so the checkpoints of the run carry our code files too. Another model type's code runs only with
+``--trust-remote-code``.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedConfig
+from transformers import PreTrainedConfig
 
-from ..errors import TrainingSetupError
-from ..models import ScratchformerConfig, ScratchformerForConditionalGeneration
+from ..errors import ScratchformerError, TrainingSetupError
+from ..models import ScratchformerConfig, ScratchformerForConditionalGeneration, ScratchformerTokenizer
 from .options import PRESETS, parse_overrides
 from .resume import finishes_without_training
 
@@ -26,22 +34,107 @@ if TYPE_CHECKING:
 
 TOKENIZER_FOLDER = "tokenizer"  # under OUTPUT_DIR
 MIN_POSITIONS = 512  # ScratchformerConfig().max_position_embeddings
+REMOTE_CODE_HINT = (" (a model type other than scratchformer that ships its own Python code loads only with "
+                    "--trust-remote-code)")
 
 
-def load_tokenizer(options: TrainOptions, output_dir: str, train, columns: list[str], is_main: bool,
+def load_tokenizer(options: TrainOptions, output_dir: str, train, columns: list[str], process_index: int,
                    resume_from: str | None):
-    """The run's tokenizer (see the module docstring); ``train`` holds the training rows of ``columns``."""
+    """The run's tokenizer (see the module docstring); ``train`` holds the training rows of ``columns``. Call it
+    on the main process (``process_index`` 0) first, then on the others."""
     if options.tokenizer or options.model:
-        path = options.tokenizer or options.model
-        if not Path(path).exists():
-            raise TrainingSetupError(f"tokenizer folder not found: {path}")
-        return AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+        flag = "--tokenizer" if options.tokenizer else "--model"
+        return load_tokenizer_folder(options.tokenizer or options.model, options.trust_remote_code, flag)
     saved = Path(output_dir) / TOKENIZER_FOLDER
-    if (resume_from is not None or not is_main) and (saved / "tokenizer.json").is_file():
-        return AutoTokenizer.from_pretrained(str(saved), trust_remote_code=True)
-    if resume_from is not None:
-        raise TrainingSetupError(f"--resume: the run's tokenizer is missing ({saved})")
+    if resume_from is not None:  # the run's tokenizer: the one saved in the checkpoint, else OUTPUT_DIR/tokenizer
+        for folder in (Path(resume_from), saved):
+            if (folder / "tokenizer.json").is_file():
+                return _own_tokenizer(folder)
+        raise TrainingSetupError(f"--resume: the run's tokenizer is missing (neither {resume_from} nor {saved} has "
+                                 "tokenizer.json)")
+    if process_index != 0:
+        if (saved / "tokenizer.json").is_file():
+            return _own_tokenizer(saved)
+        raise TrainingSetupError(
+            f"process {process_index}: the tokenizer that the main process trained is not in {saved}; every process "
+            "must see --output-dir (a shared file system when the run spans several machines)")
     return _train_tokenizer(options, train, columns, saved)
+
+
+def check_model_sources(options: TrainOptions) -> None:
+    """Before any data is read: ``--model`` / ``--tokenizer`` are folders, and one that ships code of a model type
+    other than scratchformer (an ``auto_map`` in its ``config.json`` or ``tokenizer_config.json``) needs
+    ``--trust-remote-code``. (Only a quick look at the JSON files: what protects is that nothing is loaded with
+    ``trust_remote_code`` unless it is given.)"""
+    for flag, path in (("--model", options.model), ("--tokenizer", options.tokenizer)):
+        if path is None:
+            continue
+        if not Path(path).is_dir():
+            raise TrainingSetupError(f"{flag} {path}: no such folder")
+        ships_code = _foreign_auto_map(Path(path))
+        if ships_code and not options.trust_remote_code:
+            raise TrainingSetupError(f"{flag} {path}: {ships_code}; its Python code runs only with "
+                                     "--trust-remote-code (read it first)")
+
+
+def _foreign_auto_map(folder: Path) -> str | None:
+    """What in ``folder`` asks to run its own code for a type that is not ours, or ``None``."""
+    config = _json_dict(folder / "config.json")
+    if config is not None:
+        if config.get("model_type") == ScratchformerConfig.model_type:
+            return None  # ours: loaded with our classes, its code files never run
+        if config.get("auto_map"):
+            return f"a {config.get('model_type')!r} model whose config.json names its own code (auto_map)"
+    tokenizer_config = _json_dict(folder / "tokenizer_config.json") or {}
+    if tokenizer_config.get("tokenizer_class") != ScratchformerTokenizer.__name__ and tokenizer_config.get("auto_map"):
+        return (f"a {tokenizer_config.get('tokenizer_class')!r} tokenizer whose tokenizer_config.json names its own "
+                "code (auto_map)")
+    return None
+
+
+def _json_dict(path: Path) -> dict | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def load_tokenizer_folder(path: str, trust_remote_code: bool = False, flag: str = "--tokenizer"):
+    """The tokenizer of a folder: ours for a Scratchformer model folder or a folder saved from our tokenizer (never
+    the folder's code), else ``AutoTokenizer`` (the folder's code only with ``trust_remote_code``)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise TrainingSetupError(f"{flag} {path}: tokenizer folder not found")
+    try:
+        if (folder / "config.json").is_file():  # a model folder: the one loader decides
+            from ..loading import load_tokenizer as load
+
+            return load(str(folder), trust_remote_code=trust_remote_code)
+        if _tokenizer_class(folder) == ScratchformerTokenizer.__name__:
+            return _own_tokenizer(folder)
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
+    except (ScratchformerError, OSError, ValueError, KeyError) as err:
+        hint = "" if trust_remote_code else REMOTE_CODE_HINT
+        raise TrainingSetupError(f"{flag} {path}: cannot load its tokenizer: {_one_line(err)}{hint}") from err
+
+
+def _tokenizer_class(folder: Path) -> str | None:
+    return (_json_dict(folder / "tokenizer_config.json") or {}).get("tokenizer_class")
+
+
+def _own_tokenizer(folder: Path):
+    """A folder saved from :class:`ScratchformerTokenizer`, loaded with it (its code files never run)."""
+    try:
+        return ScratchformerTokenizer.from_pretrained(str(folder))
+    except (OSError, ValueError) as err:
+        raise TrainingSetupError(f"cannot load the tokenizer in {folder}: {_one_line(err)}") from err
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
 
 
 def _train_tokenizer(options: TrainOptions, train, columns: list[str], folder: Path):
@@ -53,6 +146,8 @@ def _train_tokenizer(options: TrainOptions, train, columns: list[str], folder: P
     tokenizer = train_fast_tokenizer(_texts(train, columns, limit), options.tokenizer_vocab_size,
                                      model_max_length=_longest_sequence(options))
     tokenizer.save_pretrained(str(folder))
+    print(f"[scratchformer train] tokenizer: trained on {limit:,} rows ({len(tokenizer):,} tokens), saved in {folder}",
+          flush=True)
     return tokenizer
 
 
@@ -73,7 +168,7 @@ def build_model(options: TrainOptions, tokenizer, resume_from: str | None, max_s
     gets that checkpoint's weights, since it will not train."""
     overrides = parse_overrides(options.config_overrides)
     if options.model:
-        return _load_pretrained(options.model, overrides)
+        return _load_pretrained(options.model, overrides, options.trust_remote_code)
     config = new_model_config(options, tokenizer, overrides)
     if resume_from is None:
         return ScratchformerForConditionalGeneration(config)
@@ -83,11 +178,34 @@ def build_model(options: TrainOptions, tokenizer, resume_from: str | None, max_s
     return ScratchformerForConditionalGeneration(config)
 
 
-def _load_pretrained(folder: str, overrides: dict):
+def _load_pretrained(folder: str, overrides: dict, trust_remote_code: bool):
+    """``--model``: through :func:`scratchformer.loading.load_model` (our classes for a Scratchformer folder, never
+    its code), in float32, with ``--config-overrides`` applied."""
+    from ..loading import load_model
+
     try:
-        return AutoModelForSeq2SeqLM.from_pretrained(folder, dtype=torch.float32, trust_remote_code=True, **overrides)
-    except (OSError, ValueError) as err:
-        raise TrainingSetupError(f"--model {folder}: cannot load it ({err})") from err
+        model = load_model(folder, task="seq2seq", dtype="float32", trust_remote_code=trust_remote_code)
+    except ScratchformerError as err:
+        hint = "" if trust_remote_code else REMOTE_CODE_HINT
+        raise TrainingSetupError(f"--model {folder}: cannot load it ({_one_line(err)}){hint}") from err
+    if not getattr(model.config, "is_encoder_decoder", False):
+        raise TrainingSetupError(f"--model {folder}: a {type(model).__name__} is not an encoder-decoder model")
+    return _with_overrides(model, overrides, folder) if overrides else model
+
+
+def _with_overrides(model, overrides: dict, folder: str):
+    """The model rebuilt with ``overrides`` set on its config (e.g. ``dropout=0.0``) and its weights copied."""
+    config = copy.deepcopy(model.config)
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    try:
+        if hasattr(config, "validate_values"):
+            config.validate_values()
+        rebuilt = type(model)(config)
+        rebuilt.load_state_dict(model.state_dict())
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TrainingSetupError(f"--config-overrides do not fit --model {folder}: {_one_line(err)}") from err
+    return rebuilt.to(torch.float32)
 
 
 def new_model_config(options: TrainOptions, tokenizer, overrides: dict) -> ScratchformerConfig:
@@ -109,6 +227,12 @@ def _check_same_model(config: ScratchformerConfig, checkpoint: str) -> None:
     # use_cache is switched off by the Trainer while it trains
     own = ({f.name for f in dataclasses.fields(ScratchformerConfig)}
            - {f.name for f in dataclasses.fields(PreTrainedConfig)} - {"use_cache"})
+    config_file = Path(checkpoint) / "config.json"
+    try:  # ScratchformerConfig.from_pretrained of a folder without config.json would silently give the defaults
+        json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise TrainingSetupError(f"--resume {checkpoint}: no readable config.json ({err.__class__.__name__}); not a "
+                                 "complete checkpoint") from None
     saved = ScratchformerConfig.from_pretrained(checkpoint).to_dict()
     ours = config.to_dict()
     differ = sorted(k for k in own if saved.get(k) != ours.get(k))

@@ -28,7 +28,7 @@ from transformers.trainer_utils import IntervalStrategy, SchedulerType
 
 from ..errors import TrainingSetupError
 from .resume import LATEST
-from .schedule import paper_warmup_steps
+from .schedule import default_warmup_steps
 
 OBJECTIVES = ("denoise", "seq2seq")
 SAVE_DTYPES = ("float32", "float16", "bfloat16")
@@ -101,12 +101,18 @@ class TrainOptions:
                                           "training text and save it in OUTPUT_DIR/tokenizer)")
     tokenizer_vocab_size: int = _option(16000, "vocabulary size of a tokenizer trained on the fly (byte-level BPE)")
     tokenizer_max_rows: int | None = _option(None, "train the tokenizer on at most this many training rows")
+    trust_remote_code: bool = _option(False, "run the Python code that a --model / --tokenizer folder of another "
+                                             "model type ships (a scratchformer folder always loads with this "
+                                             "package's own classes; its code files never run)")
     # --- the run
     max_minutes: float | None = _option(None, "also stop (with checkpoint, final model and evaluation) after this "
                                               "many minutes of training; the step reached then depends on the "
                                               "machine")
     save_dtype: str = _option("float32", "dtype of the final model's weights (checkpoints stay float32)",
                               choices=SAVE_DTYPES)
+    overwrite_output_dir: bool = _option(False, "start a new run in an --output-dir that holds an earlier run or "
+                                                "model: its checkpoints, tokenizer and run files are deleted first "
+                                                "(without this or --resume such a folder is refused)")
 
 
 def _trainer_field(name: str, default: Any, help: str | None = None, **argparse_options: Any) -> Any:
@@ -131,13 +137,15 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
     The fields below are the Trainer's own; only their defaults (and a few aliases) differ. Four defaults depend on
     other options and are filled in by :meth:`__post_init__` before the Trainer's checks run:
 
-    - ``warmup_steps``: the paper's 4000, at most 10% of ``max_steps``;
+    - ``warmup_steps``: the paper's 4000, at most half of ``max_steps`` (``warmup_is_default`` says it was not
+      given; with ``--num-train-epochs`` the cap is applied once the number of steps is known);
     - ``per_device_eval_batch_size``: the training batch size;
     - ``eval_steps=0`` means "evaluate only at the end of the run" (``eval_strategy="no"``);
     - ``use_cpu`` where there is no CUDA GPU, and the ``gloo`` backend for several CPU processes.
 
     ``learning_rate`` stays ``None`` until the model is known: for ``inverse_sqrt`` it is then the paper's peak
-    ``d_model^-0.5 * warmup^-0.5`` (:func:`scratchformer.training.schedule.peak_learning_rate`).
+    ``d_model^-0.5 * warmup^-0.5``, at most ``1e-3 * (d_model/512)^-0.5``
+    (:func:`scratchformer.training.schedule.peak_learning_rate`).
     """
 
     _argument_group_name = "Trainer options (transformers.Seq2SeqTrainingArguments, with scratchformer's defaults)"
@@ -153,8 +161,9 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
         aliases=_aliases("eval_batch_size"), metavar="N")
     num_train_epochs: float = _trainer_field("num_train_epochs", 1.0, "epochs, when --max-steps is not given")
     learning_rate: float | None = _trainer_field(
-        "learning_rate", None, "peak learning rate (default: d_model^-0.5 * warmup^-0.5 for inverse_sqrt, the "
-                               "paper's value; 5e-4 otherwise)")
+        "learning_rate", None, "peak learning rate (default for inverse_sqrt: the paper's d_model^-0.5 * "
+                               "warmup^-0.5, at most 1e-3 * (d_model/512)^-0.5; 5e-4 for the other schedules; a "
+                               "peak above twice that cap is warned about)")
     lr_scheduler_type: SchedulerType | str = _trainer_field(
         "lr_scheduler_type", "inverse_sqrt", "learning-rate schedule (a transformers SchedulerType): inverse_sqrt "
                                              "is the paper's linear warm-up then 1/sqrt(step); linear, cosine and "
@@ -162,7 +171,7 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
         aliases=_aliases("lr_schedule"), metavar="SCHEDULE")
     warmup_steps: float | None = _trainer_field(
         "warmup_steps", None, "linear warm-up steps, or a fraction < 1 of the training steps (default: the paper's "
-                              "4000, at most 10%% of --max-steps)")
+                              "4000, at most half of the training steps)")
     adam_beta2: float = _trainer_field("adam_beta2", 0.98, "Adam beta2 (paper: 0.98)")
     adam_epsilon: float = _trainer_field("adam_epsilon", 1e-9, "Adam epsilon (paper: 1e-9)")
     label_smoothing_factor: float = _trainer_field(
@@ -179,8 +188,9 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
     disable_tqdm: bool = _trainer_field("disable_tqdm", False, "no progress bar", aliases=_aliases("no_progress_bar"))
     ddp_find_unused_parameters: bool | None = _trainer_field("ddp_find_unused_parameters", False)
     resume_from_checkpoint: str | None = _trainer_field(
-        "resume_from_checkpoint", None, "continue from the latest checkpoint in OUTPUT_DIR (no value, or 'latest'), "
-                                        "or from the given checkpoint folder", aliases=["--resume"], nargs="?",
+        "resume_from_checkpoint", None, "continue the run in OUTPUT_DIR from its newest complete checkpoint (no "
+                                        "value, or 'latest'), or from the given checkpoint folder; options that "
+                                        "would change the run are refused", aliases=["--resume"], nargs="?",
         const=LATEST)
     generation_max_length: int | None = _trainer_field(
         "generation_max_length", 128, "seq2seq: longest generated output during evaluation")
@@ -192,8 +202,9 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
         super().__post_init__()
 
     def _fill_in_dependent_defaults(self) -> None:
+        self.warmup_is_default = self.warmup_steps is None  # not a field: the Trainer never sees it
         if self.warmup_steps is None:
-            self.warmup_steps = paper_warmup_steps(self.max_steps)
+            self.warmup_steps = default_warmup_steps(self.max_steps)
         elif self.warmup_steps >= 1 and float(self.warmup_steps).is_integer():
             self.warmup_steps = int(self.warmup_steps)  # a step count, not the fraction a float < 1 would be
         if self.per_device_eval_batch_size is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,16 +31,22 @@ from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerState, s
 
 from . import data
 from .callbacks import EpochCallback, TimeLimit
+from .checkpoints import CrashSafeCheckpoints
 from .checks import check_batch_size, check_options, check_tokenizer_matches
 from .history import loss_history, write_loss_curve
 from .metrics import GenerationMetrics, Seq2SeqLoss, argmax_logits, token_accuracy
-from .model_setup import build_model, load_tokenizer
+from .model_setup import build_model, check_model_sources, load_tokenizer
 from .noise import DataCollatorForTextInfilling
-from .options import ScratchformerTrainingArguments, TrainOptions, options_as_dict
-from .resume import finishes_without_training, resolve_resume
-from .schedule import peak_learning_rate, training_step_count
+from .options import ScratchformerTrainingArguments, TrainOptions
+from .output_dir import claim_output_dir
+from .resume import continue_run_options, finishes_without_training, resolve_resume, run_config
+from .schedule import default_warmup_steps, learning_rate_warning, peak_learning_rate, training_step_count
 
 LOG_PREFIX = "[scratchformer train]"
+
+
+class ScratchformerTrainer(CrashSafeCheckpoints, Seq2SeqTrainer):
+    """``Seq2SeqTrainer`` whose checkpoints appear only complete (:mod:`scratchformer.training.checkpoints`)."""
 
 
 def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
@@ -47,22 +54,51 @@ def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
     """Train as the options say; returns ``{"global_step", "metrics", "output_dir", "files"}`` (or ``{"global_step",
     "stopped": True}`` when a callback stopped training early). Raises :class:`~scratchformer.errors.TrainingSetupError`
     or :class:`~scratchformer.errors.DataError` before training for bad input; option mistakes before any data is
-    read. ``args`` is not changed (the run works on a copy with the learning rate filled in)."""
+    read. ``args`` is not changed (the run works on a copy with the learning rate filled in).
+
+    The main process (global rank 0) holds the output folder's lock for the whole run
+    (:mod:`scratchformer.training.output_dir`)."""
     check_options(options, args)
-    resume_from = resolve_resume(args.output_dir, args.resume_from_checkpoint)
+    is_main = args.process_index == 0
+    lock = (claim_output_dir(args.output_dir, args.resume_from_checkpoint, options.overwrite_output_dir, _say)
+            if is_main else None)
+    try:
+        return _run(options, args, callbacks, is_main)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks: list | None,
+         is_main: bool) -> dict[str, Any]:
+    """:func:`run_training` once the output folder is the run's."""
+    say = _say if is_main else _quiet
     world_size, local_world_size = _process_counts()
+    check_model_sources(options)
+    resume_from = resolve_resume(args.output_dir, args.resume_from_checkpoint, say)
+    if resume_from is not None:
+        args = continue_run_options(options, args, resume_from, world_size, say)
     splits = _load_data(options, args)
     tokenizer, model = _tokenizer_and_model(options, args, splits, resume_from)
     train_ds, valid_ds = _tokenize(options, args, splits, tokenizer)
     check_batch_size(options, args, model.config, len(train_ds), len(valid_ds), world_size, local_world_size)
-    args = _with_model_dependent_arguments(options, args, model, len(train_ds), world_size)
+    args = _with_model_dependent_arguments(options, args, model, len(train_ds), world_size, resume_from, say)
     trainer, time_limit = _build_trainer(options, args, model, tokenizer, train_ds, valid_ds, callbacks)
+    trainer.run_config = run_config(options, args, world_size)
     _announce(options, args, trainer, splits, len(train_ds), len(valid_ds), world_size)
     metrics = _train(trainer, args, resume_from, time_limit)
     if metrics is None:
         # stopped early by a callback (e.g. a test's interruption): leave the checkpoints as they are
         return {"global_step": trainer.state.global_step, "stopped": True}
     return _finish(options, args, trainer, tokenizer, metrics)
+
+
+def _say(text: str) -> None:
+    print(f"{LOG_PREFIX} {text}", file=sys.stderr, flush=True)
+
+
+def _quiet(text: str) -> None:
+    pass
 
 
 def _process_counts() -> tuple[int, int]:
@@ -79,10 +115,12 @@ def _load_data(options: TrainOptions, args: ScratchformerTrainingArguments) -> d
 
 def _tokenizer_and_model(options: TrainOptions, args: ScratchformerTrainingArguments, splits: data.RawSplits,
                          resume_from: str | None):
-    """The tokenizer (trained by the main process when needed), then the seeded model; they must match."""
-    with args.main_process_first(desc="tokenizer"):
-        tokenizer = load_tokenizer(options, args.output_dir, splits.train, splits.columns,
-                                   args.process_index == 0, resume_from)
+    """The tokenizer (trained by the main process when needed), then the seeded model; they must match. The
+    tokenizer is trained by global rank 0 alone (``local=False``: on several machines, not by each machine's first
+    process), the others wait and load it."""
+    with args.main_process_first(local=False, desc="tokenizer"):
+        tokenizer = load_tokenizer(options, args.output_dir, splits.train, splits.columns, args.process_index,
+                                   resume_from)
     set_seed(args.seed)
     model = build_model(options, tokenizer, resume_from, args.max_steps)
     check_tokenizer_matches(tokenizer, model.config, options.objective)
@@ -108,14 +146,22 @@ def _tokenize(options: TrainOptions, args: ScratchformerTrainingArguments, split
 
 
 def _with_model_dependent_arguments(options: TrainOptions, args: ScratchformerTrainingArguments, model,
-                                    num_train: int, world_size: int) -> ScratchformerTrainingArguments:
-    """A copy of ``args`` with what depends on the model and the objective: the peak learning rate (the paper's
-    for ``inverse_sqrt`` unless given) and generation during evaluation (seq2seq)."""
+                                    num_train: int, world_size: int, resume_from: str | None,
+                                    say) -> ScratchformerTrainingArguments:
+    """A copy of ``args`` with what depends on the model, the data and the objective: the default warm-up of a run
+    measured in epochs (at most half of its steps), the peak learning rate (the paper's for ``inverse_sqrt`` unless
+    given, capped), and generation during evaluation (seq2seq). Warns about a peak above the safe bound."""
     args = copy.copy(args)
     per_step = args.per_device_train_batch_size * world_size * args.gradient_accumulation_steps
     steps = training_step_count(args.max_steps, args.num_train_epochs, num_train, per_step)
-    args.learning_rate = peak_learning_rate(args.learning_rate, args.lr_scheduler_type, model.config.d_model,
+    if getattr(args, "warmup_is_default", False) and args.max_steps <= 0:
+        args.warmup_steps = default_warmup_steps(steps)
+    d_model = model.config.d_model if hasattr(model.config, "d_model") else model.config.hidden_size
+    args.learning_rate = peak_learning_rate(args.learning_rate, args.lr_scheduler_type, d_model,
                                             args.get_warmup_steps(steps))
+    warning = learning_rate_warning(args.learning_rate, d_model)
+    if warning and resume_from is None:
+        say(f"warning: {warning}")
     args.predict_with_generate = options.objective == "seq2seq"
     return args
 
@@ -133,12 +179,12 @@ def _objective_parts(options: TrainOptions, args: ScratchformerTrainingArguments
 
 
 def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, model, tokenizer, train_ds,
-                   valid_ds, callbacks: list | None) -> tuple[Seq2SeqTrainer, TimeLimit | None]:
+                   valid_ds, callbacks: list | None) -> tuple[ScratchformerTrainer, TimeLimit | None]:
     """The ``Seq2SeqTrainer`` with our loss, metrics and callbacks (and the caller's), and the time limit if any."""
     collator, compute_metrics, preprocess = _objective_parts(options, args, tokenizer, model)
     time_limit = TimeLimit(options.max_minutes) if options.max_minutes else None
     own_callbacks = [c for c in (EpochCallback(collator) if hasattr(collator, "epoch") else None, time_limit) if c]
-    trainer = Seq2SeqTrainer(
+    trainer = ScratchformerTrainer(
         model=model,
         args=args,
         data_collator=collator,
@@ -160,7 +206,7 @@ def _announce(options: TrainOptions, args: ScratchformerTrainingArguments, train
         return
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "train_config.json").write_text(json.dumps(options_as_dict(options, args), indent=2))
+    _write_atomically(out / "train_config.json", json.dumps(trainer.run_config, indent=2))
     groups = f" (held-out groups of {splits.group_column!r})" if splits.group_column else ""
     schedule = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
     print(f"{LOG_PREFIX} {options.objective}: {num_train:,} training / {num_valid:,} validation examples{groups}; "
@@ -212,3 +258,10 @@ def _save_final_model(trainer: Seq2SeqTrainer, tokenizer, out: Path, save_dtype:
     elif trainer.is_world_process_zero():
         copy.deepcopy(trainer.model).to(getattr(torch, save_dtype)).save_pretrained(str(out))
         tokenizer.save_pretrained(str(out))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """``path`` holds either its old or its new content, whenever the process is killed."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)

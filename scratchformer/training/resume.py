@@ -1,19 +1,66 @@
-"""Which Trainer checkpoint a run continues from (``--resume``), and at which step a checkpoint was saved.
+"""``--resume``: which checkpoint a run continues from, and whether the options continue the same run.
 
-A run's checkpoints are ``OUTPUT_DIR/checkpoint-N`` folders with a ``trainer_state.json``. Starting a new run in a
-folder that holds some is refused (it would mix two runs); ``--resume`` picks the latest, ``--resume PATH`` a given
-one. ``--resume CHECKPOINT --max-steps N`` with N at most the checkpoint's step trains no further and only finishes
-the run from it (:func:`finishes_without_training`), e.g. to end a long run early.
+A run's checkpoints are ``OUTPUT_DIR/checkpoint-N`` folders. ``--resume`` (``latest``) takes the newest *complete*
+one (:mod:`scratchformer.training.checkpoints`) and says which newer ones it skipped; ``--resume PATH`` must name a
+complete one. ``--resume CHECKPOINT --max-steps N`` with N at most the checkpoint's step trains no further and only
+finishes the run from it (:func:`finishes_without_training`), e.g. to end a long run early.
+
+The options of a resumed run are compared with the ones the checkpoint was trained with (its ``train_config.json``,
+else the run's ``OUTPUT_DIR/train_config.json``) by :func:`continue_run_options`:
+
+- options that change the run (learning rate, warm-up, schedule, batch size, accumulation, processes x batch, seed,
+  data, model, noise, ...) must be the run's, else the resume is refused with the list of differences;
+- options that do not change the run may differ and the new values are used and recorded (:data:`FREE_TO_CHANGE`:
+  logging, evaluation and saving frequency, ``--max-minutes``, data-loader workers, ...), and so may ``--max-steps``
+  / ``--num-train-epochs`` when the schedule does not depend on the length of the run (``inverse_sqrt``,
+  ``constant``, ``constant_with_warmup``) with a warm-up given in steps;
+- the learning rate and the warm-up, when not given, are the run's (their defaults depend on ``--max-steps``).
 """
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..errors import TrainingSetupError
+from .checkpoints import RUN_CONFIG, checkpoint_problems, describe_skipped, newest_complete_checkpoint
+
+if TYPE_CHECKING:
+    from .options import ScratchformerTrainingArguments, TrainOptions
 
 LATEST = "latest"  # what ``--resume`` without a value means
+WORLD_SIZE_KEY = "world_size"  # train_config.json also records the number of processes
+
+# Options that may change between the invocations of one run: they change what is logged, evaluated, saved or how
+# fast it goes, not the trained weights. (Evaluation never touches the training RNG or data order.)
+FREE_TO_CHANGE = frozenset({
+    # scratchformer
+    "max_minutes", "save_dtype", "num_proc", "cache_dir", "max_eval_samples", "trust_remote_code",
+    "overwrite_output_dir",
+    # where and when to log, evaluate and save
+    "output_dir", "resume_from_checkpoint", "logging_strategy", "logging_steps", "logging_first_step",
+    "log_on_each_node", "logging_nan_inf_filter", "include_num_input_tokens_seen", "log_level", "log_level_replica",
+    "disable_tqdm", "report_to", "run_name", "project", "trackio_space_id", "trackio_bucket_id",
+    "trackio_static_space_id", "eval_strategy", "eval_steps", "eval_delay", "per_device_eval_batch_size",
+    "prediction_loss_only", "eval_on_start", "eval_do_concat_batches", "eval_use_gather_object",
+    "eval_accumulation_steps", "include_for_metrics", "batch_eval_metrics", "generation_max_length",
+    "generation_num_beams", "generation_config", "predict_with_generate", "save_strategy", "save_steps",
+    "save_on_each_node", "save_total_limit", "save_only_model", "enable_jit_checkpoint", "push_to_hub",
+    "hub_private_repo", "hub_model_id", "hub_strategy", "hub_always_push", "hub_revision", "hub_token",
+    "skip_memory_metrics", "debug", "do_train", "do_eval", "do_predict",
+    # speed and memory, not the arithmetic of the run
+    "dataloader_num_workers", "dataloader_pin_memory", "dataloader_persistent_workers", "dataloader_prefetch_factor",
+    "dataloader_multiprocessing_context", "torch_empty_cache_steps", "gradient_checkpointing",
+    "gradient_checkpointing_kwargs", "activation_checkpointing", "activation_checkpointing_kwargs",
+    "torch_compile", "torch_compile_backend", "torch_compile_mode", "ddp_timeout", "ddp_backend", "ddp_bucket_cap_mb",
+    "ddp_broadcast_buffers", "ddp_static_graph", "ddp_find_unused_parameters", "local_rank", "use_cpu",
+})
+BATCH_KEYS = frozenset({WORLD_SIZE_KEY, "per_device_train_batch_size", "gradient_accumulation_steps"})
+LENGTH_FIELDS = ("max_steps", "num_train_epochs")
+LENGTH_FREE_SCHEDULES = frozenset({"inverse_sqrt", "constant", "constant_with_warmup", "reduce_lr_on_plateau"})
 
 
 def checkpoint_step(checkpoint: str | Path) -> int:
@@ -21,28 +68,147 @@ def checkpoint_step(checkpoint: str | Path) -> int:
     return int(json.loads((Path(checkpoint) / "trainer_state.json").read_text())["global_step"])
 
 
-def resolve_resume(output_dir: str, resume: str | None) -> str | None:
-    """The checkpoint folder to continue from, or ``None`` for a new run; :class:`TrainingSetupError` for a new run
-    in a folder with checkpoints, or a ``--resume`` with nothing to resume."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    out = Path(output_dir)
-    latest = get_last_checkpoint(str(out)) if out.is_dir() else None
+def resolve_resume(output_dir: str, resume: str | None, say: Callable[[str], None] = print) -> str | None:
+    """The checkpoint folder to continue from, or ``None`` for a new run; :class:`TrainingSetupError` for a
+    ``--resume`` with nothing complete to resume. Skipped incomplete checkpoints are reported through ``say``."""
     if resume is None:
-        if latest is not None:
-            raise TrainingSetupError(
-                f"{out} already holds checkpoints (latest: {Path(latest).name}); pass --resume to continue that "
-                "run, or choose another --output-dir")
         return None
+    out = Path(output_dir)
     if resume == LATEST:
-        if latest is None:
-            raise TrainingSetupError(f"--resume: no checkpoint-* folder in {out}")
-        return latest
-    if not (Path(resume) / "trainer_state.json").is_file():
-        raise TrainingSetupError(f"--resume {resume}: not a Trainer checkpoint (no trainer_state.json)")
+        found, skipped = newest_complete_checkpoint(out)
+        if found is None:
+            if not skipped:
+                raise TrainingSetupError(f"--resume: no checkpoint in {out} to continue from (start the run without "
+                                         "--resume, or give --resume CHECKPOINT)")
+            raise TrainingSetupError(f"--resume: no complete checkpoint in {out}; incomplete (the run was killed "
+                                     f"while saving): {describe_skipped(skipped)}")
+        if skipped:
+            say(f"--resume: skipping incomplete checkpoint(s) {describe_skipped(skipped)}; continuing from "
+                f"{found.name}")
+        return str(found)
+    problems = checkpoint_problems(resume)
+    if problems:
+        found, _ = newest_complete_checkpoint(Path(resume).parent)
+        hint = f"; the newest complete one next to it is {found}" if found is not None else ""
+        raise TrainingSetupError(f"--resume {resume}: not a complete Trainer checkpoint ({'; '.join(problems[:4])})"
+                                 f"{hint}")
     return resume
 
 
 def finishes_without_training(resume_from: str | None, max_steps: int) -> bool:
     """``--resume CHECKPOINT --max-steps N`` with the checkpoint at step >= N: nothing left to train."""
     return resume_from is not None and checkpoint_step(resume_from) >= max_steps > 0
+
+
+def saved_run_config(checkpoint: str | Path) -> tuple[dict[str, Any] | None, Path | None]:
+    """The options a checkpoint was trained with: its ``train_config.json``, else its run folder's."""
+    for path in (Path(checkpoint) / RUN_CONFIG, Path(checkpoint).parent / RUN_CONFIG):
+        if path.is_file():
+            try:
+                saved = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as err:
+                raise TrainingSetupError(f"--resume: {path} does not parse ({err}); cannot check that the options "
+                                         "continue the same run") from None
+            if isinstance(saved, dict):
+                return saved, path
+    return None, None
+
+
+def run_config(options: TrainOptions, args: ScratchformerTrainingArguments, world_size: int) -> dict[str, Any]:
+    """What ``train_config.json`` records: every option (field names of both dataclasses) and the processes."""
+    from .options import options_as_dict
+
+    return {**_as_json(options_as_dict(options, args)), WORLD_SIZE_KEY: world_size}
+
+
+def continue_run_options(options: TrainOptions, args: ScratchformerTrainingArguments, resume_from: str,
+                         world_size: int, say: Callable[[str], None] = print) -> ScratchformerTrainingArguments:
+    """``args`` for continuing the run of ``resume_from``: the run's learning rate and warm-up where not given;
+    :class:`TrainingSetupError` listing every option that differs from the run's and would change it (see the module
+    docstring). Allowed changes are reported through ``say``."""
+    saved, source = saved_run_config(resume_from)
+    if saved is None:
+        say(f"--resume: {resume_from} has no {RUN_CONFIG} (nor its folder): the options cannot be compared with the "
+            "run's")
+        return args
+    args = _with_the_runs_defaults(args, saved)
+    current = run_config(options, args, world_size)
+    finishing = finishes_without_training(resume_from, args.max_steps)
+    refused, changed = _batch_change(saved, current)
+    batch_keys = BATCH_KEYS if WORLD_SIZE_KEY in saved else {WORLD_SIZE_KEY}
+    for key in sorted(set(current) & set(saved) - batch_keys):
+        if current[key] == saved[key]:
+            continue
+        change = f"{_flag(key)} {_shown(current[key])} (the run: {_shown(saved[key])})"
+        (changed if _may_change(key, saved, current, finishing) else refused).append(change)
+    if refused:
+        raise TrainingSetupError(
+            f"--resume: these options differ from the run's ({source}) and would change the run: "
+            f"{'; '.join(refused)}. Resume with the run's values, or start a new run (another --output-dir, or "
+            "--overwrite_output_dir)")
+    if changed:
+        say(f"--resume: continuing {Path(resume_from).name} with {'; '.join(changed)} (these do not change the run)")
+    return args
+
+
+def _with_the_runs_defaults(args: ScratchformerTrainingArguments,
+                            saved: dict[str, Any]) -> ScratchformerTrainingArguments:
+    """The learning rate and warm-up the run used, where this command leaves them to their defaults."""
+    args = copy.copy(args)
+    if args.learning_rate is None and saved.get("learning_rate") is not None:
+        args.learning_rate = saved["learning_rate"]
+    if getattr(args, "warmup_is_default", False) and saved.get("warmup_steps") is not None:
+        args.warmup_steps = saved["warmup_steps"]
+        args.warmup_is_default = False
+    return args
+
+
+def _may_change(key: str, saved: dict[str, Any], current: dict[str, Any], finishing: bool) -> bool:
+    """Whether option ``key`` may differ from the run's (see the module docstring)."""
+    if key in FREE_TO_CHANGE:
+        return True
+    if key == "num_train_epochs" and saved.get("max_steps", -1) > 0 and current.get("max_steps", -1) > 0:
+        return True  # --max-steps decides the length; the epochs are unused
+    return key in LENGTH_FIELDS and (finishing or _length_is_free(saved))
+
+
+def _length_is_free(saved: dict[str, Any]) -> bool:
+    """Whether the run's schedule is the same curve for any length: ``inverse_sqrt``, ``constant``,
+    ``constant_with_warmup`` with a warm-up in steps (a fraction < 1 would scale with the length)."""
+    warmup = saved.get("warmup_steps") or 0
+    return saved.get("lr_scheduler_type") in LENGTH_FREE_SCHEDULES and (warmup == 0 or warmup >= 1)
+
+
+def _batch_change(saved: dict[str, Any], current: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """``(refused, changed)`` about the batch: the examples of one optimizer step (processes x batch x accumulation)
+    must stay the run's; how they are split may change (the seedable sampler gives the same examples to each step)."""
+    if WORLD_SIZE_KEY not in saved:
+        return [], []  # a run recorded without its process count: the batch fields are compared one by one
+
+    def split(config):
+        return tuple(config[key] for key in (WORLD_SIZE_KEY, "per_device_train_batch_size",
+                                             "gradient_accumulation_steps"))
+
+    if split(saved) == split(current):
+        return [], []
+    now, before = split(current), split(saved)
+    change = (f"{now[0]} process(es) x --batch-size {now[1]} x --gradient-accumulation-steps {now[2]} = "
+              f"{now[0] * now[1] * now[2]} examples per optimizer step (the run: {before[0]} x {before[1]} x "
+              f"{before[2]} = {before[0] * before[1] * before[2]})")
+    same = now[0] * now[1] * now[2] == before[0] * before[1] * before[2]
+    return ([], [change]) if same else ([change], [])
+
+
+def _as_json(values: dict[str, Any]) -> dict[str, Any]:
+    """The values as ``train_config.json`` holds them (enums as their values, tuples as lists)."""
+    return json.loads(json.dumps(values, default=lambda v: getattr(v, "value", str(v))))
+
+
+def _flag(key: str) -> str:
+    from .options import option_flag
+
+    return option_flag(key)
+
+
+def _shown(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value

@@ -11,6 +11,8 @@ This file is copied next to the weights by ``save_pretrained`` so that a Hub use
 
 from __future__ import annotations
 
+import os
+
 from transformers import PreTrainedConfig
 
 ACTIVATIONS = ("relu", "gelu")
@@ -143,6 +145,15 @@ class ScratchformerConfig(PreTrainedConfig):
         except ValueError:
             super().__setattr__(field, old)
             raise
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """Load as usual, but a local folder without ``config.json`` is an error: transformers would quietly return
+        the defaults (the paper's base model), which then looks like a mismatch far away from the cause."""
+        folder = str(pretrained_model_name_or_path)
+        if os.path.isdir(folder) and not os.path.isfile(os.path.join(folder, kwargs.get("subfolder", ""), "config.json")):
+            raise OSError(f"{folder} has no config.json: it is not a saved model or checkpoint (or it is incomplete)")
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     def update(self, config_dict: dict) -> None:
         """Set several values, then check them together (``d_model`` and the head counts may change at once); a

@@ -1,0 +1,266 @@
+"""Crash-safe Trainer checkpoints: a ``checkpoint-N`` folder appears only complete, and only complete ones count.
+
+A process can be killed at any moment (SIGKILL, out of memory, a pre-empted machine). The Trainer writes a
+checkpoint file by file into ``OUTPUT_DIR/checkpoint-N``, so a kill leaves a folder without ``trainer_state.json``,
+with half a JSON file or with no ``config.json`` at all, and rotation deletes folders with ``shutil.rmtree``, so a kill
+leaves half-deleted ones. Here:
+
+- :func:`checkpoint_problems` says what is missing or broken in a folder (``config.json`` and ``trainer_state.json``
+  parse, every safetensors file has a valid header and its full length, ``optimizer.pt``, ``scheduler.pt`` and
+  ``rng_state*.pth`` are complete zip archives as ``torch.save`` writes them); :func:`newest_complete_checkpoint`
+  is what ``--resume`` continues from;
+- :class:`CrashSafeCheckpoints` (mixed into the run's trainer) lets the Trainer write each checkpoint into
+  ``OUTPUT_DIR/.checkpoint-staging/checkpoint-N``, waits for every process, flushes the files to disk and renames
+  the folder to ``OUTPUT_DIR/checkpoint-N`` (one atomic ``rename`` on the same file system), then rotates;
+- :func:`rotate_checkpoints` keeps the newest ``save_total_limit`` *complete* checkpoints (and the best one), never
+  deletes the newest complete one and never counts incomplete ones; a folder is deleted by renaming it to
+  ``.deleting-checkpoint-N`` first, so a kill during a deletion never leaves a half-deleted ``checkpoint-N``.
+
+The checks know the layout of a plain or DDP Trainer checkpoint (not DeepSpeed or FSDP shards).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import struct
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
+CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}-(\d+)$")
+STAGING = ".checkpoint-staging"  # under OUTPUT_DIR; never matches checkpoint-*
+DELETING = ".deleting-"  # prefix of a folder being deleted
+RUN_CONFIG = "train_config.json"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Is a checkpoint complete?
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def checkpoint_problems(folder: str | Path, model_only: bool = False) -> list[str]:
+    """What keeps ``folder`` from being a complete Trainer checkpoint (empty list: complete). ``model_only``: a
+    checkpoint saved with ``--save_only_model`` (no optimizer, scheduler or RNG states)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return [f"{folder} is not a folder"]
+    problems = _json_problems(folder / "config.json", None) + _weights_problems(folder)
+    if model_only:
+        return problems
+    problems += _json_problems(folder / "trainer_state.json", "global_step")
+    for name in ("optimizer.pt", "scheduler.pt"):
+        problems += _torch_file_problems(folder / name)
+    rng_states = sorted(folder.glob("rng_state*.pth"))
+    if not rng_states:
+        problems.append("no rng_state*.pth")
+    for path in [*rng_states, *folder.glob("scaler.pt")]:
+        problems += _torch_file_problems(path)
+    return problems
+
+
+def _json_problems(path: Path, required_key: str | None) -> list[str]:
+    if not path.is_file():
+        return [f"no {path.name}"]
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return [f"{path.name} does not parse ({err.__class__.__name__})"]
+    if not isinstance(value, dict) or (required_key is not None and required_key not in value):
+        return [f"{path.name} is not a complete {'Trainer state' if required_key else 'config'}"]
+    return []
+
+
+def _weights_problems(folder: Path) -> list[str]:
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (OSError, ValueError, KeyError, AttributeError):
+            return [f"{index.name} does not parse"]
+        return [problem for shard in shards for problem in safetensors_problems(folder / shard)]
+    return safetensors_problems(folder / "model.safetensors")
+
+
+def safetensors_problems(path: Path) -> list[str]:
+    """A safetensors file is 8 bytes of header length, the JSON header, then the tensors; complete when the header
+    parses and the file is as long as the header's last offset says."""
+    if not path.is_file():
+        return [f"no {path.name}"]
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            (header_length,) = struct.unpack("<Q", f.read(8))
+            if header_length > size - 8:
+                return [f"{path.name} is truncated (header)"]
+            header = json.loads(f.read(header_length))
+        ends = [entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"]
+    except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error):
+        return [f"{path.name} has no valid safetensors header"]
+    if 8 + header_length + max(ends, default=0) != size:
+        return [f"{path.name} is truncated ({size} bytes, the header says {8 + header_length + max(ends, default=0)})"]
+    return []
+
+
+def _torch_file_problems(path: Path) -> list[str]:
+    """``torch.save`` writes a zip archive whose directory is at the end: a file cut short has none."""
+    if not path.is_file():
+        return [f"no {path.name}"]
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if not archive.namelist():
+                return [f"{path.name} is empty"]
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return [f"{path.name} is truncated or not a torch.save file"]
+    return []
+
+
+def list_checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
+    """``(step, folder)`` of every ``checkpoint-N`` folder in ``output_dir``, by step."""
+    out = Path(output_dir)
+    if not out.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in out.iterdir() if (m := CHECKPOINT_NAME.match(p.name)) and p.is_dir()]
+    return sorted(found)
+
+
+def newest_complete_checkpoint(output_dir: str | Path, model_only: bool = False
+                               ) -> tuple[Path | None, list[tuple[Path, list[str]]]]:
+    """The newest complete checkpoint of ``output_dir`` (or ``None``), and the newer incomplete ones skipped on the
+    way, each with its problems."""
+    skipped = []
+    for _, folder in reversed(list_checkpoints(output_dir)):
+        problems = checkpoint_problems(folder, model_only)
+        if not problems:
+            return folder, skipped
+        skipped.append((folder, problems))
+    return None, skipped
+
+
+def describe_skipped(skipped: list[tuple[Path, list[str]]]) -> str:
+    """``checkpoint-8 (no trainer_state.json), checkpoint-6 (...)``."""
+    return ", ".join(f"{folder.name} ({'; '.join(problems[:3])})" for folder, problems in skipped)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Rotation
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def remove_folder(folder: Path) -> None:
+    """Delete ``folder`` so that a kill half-way never leaves a half-deleted folder under its name: rename it to
+    ``.deleting-NAME`` first (atomic), then delete that."""
+    doomed = folder.with_name(DELETING + folder.name)
+    shutil.rmtree(doomed, ignore_errors=True)
+    os.rename(folder, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def rotate_checkpoints(output_dir: str | Path, save_total_limit: int | None, best: str | None = None,
+                       model_only: bool = False, say: Callable[[str], None] = print) -> list[Path]:
+    """Keep the newest ``save_total_limit`` complete checkpoints and ``best``; delete the older complete ones and
+    leftovers of interrupted deletions. Incomplete checkpoints are neither kept in the count nor deleted (``--resume``
+    skips them and says so). Returns the deleted folders."""
+    out = Path(output_dir)
+    for leftover in out.glob(DELETING + "*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    if not save_total_limit or save_total_limit <= 0:
+        return []
+    complete, incomplete = [], []
+    for _, folder in list_checkpoints(out):
+        (incomplete if checkpoint_problems(folder, model_only) else complete).append(folder)
+    keep = set(complete[-save_total_limit:])
+    if best is not None:
+        keep.add(Path(best))
+    deleted = [folder for folder in complete if folder not in keep]
+    for folder in deleted:
+        remove_folder(folder)
+    if incomplete:
+        say(f"incomplete checkpoint folder(s) not counted as checkpoints: {', '.join(p.name for p in incomplete)}")
+    return deleted
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Atomic saving
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Flush the files of ``folder`` and the folder itself to disk (a machine that loses power keeps them)."""
+    for path in [*sorted(p for p in folder.rglob("*") if p.is_file()), folder]:
+        _fsync(path)
+
+
+def _fsync(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync a folder
+    finally:
+        os.close(fd)
+
+
+def publish(staged: Path, final: Path) -> None:
+    """Move the complete checkpoint ``staged`` to ``final`` with one rename (a folder already at ``final``, e.g. the
+    same step of a run resumed from an earlier checkpoint, is moved aside first and deleted after)."""
+    _fsync_tree(staged)
+    old = None
+    if final.exists():
+        old = final.with_name(DELETING + final.name)
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(final, old)
+    os.rename(staged, final)
+    _fsync(final.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+class CrashSafeCheckpoints:
+    """Mixed into a ``transformers.Trainer``: every checkpoint is written to ``OUTPUT_DIR/.checkpoint-staging``,
+    renamed into place once every process has written its part, and rotated with :func:`rotate_checkpoints`.
+    ``run_config`` (a dict), when set, is saved in each checkpoint as ``train_config.json``: the options the
+    checkpoint was trained with, which ``--resume`` compares."""
+
+    run_config: dict | None = None
+    _staging_root: str | None = None
+
+    def _get_output_dir(self, trial) -> str:
+        # while a checkpoint is being written, the Trainer's "run folder" is the staging folder
+        return self._staging_root or super()._get_output_dir(trial)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        run_dir = Path(super()._get_output_dir(trial))
+        name = f"{CHECKPOINT_PREFIX}-{self.state.global_step}"
+        staging_root = run_dir / STAGING
+        if self.args.should_save:
+            shutil.rmtree(staging_root, ignore_errors=True)  # what a killed save left behind
+            staging_root.mkdir(parents=True)
+        self.accelerator.wait_for_everyone()
+        self._staging_root = str(staging_root)
+        try:
+            # the Trainer's own save (weights, optimizer, scheduler, RNG states of every process, trainer state); its
+            # rotation sees only the staging folder, which holds one checkpoint, so it deletes nothing
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._staging_root = None
+        self.accelerator.wait_for_everyone()  # every process has written its rng_state_<rank>.pth
+        if self.args.should_save:
+            self._publish(staging_root / name, run_dir / name)
+            shutil.rmtree(staging_root, ignore_errors=True)
+            rotate_checkpoints(run_dir, self.args.save_total_limit, self.state.best_model_checkpoint,
+                               model_only=self.args.save_only_model, say=lambda text: None)
+
+    def _publish(self, staged: Path, final: Path) -> None:
+        if self.run_config is not None:
+            (staged / RUN_CONFIG).write_text(json.dumps(self.run_config, indent=2))
+        if self.state.best_model_checkpoint is not None and Path(self.state.best_model_checkpoint) == staged:
+            self.state.best_model_checkpoint = str(final)  # the Trainer found the best checkpoint in staging
+            self.state.save_to_json(str(staged / "trainer_state.json"))
+        publish(staged, final)

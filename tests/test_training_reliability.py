@@ -1,0 +1,626 @@
+"""Training that never loses work, never runs code unasked and never silently changes a run.
+
+- code: a --model / --tokenizer folder whose code files write a marker file never runs them;
+- output folders: a lock per folder, no reuse of a finished run or model without --resume / --overwrite_output_dir;
+- checkpoints: a run SIGKILLed at several points of a save resumes from the newest complete checkpoint and ends with
+  the weights of an uninterrupted run, bit for bit; incomplete checkpoints are skipped, never kept in the rotation;
+- --resume refuses options that change the run and records the ones that do not;
+- the default peak learning rate no longer grows as --max-steps shrinks;
+- sacrebleu is checked before any data is read; only global rank 0 trains the tokenizer.
+
+Tiny models, a few steps, data written by the tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO_ROOT
+from safetensors.torch import load_file
+from test_training import FailIfTrainingStarts, StopAt, corpus, pairs, tiny, train_losses  # noqa: F401
+
+from scratchformer import ScratchformerConfig, ScratchformerForConditionalGeneration
+from scratchformer.cli import main as cli_main
+from scratchformer.errors import DataError, TrainingSetupError
+from scratchformer.training import config_from_args, run_training
+from scratchformer.training.checkpoints import (
+    checkpoint_problems,
+    list_checkpoints,
+    newest_complete_checkpoint,
+    rotate_checkpoints,
+)
+from scratchformer.training.model_setup import load_tokenizer
+from scratchformer.training.output_dir import LOCK_NAME, OutputLock
+from scratchformer.training.resume import continue_run_options, resolve_resume
+from scratchformer.training.schedule import (
+    default_warmup_steps,
+    learning_rate_warning,
+    max_default_peak,
+    peak_learning_rate,
+)
+
+MODELS_DIR = REPO_ROOT / "scratchformer" / "models"
+CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py", "tokenization_scratchformer.py")
+TINY_CONFIG = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                   decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)
+
+
+def one_error_line(capsys) -> str:
+    """The CLI's one error line (exit status 2 is checked by the caller)."""
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("scratchformer train: error: ")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 1. Nothing runs code the user did not ask for
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def booby_trap(folder: Path, marker: Path, names=CODE_FILES) -> None:
+    """Make the folder's code files write ``marker`` when they are imported (the first line of each)."""
+    for name in names:
+        code = folder / name
+        code.write_text(f"open({str(marker)!r}, 'w').write('x')\n" + (code.read_text() if code.exists() else ""))
+
+
+def test_booby_trapped_model_and_tokenizer_folders_never_run(tmp_path, corpus):  # noqa: F811
+    from scratchformer.tokenizer.training import train_fast_tokenizer
+
+    marker = tmp_path / "PWNED"
+    tokenizer = train_fast_tokenizer(corpus.read_text().splitlines(), 300)
+    tok_dir = tmp_path / "tok"
+    tokenizer.save_pretrained(tok_dir)  # a tokenizer-only folder, with auto_map and tokenization_scratchformer.py
+    model_dir = tmp_path / "model"
+    config = ScratchformerConfig(**TINY_CONFIG, vocab_size=len(tokenizer))
+    ScratchformerForConditionalGeneration(config).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    for folder in (tok_dir, model_dir):
+        assert {p.name for p in folder.glob("*.py")} >= ({"tokenization_scratchformer.py"} if folder is tok_dir
+                                                         else set(CODE_FILES))
+        booby_trap(folder, marker, [p.name for p in folder.glob("*.py")])
+
+    for name, overrides in [("from-model", dict(model=str(model_dir), config_overrides="dropout=0.0")),
+                            ("from-tokenizer", dict(tokenizer=str(tok_dir)))]:
+        options, args = tiny(tmp_path, corpus, name, max_steps=2, save_steps=2, **overrides)
+        run_training(options, args)
+        assert not marker.exists(), name
+        for folder in (Path(args.output_dir), Path(args.output_dir) / "checkpoint-2"):
+            for code in CODE_FILES:  # the code that travels with the checkpoints is ours
+                assert (folder / code).read_text() == (MODELS_DIR / code).read_text(), (name, folder, code)
+    trained = ScratchformerForConditionalGeneration.from_pretrained(tmp_path / "from-model")
+    assert trained.config.dropout == 0.0  # --config-overrides applied to the --model
+
+    # the trap is real: transformers with trust_remote_code runs it (in a subprocess, with its own modules cache)
+    probe = f"from transformers import AutoTokenizer; AutoTokenizer.from_pretrained({str(tok_dir)!r}, " \
+            "trust_remote_code=True)"
+    subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=120,
+                   env={**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules")})
+    assert marker.exists()
+
+
+def test_foreign_remote_code_needs_trust_remote_code(tmp_path, corpus, capsys):  # noqa: F811
+    """A model or tokenizer folder of another type that ships code: refused unless --trust-remote-code."""
+    from scratchformer.tokenizer.training import train_fast_tokenizer
+    from scratchformer.training import model_setup
+
+    marker = tmp_path / "PWNED"
+    model_dir = tmp_path / "evil-model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(json.dumps({
+        "model_type": "evil-seq2seq", "auto_map": {"AutoConfig": "configuration_evil.EvilConfig",
+                                                   "AutoModelForSeq2SeqLM": "modeling_evil.EvilModel"}}))
+    booby_trap(model_dir, marker, ["configuration_evil.py", "modeling_evil.py"])
+    tok_dir, evil_tok_dir = tmp_path / "tok", tmp_path / "evil-tok"
+    tokenizer = train_fast_tokenizer(corpus.read_text().splitlines(), 300)
+    tokenizer.save_pretrained(tok_dir)
+    tokenizer.save_pretrained(evil_tok_dir)
+    settings = json.loads((evil_tok_dir / "tokenizer_config.json").read_text())
+    settings.update(tokenizer_class="EvilTokenizer", auto_map={"AutoTokenizer": ["tokenization_evil.EvilTokenizer",
+                                                                                   None]})
+    (evil_tok_dir / "tokenizer_config.json").write_text(json.dumps(settings))
+    booby_trap(evil_tok_dir, marker, ["tokenization_evil.py"])
+    base = ["train", "--train-files", str(corpus), "--max-steps", "2", "--cache-dir", str(tmp_path / "cache")]
+    for flag, extra, says in [
+            ("--model", ["--model", str(model_dir), "--tokenizer", str(tok_dir)],
+             "a 'evil-seq2seq' model whose config.json names its own code (auto_map); its Python code runs only with "
+             "--trust-remote-code"),
+            ("--tokenizer", ["--tokenizer", str(evil_tok_dir)],
+             "a 'EvilTokenizer' tokenizer whose tokenizer_config.json names its own code (auto_map)")]:
+        code = cli_main([*base, "--output-dir", str(tmp_path / flag), *extra])
+        line = one_error_line(capsys)
+        assert code == 2 and f"{flag} {tmp_path}/evil-" in line and says in line, line
+        # found before any data is read; and the loaders themselves refuse too
+        options, args = tiny(tmp_path, tmp_path / "missing.txt", flag + "2", **{flag[2:]: extra[1]})
+        with pytest.raises(TrainingSetupError, match="--trust-remote-code"):
+            run_training(options, args)
+        with pytest.raises(TrainingSetupError, match="custom code.*loads only with --trust-remote-code"):
+            if flag == "--model":
+                model_setup._load_pretrained(extra[1], {}, trust_remote_code=False)
+            else:
+                model_setup.load_tokenizer_folder(extra[1], flag=flag)
+    assert not marker.exists()
+    assert config_from_args(["--train-files", "a", "--output-dir", "o", "--trust-remote-code"])[0].trust_remote_code
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 2. Output folders never lose work
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_output_lock(tmp_path):
+    lock = OutputLock(tmp_path / "out").acquire()
+    held = json.loads((tmp_path / "out" / LOCK_NAME).read_text())
+    assert held["pid"] == os.getpid() and held["host"] == socket.gethostname()
+    with pytest.raises(TrainingSetupError, match=f"in use by another run \\(process {os.getpid()} on "):
+        OutputLock(tmp_path / "out").acquire()  # a live pid on this host: refused, even our own
+    lock.release()
+    assert not (tmp_path / "out" / LOCK_NAME).exists()
+
+    said = []
+    for stale in ({"pid": dead_pid(), "host": socket.gethostname()},  # a killed run
+                  {"pid": os.getpid(), "host": socket.gethostname(), "process_start": "1"}):  # its pid reused
+        (tmp_path / "out" / LOCK_NAME).write_text(json.dumps(stale))
+        OutputLock(tmp_path / "out", said.append).acquire().release()
+    assert len(said) == 2 and all("removed the stale lock" in text for text in said), said
+    assert "no longer runs" in said[0] and "now belongs to another process" in said[1]
+
+    (tmp_path / "out" / LOCK_NAME).write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
+    with pytest.raises(TrainingSetupError, match="process 1 on elsewhere.*delete .*scratchformer.lock"):
+        OutputLock(tmp_path / "out").acquire()  # another machine's run: cannot tell, refused
+
+
+def test_second_run_on_a_locked_folder_is_refused(tmp_path, corpus, capsys):  # noqa: F811
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_NAME).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": "now"}))
+    options, args = tiny(tmp_path, corpus, "out")
+    with pytest.raises(TrainingSetupError, match="is in use by another run"):
+        run_training(options, args, callbacks=[FailIfTrainingStarts()])
+    code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(out)])
+    assert code == 2 and "is in use by another run" in one_error_line(capsys)  # before any data is read
+    assert json.loads((out / LOCK_NAME).read_text())["started"] == "now"  # the holder's lock is untouched
+
+
+def test_finished_model_folder_is_refused_without_flags(tmp_path, corpus, capsys):  # noqa: F811
+    out = tmp_path / "out"
+    ScratchformerForConditionalGeneration(ScratchformerConfig(**TINY_CONFIG, vocab_size=300)).save_pretrained(out)
+    assert not list(out.glob("checkpoint-*"))
+    code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(out)])
+    line = one_error_line(capsys)
+    assert code == 2 and "already holds a run or a model (config.json, model.safetensors)" in line
+    assert "--resume" in line and "--overwrite_output_dir" in line
+    assert not (out / LOCK_NAME).exists()  # released after the refusal
+    code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(out), "--resume",
+                     "--overwrite_output_dir"])
+    assert code == 2 and "give one of them" in one_error_line(capsys)
+
+    options, args = tiny(tmp_path, corpus, "out", max_steps=2, save_steps=2, overwrite_output_dir=True)
+    result = run_training(options, args)
+    assert result["global_step"] == 2 and "overwrite_output_dir: deleted the earlier run's" in capsys.readouterr().err
+    assert ScratchformerForConditionalGeneration.from_pretrained(out).config.d_model == 32  # the new model
+    assert not (out / LOCK_NAME).exists()
+    with pytest.raises(TrainingSetupError, match=r"already holds a run or a model \(config.json, model.safetensors, "
+                                                 r"train_config.json, checkpoint-2\)"):
+        run_training(dataclasses.replace(options, overwrite_output_dir=False), args)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 3. Crash-safe checkpoints
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stopped_run(tmp_path_factory, corpus):  # noqa: F811
+    """A run of 8 steps stopped after step 4 (complete checkpoint-2 and checkpoint-4); read-only for the tests."""
+    tmp = tmp_path_factory.mktemp("stopped")
+    options, args = tiny(tmp, corpus, "run", save_steps=2)
+    assert run_training(options, args, callbacks=[StopAt(4)])["stopped"]
+    return tmp, Path(args.output_dir)
+
+
+def test_incomplete_checkpoints_are_found(tmp_path, stopped_run):
+    _, run = stopped_run
+    good = run / "checkpoint-4"
+    assert checkpoint_problems(good) == []
+    assert json.loads((good / "train_config.json").read_text())["max_steps"] == 8  # the options it was trained with
+
+    def broken(name, damage):
+        folder = tmp_path / name
+        shutil.copytree(good, folder)
+        damage(folder)
+        return checkpoint_problems(folder)
+
+    def truncate(path, keep=0.5):
+        data = path.read_bytes()
+        path.write_bytes(data[:int(len(data) * keep)])
+
+    (problem,) = broken("checkpoint-1", lambda f: truncate(f / "model.safetensors"))
+    assert problem.startswith("model.safetensors is truncated (")
+    assert broken("checkpoint-2", lambda f: truncate(f / "model.safetensors", 0.00001)) == [
+        "model.safetensors has no valid safetensors header"]
+    assert broken("checkpoint-3", lambda f: truncate(f / "trainer_state.json")) == [
+        "trainer_state.json does not parse (JSONDecodeError)"]
+    assert broken("checkpoint-4", lambda f: (f / "optimizer.pt").unlink()) == ["no optimizer.pt"]
+    assert broken("checkpoint-5", lambda f: truncate(f / "scheduler.pt", 0.9)) == [
+        "scheduler.pt is truncated or not a torch.save file"]
+    assert broken("checkpoint-6", lambda f: [p.unlink() for p in f.glob("rng_state*")]) == ["no rng_state*.pth"]
+    assert broken("checkpoint-7", lambda f: (f / "config.json").unlink()) == ["no config.json"]
+    (tmp_path / "checkpoint-8").mkdir()  # killed right after the folder was made
+    assert "no config.json" in checkpoint_problems(tmp_path / "checkpoint-8")
+
+    shutil.copytree(good, tmp_path / "checkpoint-0")
+    said = []
+    assert resolve_resume(str(tmp_path), "latest", said.append) == str(tmp_path / "checkpoint-0")
+    assert said and said[0].startswith("--resume: skipping incomplete checkpoint(s) checkpoint-8 (no config.json")
+    assert said[0].endswith("continuing from checkpoint-0")
+    with pytest.raises(TrainingSetupError, match=r"checkpoint-3: not a complete Trainer checkpoint \(trainer_state."
+                                                 r"json does not parse.*the newest complete one next to it is "
+                                                 r".*checkpoint-0"):
+        resolve_resume(str(tmp_path), str(tmp_path / "checkpoint-3"))
+
+
+def test_rotation_keeps_complete_checkpoints_only(tmp_path, stopped_run):
+    _, run = stopped_run
+    for step in (2, 4, 6, 10):
+        shutil.copytree(run / "checkpoint-4", tmp_path / f"checkpoint-{step}")
+    (tmp_path / "checkpoint-12").mkdir()  # incomplete, newest
+    (tmp_path / "checkpoint-10" / "trainer_state.json").write_text("{")  # incomplete
+    (tmp_path / ".deleting-checkpoint-1").mkdir()  # an interrupted deletion
+    said = []
+    deleted = rotate_checkpoints(tmp_path, 2, say=said.append)
+    assert [p.name for p in deleted] == ["checkpoint-2"]
+    assert [p.name for _, p in list_checkpoints(tmp_path)] == ["checkpoint-4", "checkpoint-6", "checkpoint-10",
+                                                                "checkpoint-12"]
+    assert not (tmp_path / ".deleting-checkpoint-1").exists()
+    assert said == ["incomplete checkpoint folder(s) not counted as checkpoints: checkpoint-10, checkpoint-12"]
+    rotate_checkpoints(tmp_path, 1, best=str(tmp_path / "checkpoint-4"))
+    assert [p.name for _, p in list_checkpoints(tmp_path)] == ["checkpoint-4", "checkpoint-6", "checkpoint-10",
+                                                                "checkpoint-12"]  # the best and the newest complete
+    rotate_checkpoints(tmp_path, 1)
+    assert newest_complete_checkpoint(tmp_path)[0].name == "checkpoint-6"  # never deleted
+
+
+KILLER = textwrap.dedent('''
+    """Run ``scratchformer train`` and SIGKILL the process at one point of the save of checkpoint-STEP."""
+    import dataclasses, json, os, shutil, signal, sys
+
+    import torch
+    from transformers import Trainer, TrainerState
+    from transformers.modeling_utils import PreTrainedModel
+
+    import scratchformer.training.checkpoints as checkpoints
+    from scratchformer.cli import main
+
+    point, step, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    torch.set_num_threads(threads)
+    saving = {"step": None}
+
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def armed():
+        return saving["step"] == step
+
+    def wrap(owner, name, before=None, after=None):
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            if before is not None:
+                before(*args, **kwargs)
+            result = original(*args, **kwargs)
+            if after is not None:
+                after(*args, **kwargs)
+            return result
+        setattr(owner, name, wrapper)
+
+    wrap(Trainer, "_save_checkpoint", before=lambda self, *a: saving.update(step=self.state.global_step))
+    if point == "folder":  # right after the checkpoint folder is made
+        wrap(PreTrainedModel, "save_pretrained",
+             before=lambda self, folder, *a, **k: armed() and (os.makedirs(folder, exist_ok=True), die()))
+    elif point == "weights":  # right after the weights are written
+        wrap(PreTrainedModel, "save_pretrained", after=lambda *a, **k: armed() and die())
+    elif point == "state":  # half-way through trainer_state.json
+        def half_state(self, path):
+            if armed():
+                text = json.dumps(dataclasses.asdict(self), indent=2)
+                open(path, "w").write(text[: len(text) // 2])
+                die()
+        wrap(TrainerState, "save_to_json", before=half_state)
+    elif point == "rotation":  # half-way through deleting the oldest checkpoint
+        def half_delete(path, *a, **k):
+            if armed() and os.path.basename(str(path)).startswith(".deleting-") and os.path.isdir(path):
+                os.remove(os.path.join(path, sorted(os.listdir(path))[0]))
+                die()
+        wrap(shutil, "rmtree", before=half_delete)
+    sys.exit(main(["train", *sys.argv[4:]]))
+''')
+
+
+def command_line(settings: dict) -> list[str]:
+    words = []
+    for key, value in settings.items():
+        if value is True:
+            words.append(f"--{key}")
+        else:
+            words += [f"--{key}", *(map(str, value) if isinstance(value, list) else [str(value)])]
+    return words
+
+
+@pytest.mark.slow
+def test_killed_saves_resume_to_the_uninterrupted_weights(tmp_path, corpus, capsys):  # noqa: F811
+    """SIGKILL during four saves (after the folder is made, after the weights, mid trainer_state.json, mid rotation),
+    each time --resume; the final weights equal an uninterrupted run's bit for bit."""
+    settings = dict(train_files=[str(corpus)], preset="tiny", tokenizer_vocab_size=300, max_length=32,
+                    per_device_train_batch_size=8, max_steps=8, eval_steps=0, save_steps=2, save_total_limit=2,
+                    logging_steps=1, learning_rate=3e-3, warmup_steps=2, disable_tqdm=True, max_eval_samples=16)
+    reference = run_training(*config_from_args(command_line({**settings, "output_dir": tmp_path / "reference",
+                                                             "cache_dir": tmp_path / "cache"})))
+    out = tmp_path / "killed"
+    words = command_line({**settings, "output_dir": out, "cache_dir": tmp_path / "cache"})
+    killer = tmp_path / "killer.py"
+    killer.write_text(KILLER)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_DATASETS_OFFLINE": "1"}
+    expected_complete = {"folder": [2], "weights": [2], "state": [2], "rotation": [4, 6]}
+    for i, (point, step) in enumerate([("folder", 4), ("weights", 4), ("state", 4), ("rotation", 6)]):
+        command = [sys.executable, str(killer), point, str(step), str(torch.get_num_threads()), *words,
+                   *(["--resume"] if i else [])]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        assert proc.returncode == -signal.SIGKILL, (point, proc.stdout[-2000:], proc.stderr[-3000:])
+        if i:
+            assert "removed the stale lock" in proc.stderr  # the killed run's lock
+        checkpoints = list_checkpoints(out)
+        assert [step for step, _ in checkpoints] == expected_complete[point], point
+        assert all(checkpoint_problems(folder) == [] for _, folder in checkpoints), point  # only complete ones
+        assert (out / LOCK_NAME).exists()
+
+    # an incomplete checkpoint-7 as a kill during a non-atomic save would leave it: skipped, and never a keeper
+    shutil.copytree(out / "checkpoint-6", out / "checkpoint-7")
+    (out / "checkpoint-7" / "trainer_state.json").write_text('{"global_st')
+    resumed = run_training(*config_from_args([*words, "--resume"]))
+    err = capsys.readouterr().err
+    assert "removed the stale lock" in err
+    assert "skipping incomplete checkpoint(s) checkpoint-7 (trainer_state.json does not parse" in err
+    assert "continuing from checkpoint-6" in err
+    assert resumed["global_step"] == 8
+    assert [step for step, _ in list_checkpoints(out)] == [6, 7, 8]  # 6 and 8 kept: 7 is not counted
+    assert not (out / LOCK_NAME).exists() and not list(out.glob(".deleting-*")) and not list(out.glob(".checkpoint-*"))
+
+    final, expected = load_file(out / "model.safetensors"), load_file(Path(reference["output_dir"]) / "model.safetensors")
+    assert final.keys() == expected.keys()
+    for name in expected:
+        assert torch.equal(final[name], expected[name]), name  # bit-exact
+    assert train_losses(out) == train_losses(Path(reference["output_dir"]))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 4. A changed run is refused, not silently different
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("changes, refused", [
+    (dict(learning_rate=1e-3), "--learning-rate 0.001 (the run: 0.003)"),
+    (dict(seed=1), "--seed 1 (the run: 42)"),
+    (dict(warmup_steps=3), "--warmup-steps 3 (the run: 2)"),
+    (dict(lr_scheduler_type="cosine"), "--lr-schedule cosine (the run: inverse_sqrt)"),
+    (dict(per_device_train_batch_size=4), "1 process(es) x --batch-size 4 x --gradient-accumulation-steps 1 = 4 "
+                                          "examples per optimizer step (the run: 1 x 8 x 1 = 8)"),
+    (dict(gradient_accumulation_steps=2), "= 16 examples per optimizer step"),
+    (dict(mask_ratio=0.5), "--mask-ratio 0.5 (the run: 0.3)"),
+    (dict(preset="mini"), "--preset mini (the run: tiny)"),
+])
+def test_resume_refuses_options_that_change_the_run(stopped_run, corpus, changes, refused):  # noqa: F811
+    tmp, run = stopped_run
+    options, args = tiny(tmp, corpus, "run", save_steps=2, resume_from_checkpoint="latest", **changes)
+    with pytest.raises(TrainingSetupError, match="these options differ from the run's") as error:
+        run_training(options, args, callbacks=[FailIfTrainingStarts()])
+    assert refused in str(error.value) and "Resume with the run's values" in str(error.value)
+    assert str(run / "checkpoint-4" / "train_config.json") in str(error.value)
+
+
+def test_resume_allows_and_records_what_does_not_change_the_run(stopped_run, corpus, tmp_path):  # noqa: F811
+    tmp, run = stopped_run
+    checkpoint = str(run / "checkpoint-4")
+    said = []
+    options, args = tiny(tmp, corpus, "run", save_steps=5, resume_from_checkpoint="latest", max_steps=20,
+                         logging_steps=3, max_minutes=9, dataloader_num_workers=1, max_eval_samples=4)
+    continued = continue_run_options(options, args, checkpoint, 1, said.append)
+    assert continued.max_steps == 20 and continued.learning_rate == 3e-3 and continued.warmup_steps == 2
+    assert len(said) == 1 and "(these do not change the run)" in said[0]
+    for change in ("--max-steps 20 (the run: 8)", "--save-steps 5 (the run: 2)", "--max-minutes 9 (the run: None)",
+                   "--dataloader-num-workers 1 (the run: 0)", "--max-eval-samples 4 (the run: 16)"):
+        assert change in said[0], change
+
+    # the learning rate and warm-up left to their defaults are the run's (their defaults depend on --max-steps)
+    options, args = tiny(tmp, corpus, "run", save_steps=2, resume_from_checkpoint="latest", max_steps=20,
+                         learning_rate=None, warmup_steps=None)
+    assert args.learning_rate is None and args.warmup_steps == 10
+    continued = continue_run_options(options, args, checkpoint, 1, said.append)
+    assert (continued.learning_rate, continued.warmup_steps) == (3e-3, 2)
+
+    # the same batch split differently (2 processes x 4) is the same run
+    options, args = tiny(tmp, corpus, "run", save_steps=2, resume_from_checkpoint="latest",
+                         per_device_train_batch_size=4)
+    continue_run_options(options, args, checkpoint, 2, said.append)
+    assert "2 process(es) x --batch-size 4 x --gradient-accumulation-steps 1 = 8 examples" in said[-1]
+
+    # a longer run is another run where the schedule is laid out over its length (linear, cosine, ...)
+    saved = json.loads((run / "checkpoint-4" / "train_config.json").read_text())
+    (tmp_path / "checkpoint-4").mkdir()
+    (tmp_path / "checkpoint-4" / "train_config.json").write_text(json.dumps(dict(saved, lr_scheduler_type="linear")))
+    shutil.copy(run / "checkpoint-4" / "trainer_state.json", tmp_path / "checkpoint-4")
+    options, args = tiny(tmp, corpus, "run", save_steps=2, lr_scheduler_type="linear", max_steps=20)
+    with pytest.raises(TrainingSetupError, match=r"--max-steps 20 \(the run: 8\)"):
+        continue_run_options(options, args, str(tmp_path / "checkpoint-4"), 1)
+    options, args = tiny(tmp, corpus, "run", save_steps=2, lr_scheduler_type="linear", max_steps=4)
+    continue_run_options(options, args, str(tmp_path / "checkpoint-4"), 1, said.append)  # only finishing the run
+
+
+def test_resumed_run_records_the_options_it_used(tmp_path, corpus):  # noqa: F811
+    options, args = tiny(tmp_path, corpus, "run", max_steps=4, save_steps=2, learning_rate=None, warmup_steps=None)
+    assert run_training(options, args, callbacks=[StopAt(2)])["stopped"]
+    first = json.loads((Path(args.output_dir) / "train_config.json").read_text())
+    assert first["warmup_steps"] == 2 and first["learning_rate"] == pytest.approx(max_default_peak(32))
+    options, args = tiny(tmp_path, corpus, "run", max_steps=6, save_steps=2, learning_rate=None, warmup_steps=None,
+                         resume_from_checkpoint="latest")
+    assert run_training(options, args)["global_step"] == 6
+    used = json.loads((Path(args.output_dir) / "train_config.json").read_text())
+    assert (used["max_steps"], used["warmup_steps"], used["learning_rate"]) == (6, 2, first["learning_rate"])
+    assert json.loads((Path(args.output_dir) / "checkpoint-6" / "train_config.json").read_text()) == used
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 5. The default peak learning rate
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_default_peak_learning_rate_does_not_grow_as_max_steps_shrinks():
+    mini, small, base = 192, 256, 512
+    # the old default (warm-up = 10% of --max-steps, uncapped) gave mini 7.2e-3 at 1000 steps and 2.3e-2 at 100
+    assert mini ** -0.5 * 100 ** -0.5 == pytest.approx(7.2e-3, rel=0.01)
+    assert mini ** -0.5 * 10 ** -0.5 == pytest.approx(2.3e-2, rel=0.01)
+    peaks = {}
+    for max_steps in (10, 100, 1000, 4000, 8000, 100_000):
+        warmup = default_warmup_steps(max_steps)
+        assert warmup == min(4000, max_steps // 2)
+        peaks[max_steps] = peak_learning_rate(None, "inverse_sqrt", mini, warmup)
+    assert max_default_peak(mini) == pytest.approx(1.633e-3, rel=1e-3)
+    assert peaks[10] == peaks[100] == peaks[1000] == max_default_peak(mini)  # capped
+    assert peaks[4000] == pytest.approx(1.614e-3, rel=1e-3)  # warm-up 2000: the paper's formula, under the cap
+    assert peaks[8000] == peaks[100_000] == pytest.approx(1.141e-3, rel=1e-3)  # warm-up 4000
+    assert list(peaks.values()) == sorted(peaks.values(), reverse=True)  # never grows as --max-steps shrinks
+    # the paper's base model with its 4000 warm-up steps keeps the paper's peak
+    assert peak_learning_rate(None, "inverse_sqrt", base, 4000) == pytest.approx(6.988e-4, rel=1e-3)
+    assert peak_learning_rate(None, "linear", mini, 50) == 5e-4
+    assert peak_learning_rate(2e-3, "inverse_sqrt", small, 300) == 2e-3  # a given rate is used as it is
+
+    # a warning above twice the cap: the old defaults warn, the shipped recipe (2e-3, d_model 256) does not
+    assert learning_rate_warning(7.2e-3, mini) is not None
+    assert "above 0.00327" in learning_rate_warning(2.3e-2, mini)
+    assert learning_rate_warning(2e-3, small) is None and learning_rate_warning(max_default_peak(mini), mini) is None
+
+
+def test_reproduce_command_and_help_keep_their_learning_rate(capsys):
+    card = (REPO_ROOT / "scratchformer" / "pretrained" / "scratchformer-small" / "README.md").read_text()
+    from test_training import training_commands
+
+    (command,) = [c for c in training_commands(card) if "--preset" in c]
+    _, args = config_from_args(command)
+    assert (args.learning_rate, args.warmup_steps) == (2e-3, 300)
+    with pytest.raises(SystemExit):
+        cli_main(["train", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "at most 1e-3 * (d_model/512)^-0.5" in help_text and "at most half of the training steps" in help_text
+    assert "Reliability" in (REPO_ROOT / "docs" / "training.md").read_text()
+
+
+def test_too_high_peak_is_warned_about(tmp_path, corpus):  # noqa: F811
+    from types import SimpleNamespace
+
+    from scratchformer.training.pipeline import _with_model_dependent_arguments
+
+    model = SimpleNamespace(config=SimpleNamespace(d_model=32))
+    for learning_rate, warned in [(0.5, True), (None, False), (3e-3, False)]:
+        said = []
+        options, args = tiny(tmp_path, corpus, learning_rate=learning_rate, max_steps=100, warmup_steps=None)
+        args = _with_model_dependent_arguments(options, args, model, 1000, 1, None, said.append)
+        assert (args.warmup_steps, len(said)) == (50, int(warned))
+    assert said == [] and args.learning_rate == 3e-3
+    assert _with_model_dependent_arguments(*tiny(tmp_path, corpus, learning_rate=None, max_steps=100),
+                                           model, 1000, 1, None, said.append).learning_rate == max_default_peak(32)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 6. Metric packages before step 1; 7. one process trains the tokenizer
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_missing_sacrebleu_is_found_before_data(tmp_path, pairs, monkeypatch, capsys):  # noqa: F811
+    monkeypatch.setitem(sys.modules, "sacrebleu", None)
+    options, args = tiny(tmp_path, tmp_path / "missing.tsv", objective="seq2seq", source_column="src",
+                         target_column="tgt")
+    with pytest.raises(TrainingSetupError, match=r"sacrebleu, which is not installed: pip install "
+                                                 r"'scratchformer\[train\]'"):
+        run_training(options, args)  # not the DataError of the missing file: checked before any data is read
+    code = cli_main(["train", "--objective", "seq2seq", "--source-column", "src", "--target-column", "tgt",
+                     "--train-files", str(pairs), "--output-dir", str(tmp_path / "o")])
+    assert code == 2 and "pip install 'scratchformer[train]'" in one_error_line(capsys)
+    monkeypatch.delitem(sys.modules, "sacrebleu")
+    options, args = tiny(tmp_path, tmp_path / "missing.tsv", "o2", objective="seq2seq", source_column="src",
+                         target_column="tgt")
+    with pytest.raises(DataError):
+        run_training(options, args)
+
+
+def test_only_global_rank_0_trains_the_tokenizer(tmp_path, corpus, monkeypatch):  # noqa: F811
+    import scratchformer.training.model_setup as model_setup
+
+    trained = []
+    monkeypatch.setattr(model_setup, "_train_tokenizer", lambda *a: trained.append(a) or "trained")
+    options, _ = tiny(tmp_path, corpus)
+    # process 1 (e.g. the first process of the second machine) never trains one: it loads rank 0's, or says why not
+    with pytest.raises(TrainingSetupError, match="process 1: the tokenizer that the main process trained is not in"):
+        load_tokenizer(options, str(tmp_path / "out"), None, ["text"], 1, None)
+    assert load_tokenizer(options, str(tmp_path / "out"), None, ["text"], 0, None) == "trained"
+    assert len(trained) == 1
+
+    calls = []
+
+    class FakeArgs:  # what _tokenizer_and_model asks of the Trainer arguments
+        process_index, output_dir, seed, max_steps = 1, str(tmp_path / "out"), 0, 8
+
+        def main_process_first(self, local=True, desc=""):
+            calls.append(local)
+            return __import__("contextlib").nullcontext()
+
+    from scratchformer.training import pipeline
+
+    with pytest.raises(TrainingSetupError):
+        pipeline._tokenizer_and_model(options, FakeArgs(), type("S", (), {"train": None, "columns": ["text"]}), None)
+    assert calls == [False]  # the whole run's main process goes first, not each machine's
+
+
+@pytest.mark.slow
+def test_torchrun_two_nodes_train_one_tokenizer(tmp_path, corpus):  # noqa: F811
+    """Two machines of one process each (two torchrun launchers on 127.0.0.1, c10d rendezvous, gloo): each is its
+    machine's local main process, and only global rank 0 trains and saves the tokenizer."""
+    out = tmp_path / "ddp"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    common = [str(torchrun), "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+              f"127.0.0.1:{port}", "--rdzv-id", "trainrel", "-m", "scratchformer.cli", "train",
+              "--train-files", str(corpus), "--output-dir", str(out), "--preset", "tiny",
+              "--tokenizer-vocab-size", "300", "--max-length", "32", "--batch-size", "8", "--max-steps", "2",
+              "--eval-steps", "0", "--save-steps", "1000", "--learning-rate", "3e-3", "--warmup-steps", "1",
+              "--no-progress-bar", "--max-eval-samples", "16"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
+    nodes = [subprocess.Popen(common + ["--cache-dir", str(tmp_path / f"cache{i}")], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for i in range(2)]
+    outputs = [node.communicate(timeout=400) for node in nodes]
+    for node, (stdout, stderr) in zip(nodes, outputs):
+        assert node.returncode == 0, stdout[-2000:] + stderr[-3000:]
+    both = "".join(stdout + stderr for stdout, stderr in outputs)
+    assert both.count("tokenizer: trained") == 1, both[-3000:]
+    assert "2 process(es)" in both
+    assert (out / "tokenizer" / "tokenizer.json").is_file() and (out / "checkpoint-2").is_dir()
+    assert not (out / LOCK_NAME).exists()
