@@ -379,3 +379,17 @@ def test_the_committed_results_load_in_the_current_layout(bench):
     for group in committed["groups"]:
         assert group["run"]["machine"]["cpu"] and group["pairs"] and group["run"]["command"]
         assert bench.render_markdown(committed).startswith("# Scratchformer vs Hugging Face models")
+
+
+def test_senses_memory_benchmark_quick_mode_samples_the_big_lemma(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "senses_memory.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "senses_memory.py"), "--quick", "--json", str(out),
+                           "--md", str(tmp_path / "senses_memory.md")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["rows"] == 600 and row["subsampled_groups"] == 1
+    assert row["pairs"] == json.loads(out.read_text())["max_pairs_per_group"]

@@ -250,3 +250,39 @@ def test_cli_error_in_a_subprocess_has_no_traceback(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         f"scratchformer senses: error: {bad}:2: not UTF-8 text (byte 0xe9 at column 4); save the file as UTF-8"]
+
+
+def test_pairs_within_keeps_every_pair_of_small_groups_and_samples_big_ones():
+    import numpy as np
+
+    from scratchformer.analysis.senses import pairs_within
+
+    a, b = pairs_within([[0, 1, 2], [3, 4]])
+    assert list(zip(a.tolist(), b.tolist())) == [(0, 1), (0, 2), (1, 2), (3, 4)]
+    big = list(range(10, 510))  # 124,750 pairs
+    a, b = pairs_within([big, [0, 1]], max_pairs_per_group=1000)
+    assert len(a) == 1001
+    pairs = set(zip(a[:-1].tolist(), b[:-1].tolist()))
+    assert len(pairs) == 1000 and all(10 <= x < y < 510 for x, y in pairs)
+    assert np.array_equal(pairs_within([big], max_pairs_per_group=1000)[0], pairs_within([big], 1000)[0])  # seeded
+
+
+def test_blocked_pair_cosines_and_nearest_neighbours_equal_the_direct_computation():
+    import numpy as np
+    import torch
+
+    from scratchformer.analysis import senses as s
+
+    vectors = torch.randn(300, 16, dtype=torch.float64)
+    a, b = s.pairs_within([list(range(300))])
+    unit = torch.nn.functional.normalize(vectors, dim=-1)
+    direct = (unit[torch.from_numpy(a)] * unit[torch.from_numpy(b)]).sum(-1).numpy().round(10)
+    assert np.array_equal(s.pair_cosines(vectors, a, b, block=7), direct)  # tolerance 0: same arithmetic
+    labels = [i % 3 for i in range(300)]
+    full = s.nn_accuracy(unit, [list(range(300))], labels)
+    original, s.NN_BLOCK_ELEMENTS = s.NN_BLOCK_ELEMENTS, 1000  # 3 query rows per block
+    try:
+        assert s.nn_accuracy(unit, [list(range(300))], labels) == full
+    finally:
+        s.NN_BLOCK_ELEMENTS = original
+    assert s.nn_chance([[0, 1, 2, 3]], ["x", "x", "y", "x"]) == [2 / 3, 2 / 3, 0.0, 2 / 3]

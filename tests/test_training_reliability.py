@@ -51,7 +51,8 @@ from scratchformer.training.schedule import (
 )
 
 MODELS_DIR = REPO_ROOT / "scratchformer" / "models"
-CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py", "tokenization_scratchformer.py")
+CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py")  # the code a checkpoint carries
+TOKENIZER_CODE = "tokenization_scratchformer.py"  # saved tokenizers carry no code; an attacker's folder may
 TINY_CONFIG = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
                    decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)
 
@@ -82,14 +83,20 @@ def test_booby_trapped_model_and_tokenizer_folders_never_run(tmp_path, corpus): 
     marker = tmp_path / "PWNED"
     tokenizer = train_fast_tokenizer(corpus.read_text().splitlines(), 300)
     tok_dir = tmp_path / "tok"
-    tokenizer.save_pretrained(tok_dir)  # a tokenizer-only folder, with auto_map and tokenization_scratchformer.py
+    tokenizer.save_pretrained(tok_dir)
     model_dir = tmp_path / "model"
     config = ScratchformerConfig(**TINY_CONFIG, vocab_size=len(tokenizer))
     ScratchformerForConditionalGeneration(config).save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
     for folder in (tok_dir, model_dir):
-        assert {p.name for p in folder.glob("*.py")} >= ({"tokenization_scratchformer.py"} if folder is tok_dir
-                                                         else set(CODE_FILES))
+        # what an attacker would ship: tokenizer code named in tokenizer_config.json's auto_map, trapped code files
+        tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+        tokenizer_config["auto_map"] = {"AutoTokenizer": [f"{TOKENIZER_CODE[:-3]}.ScratchformerTokenizer", None]}
+        (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+        (folder / TOKENIZER_CODE).write_text("from transformers import TokenizersBackend\n\n\n"
+                                             "class ScratchformerTokenizer(TokenizersBackend):\n    pass\n")
+        assert {p.name for p in folder.glob("*.py")} >= ({TOKENIZER_CODE} if folder is tok_dir
+                                                         else {*CODE_FILES, TOKENIZER_CODE})
         booby_trap(folder, marker, [p.name for p in folder.glob("*.py")])
 
     for name, overrides in [("from-model", dict(model=str(model_dir), config_overrides="dropout=0.0")),
@@ -100,6 +107,7 @@ def test_booby_trapped_model_and_tokenizer_folders_never_run(tmp_path, corpus): 
         for folder in (Path(args.output_dir), Path(args.output_dir) / "checkpoint-2"):
             for code in CODE_FILES:  # the code that travels with the checkpoints is ours
                 assert (folder / code).read_text() == (MODELS_DIR / code).read_text(), (name, folder, code)
+            assert not (folder / TOKENIZER_CODE).exists()  # and no tokenizer code travels at all
     trained = ScratchformerForConditionalGeneration.from_pretrained(tmp_path / "from-model")
     assert trained.config.dropout == 0.0  # --config-overrides applied to the --model
 

@@ -54,32 +54,80 @@ def roc_auc(labels: Any, scores: Any) -> float:
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
-def pairs_within(groups: list[list[int]]) -> tuple[list[int], list[int]]:
-    """Every pair of members of the same group, as two parallel index lists."""
-    pairs = [pair for members in groups for pair in itertools.combinations(members, 2)]
-    return [a for a, _ in pairs], [b for _, b in pairs]
+MAX_PAIRS_PER_GROUP = 20_000  # a lemma with more pairs is scored on a random sample of this many (seeded)
+PAIR_BLOCK = 4096  # pairs whose cosines are computed at once: memory ~ PAIR_BLOCK x hidden, whatever the data
+NN_BLOCK_ELEMENTS = 1 << 22  # similarity entries computed at once in the 1-NN search
+
+
+def pairs_within(groups: list[list[int]], max_pairs_per_group: int = MAX_PAIRS_PER_GROUP, seed: int = 0,
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs of members of the same group, as two parallel index arrays: every pair of a group (in
+    ``itertools.combinations`` order), or, for a group with more than ``max_pairs_per_group`` pairs, that many
+    distinct pairs drawn at random (seeded), so that memory and time never grow with the square of one lemma's
+    occurrences (3,000 rows of one lemma are 4.5M pairs)."""
+    rng = np.random.default_rng(seed)
+    firsts, seconds = [], []
+    for members in groups:
+        n = len(members)
+        if n * (n - 1) // 2 <= max_pairs_per_group:
+            pairs = np.array(list(itertools.combinations(range(n), 2)), dtype=np.int64).reshape(-1, 2)
+        else:
+            pairs = _sample_pairs(n, max_pairs_per_group, rng)
+        ids = np.asarray(members, dtype=np.int64)
+        firsts.append(ids[pairs[:, 0]])
+        seconds.append(ids[pairs[:, 1]])
+    empty = np.zeros(0, dtype=np.int64)
+    return (np.concatenate(firsts) if firsts else empty), (np.concatenate(seconds) if seconds else empty)
+
+
+def _sample_pairs(n: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` distinct pairs ``(i < j)`` of ``range(n)``, uniformly at random, in O(count) memory."""
+    chosen = np.zeros((0, 2), dtype=np.int64)
+    while len(chosen) < count:
+        draws = rng.integers(0, n, size=(2 * count, 2))
+        draws = np.sort(draws[draws[:, 0] != draws[:, 1]], axis=1)
+        chosen = np.unique(np.concatenate([chosen, draws]), axis=0)
+    return chosen[rng.permutation(len(chosen))[:count]]
+
+
+def pair_cosines(vectors: torch.Tensor, pair_a: np.ndarray, pair_b: np.ndarray, block: int = PAIR_BLOCK,
+                 ) -> np.ndarray:
+    """The cosine of every pair of rows of ``vectors`` ``(occurrences, hidden)``, computed ``block`` pairs at a time
+    (never a ``(pairs, hidden)`` tensor), rounded to 1e-10 so that identical vectors are exact ties."""
+    unit = torch.nn.functional.normalize(vectors, dim=-1)
+    a, b = torch.from_numpy(pair_a), torch.from_numpy(pair_b)
+    out = np.empty(len(pair_a), dtype=np.float64)
+    for start in range(0, len(pair_a), block):
+        stop = start + block
+        out[start:stop] = (unit[a[start:stop]] * unit[b[start:stop]]).sum(-1).numpy()
+    return out.round(10)
 
 
 def nn_chance(groups: list[list[int]], senses: list[Any]) -> list[float]:
     """Per occurrence: the chance that a random other occurrence of its group has its sense."""
     chance = []
     for members in groups:
+        counts: dict[Any, int] = {}
         for i in members:
-            others = [j for j in members if j != i]
-            chance.append(sum(senses[j] == senses[i] for j in others) / len(others))
+            counts[senses[i]] = counts.get(senses[i], 0) + 1
+        chance += [(counts[senses[i]] - 1) / (len(members) - 1) for i in members]
     return chance
 
 
 def nn_accuracy(unit: torch.Tensor, groups: list[list[int]], senses: list[Any]) -> float:
     """Share of occurrences whose nearest other occurrence in their group (by cosine of the ``(occurrences,
-    hidden)`` unit vectors) has their sense."""
+    hidden)`` unit vectors) has their sense. Queries go in blocks, so a big group never needs its whole
+    ``(members, members)`` similarity matrix at once."""
     correct = total = 0
     for members in groups:
         idx = torch.tensor(members)
-        sim = unit[idx] @ unit[idx].T  # (members, members)
-        sim.fill_diagonal_(-torch.inf)
-        nearest = idx[sim.argmax(dim=1)]
-        correct += sum(senses[int(n)] == senses[int(i)] for i, n in zip(idx, nearest))
+        rows = max(1, NN_BLOCK_ELEMENTS // len(members))
+        for start in range(0, len(members), rows):
+            query = idx[start:start + rows]
+            sim = unit[query] @ unit[idx].T  # (rows, members)
+            sim[torch.arange(len(query)), torch.arange(start, start + len(query))] = -torch.inf  # not itself
+            nearest = idx[sim.argmax(dim=1)]
+            correct += sum(senses[int(n)] == senses[int(i)] for i, n in zip(query, nearest))
         total += len(members)
     return correct / total
 
@@ -117,6 +165,8 @@ class SenseReport:
     nn_chance: float
     learned_identical_token_pairs: int  # pairs where both occurrences are the same tokens: learned cosine 1.0
     learned_auc_by_construction: float = 0.5
+    max_pairs_per_group: int = MAX_PAIRS_PER_GROUP
+    subsampled_groups: int = 0  # groups scored on a random sample of max_pairs_per_group of their pairs
     layers: list[LayerScore] = field(default_factory=list)
     verdict: str = ""  # "context separates senses: yes (last layer ROC-AUC 0.712 > embedding output 0.620; ...)"
 
@@ -140,6 +190,9 @@ class SenseReport:
             f"({self.nn_queries} queries)",
             f"learned embedding: 0.5 by construction for the {self.learned_identical_token_pairs} pairs with "
             "identical tokens; measured over all pairs below",
+            *([f"{self.subsampled_groups} group(s) with more than {self.max_pairs_per_group:,} pairs: scored on a "
+               f"random sample of {self.max_pairs_per_group:,} of their pairs (seeded)"] if self.subsampled_groups
+              else []),
             f"{'layer':>8}  {'ROC-AUC':>7}  {'1-NN acc':>8}  {'centred':>7}  what (centred: ROC-AUC after "
             "subtracting the mean word vector)",
         ]
@@ -175,7 +228,7 @@ def scorable_groups(examples: list[SenseExample], group_by: str = "lemma") -> li
     if not groups:
         raise DataError(f"no lemma occurs twice in the data (grouped by {group_by}): there are no pairs to score")
     pair_a, pair_b = pairs_within(groups)
-    same = sum(examples[a].sense == examples[b].sense for a, b in zip(pair_a, pair_b))
+    same = sum(examples[a].sense == examples[b].sense for a, b in zip(pair_a.tolist(), pair_b.tolist()))
     if same == 0 or same == len(pair_a):
         raise DataError(f"the data gives {same} same-sense and {len(pair_a) - same} different-sense pairs; the "
                         "scores need both: use more rows or lemma groups (--max-groups)")
@@ -191,21 +244,15 @@ def _word_vectors(extractor: Any, examples: list[SenseExample], layers: list[Any
     return vectors, [tuple(per_layer[0].location.token_ids) for per_layer in results]
 
 
-def _layer_score(layer: Any, num_layers: int, raw: torch.Tensor, centred: torch.Tensor,
-                 groups: list[list[int]], senses: list[Any], same: np.ndarray) -> LayerScore:
+def _layer_score(layer: Any, num_layers: int, raw: torch.Tensor, centred: torch.Tensor, groups: list[list[int]],
+                 senses: list[Any], pairs: tuple[np.ndarray, np.ndarray], same: np.ndarray) -> LayerScore:
     """Scores of one layer from its ``(occurrences, hidden)`` raw and mean-centred word vectors."""
-    pair_a, pair_b = (torch.tensor(x) for x in pairs_within(groups))
-
-    def pair_cosines(v: torch.Tensor) -> np.ndarray:
-        unit = torch.nn.functional.normalize(v, dim=-1)
-        return (unit[pair_a] * unit[pair_b]).sum(-1).numpy().round(10)  # rounding makes identical vectors exact ties
-
     return LayerScore(
         layer=layer,
         description=describe_layer(layer, num_layers),
-        roc_auc=roc_auc(same, pair_cosines(raw)),
+        roc_auc=roc_auc(same, pair_cosines(raw, *pairs)),
         nn_accuracy=nn_accuracy(torch.nn.functional.normalize(raw, dim=-1), groups, senses),
-        roc_auc_centred=roc_auc(same, pair_cosines(centred)),
+        roc_auc_centred=roc_auc(same, pair_cosines(centred, *pairs)),
     )
 
 
@@ -228,10 +275,11 @@ def evaluate_senses(
     raw, token_ids = _word_vectors(extractor, [examples[i] for i in used], layers, pooling)  # (used, layers, hidden)
     centred = raw - raw.mean(dim=0, keepdim=True)
     pair_a, pair_b = pairs_within(groups)
-    same = np.array([senses[a] == senses[b] for a, b in zip(pair_a, pair_b)])
+    codes = np.unique(np.array([str(sense) for sense in senses]), return_inverse=True)[1]
+    same = codes[pair_a] == codes[pair_b]
     chance = nn_chance(groups, senses)
-    scores = [_layer_score(layer, extractor.num_layers, raw[:, k], centred[:, k], groups, senses, same)
-              for k, layer in enumerate(layers)]
+    scores = [_layer_score(layer, extractor.num_layers, raw[:, k], centred[:, k], groups, senses,
+                           (pair_a, pair_b), same) for k, layer in enumerate(layers)]
     return SenseReport(
         model=model_label or extractor.model_name,
         data=data_label,
@@ -245,6 +293,8 @@ def evaluate_senses(
         nn_queries=len(chance),
         nn_chance=float(np.mean(chance)),
         learned_identical_token_pairs=sum(token_ids[a] == token_ids[b] for a, b in zip(pair_a, pair_b)),
+        max_pairs_per_group=MAX_PAIRS_PER_GROUP,
+        subsampled_groups=sum(len(m) * (len(m) - 1) // 2 > MAX_PAIRS_PER_GROUP for m in groups),
         layers=scores,
         verdict=sense_score_verdict(scores),
     )
