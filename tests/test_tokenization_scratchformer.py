@@ -268,3 +268,20 @@ def test_fast_training_errors():
         tt.train_fast_tokenizer(["hello world"], 12, scheme=bpe.WHITESPACE)  # 5 + </w> d e h l o r w
     with pytest.raises(ValueError, match="lone surrogate"):
         tt.train_fast_tokenizer(["a", "\ud800"], 300)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda t: t.decode([5, 10**6]), "not token ids of this tokenizer"),
+    (lambda t: t.decode([5, -100]), "-100, the label id the loss ignores"),
+    (lambda t: t.batch_decode([[5, 6], [7, -1]]), "not token ids"),
+    (lambda t: t("hello world", truncation=True, max_length=0), "max_length=0 leaves no room"),
+    (lambda t: t([]), "empty batch"),
+])
+def test_ids_and_lengths_that_make_no_sense_are_refused_not_dropped(call, message):
+    from scratchformer.loading import load_tokenizer
+
+    tokenizer = load_tokenizer("small")
+    with pytest.raises(ValueError, match=message):
+        call(tokenizer)
+    assert tokenizer("hello world", truncation=True, max_length=1)["input_ids"] == [tokenizer.eos_token_id]
+    assert tokenizer.decode(tokenizer("a bank")["input_ids"], skip_special_tokens=True) == "a bank"

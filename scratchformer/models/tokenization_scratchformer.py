@@ -59,7 +59,28 @@ class ScratchformerTokenizer(TokenizersBackend):
     def _encode_plus(self, text, text_pair=None, *args, **kwargs):
         _check_texts(text, "text")
         _check_texts(text_pair, "text_pair")
+        if isinstance(text, (list, tuple)) and not text:
+            raise ValueError("the tokenizer got an empty batch ([]): pass at least one text")
+        max_length = kwargs.get("max_length")
+        truncating = str(kwargs.get("truncation_strategy", "do_not_truncate")).lower().split(".")[-1] != (
+            "do_not_truncate")
+        if truncating and max_length is not None and max_length < 1:
+            raise ValueError(f"max_length={max_length} leaves no room for a single token: truncation needs "
+                             "max_length >= 1 (the end-of-sequence token </s> counts)")
         return super()._encode_plus(text, text_pair, *args, **kwargs)
+
+    def _decode(self, token_ids, *args, **kwargs):
+        """Decode as usual, but refuse ids that are not tokens instead of dropping them without a word."""
+        ids = [token_ids] if isinstance(token_ids, int) else token_ids
+        if isinstance(ids, (list, tuple)):
+            if -100 in ids:
+                raise ValueError("decode got -100, the label id the loss ignores, not a token: replace it first, "
+                                 "e.g. labels.masked_fill(labels == -100, tokenizer.pad_token_id)")
+            bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < len(self)]
+            if bad:
+                raise ValueError(f"decode got {bad[:5]} which are not token ids of this tokenizer (valid: "
+                                 f"0..{len(self) - 1}); were they made by a different tokenizer?")
+        return super()._decode(token_ids, *args, **kwargs)
 
     def _save_pretrained(self, save_directory, file_names, *args, **kwargs):
         """Make the ``tokenizer_config.json`` that ``save_pretrained`` has just written (before any upload) load without
