@@ -346,3 +346,11 @@ def test_positions_figure_clips_outliers_and_shares_the_cosine_range():
     assert "clipped" in heat_bert.get_title()
     assert cos_ours.images[0].get_clim() == cos_bert.images[0].get_clim() == (-1, 1)
     assert len([ax for ax in fig.axes if not ax.images]) == 4  # a colour bar for every heatmap
+
+
+def test_a_run_that_fails_leaves_no_empty_output_folder(tmp_path):
+    from scratchformer.cli import main
+
+    out = tmp_path / "not" / "yet"
+    assert main(["compare", "--no-defaults", "--model", str(tmp_path / "missing-model"), "--output", str(out)]) == 2
+    assert not (tmp_path / "not").exists()

@@ -36,7 +36,7 @@ from ..loading import reference_model_path
 from .attention import AttentionMaps
 from .extractor import LoadedModel, load_extractor
 from .layers import LEARNED, describe_layer, is_contextual
-from .output import output_folder, write_json
+from .output import check_output_folder, output_folder, write_json
 from .results import WordEmbedding
 from .similarity import centred_cosine, cosine, unrelated_pair_baseline
 from .words import find_word, sentence_words
@@ -450,7 +450,7 @@ def run_compare(
     study = study or make_study()
     check_layer_option(layer)
     sources = model_sources(models, include_defaults)
-    out = output_folder(output)
+    out = check_output_folder(output)  # made once there is something to write
     loaded = [load_extractor(source, texts=[s.text for s in study.sentences], with_decoder=True) for source in sources]
     for model in loaded:
         headline_layer(model, layer)
@@ -461,6 +461,7 @@ def run_compare(
         runs.append(StudyRun(model, result, vectors, maps))
         if not quiet:
             print(format_table(result, study), end="\n\n")
+    output_folder(out)
     if plots or html:  # the report shows the plots
         write_plots(runs, study, out)
     results = [run.result for run in runs]

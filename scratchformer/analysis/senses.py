@@ -32,7 +32,7 @@ import torch
 from ..errors import DataError, ScratchformerError
 from .extractor import load_extractor
 from .layers import LEARNED, describe_layer
-from .output import output_folder, write_json
+from .output import check_output_folder, output_folder, write_json
 from .pooling import check_word_pooling
 from .sense_data import GROUP_BY, SenseExample, group_examples, read_senses_tsv
 
@@ -346,7 +346,7 @@ def run_senses(
     check_options(models, pooling, group_by, batch_size, max_groups)
     examples = first_groups(read_senses_tsv(data), group_by, max_groups)
     scorable_groups(examples, group_by)
-    out = output_folder(output)
+    out = check_output_folder(output)  # made once there is something to write
     reports = []
     for source in models:
         loaded = load_extractor(source, batch_size=batch_size, texts=[ex.sentence for ex in examples])
@@ -354,7 +354,7 @@ def run_senses(
                                        model_label=loaded.label, data_label=str(data)))
         if not quiet:
             print(reports[-1].table(), end="\n\n")
-    write_json(out / "senses.json", [r.as_dict() for r in reports])
+    write_json(output_folder(out) / "senses.json", [r.as_dict() for r in reports])
     plot_senses(reports, out / "senses_auc_per_layer.png")
     if not quiet:
         for report in reports:
