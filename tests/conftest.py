@@ -22,3 +22,73 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"development data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+# The reliability suite (`pytest -m reliability`): the tests that keep a hostile user's cases handled - each a clear
+# error, a correct result, or no harm done. One table, by category; README.md states how many cases each holds
+# (tests/test_reliability_suite.py keeps that line equal to what pytest collects).
+RELIABILITY = {
+    "bad configs": [
+        "test_invalid_values_raise_a_value_error_naming_field_value_and_rule",
+        "test_values_given_under_their_hugging_face_alias_are_checked_too", "test_flags_must_be_booleans_not_strings",
+        "test_a_string_boolean_in_config_json_is_refused_not_read_as_true",
+        "test_assignment_after_construction_is_checked_and_a_refusal_changes_nothing",
+        "test_update_checks_the_values_together_and_is_all_or_nothing",
+        "test_a_folder_without_config_json_is_an_error_not_the_defaults", "test_a_saved_invalid_config_fails_on_load",
+        "test_installed_package_refuses_a_newer_format_naming_config_json",
+    ],
+    "ids, masks and model inputs": [
+        "test_bad_inputs_raise_value_errors", "test_bad_decoder_inputs_and_labels_raise_value_errors",
+        "test_bad_generation_counts_raise_value_errors", "test_all_labels_ignored_gives_a_zero_loss_not_nan",
+        "test_a_mask_of_zeros_and_twos_means_what_zeros_and_ones_mean", "test_a_fully_padded_row_gives_finite_numbers",
+        "test_bf16_forward_is_finite", "test_static_cache_step_refuses_a_mask_of_the_wrong_size",
+        "test_ids_and_lengths_that_make_no_sense_are_refused_not_dropped", "test_encode_rejects_bad_input_clearly",
+        "test_bad_input_gets_a_clear_error", "test_fast_training_errors",
+    ],
+    "files and TSVs": [
+        "test_bad_files_are_clear_errors", "test_bad_tsv", "test_missing_file", "test_cli_bad_data_is_a_clear_error",
+        "test_pairs_of_one_kind_only_are_refused", "test_bad_files_give_a_clear_error",
+        "test_loading_a_broken_folder_names_the_file", "test_check_folder_names_each_defect",
+        "test_empty_data_is_a_clear_error", "test_missing_data_file_is_one_line",
+        "test_a_folder_without_config_is_a_clear_error", "test_a_name_that_is_nothing_is_a_clear_error",
+        "test_bad_scores_are_refused_naming_the_field",
+    ],
+    "one line and exit 2 for every mistake": [
+        "test_a_user_mistake_is_one_line_and_exit_2", "test_cli_mistakes_end_with_one_error_line",
+        "test_cli_error_in_a_subprocess_has_no_traceback", "test_bad_option_fails_fast_with_one_line",
+        "test_a_training_command_without_its_extra_is_one_line", "test_missing_sacrebleu_is_found_before_data",
+        "test_a_run_that_fails_leaves_no_empty_output_folder",
+    ],
+    "kills, locks and concurrent runs": [
+        "test_killed_saves_resume_to_the_uninterrupted_weights", "test_incomplete_checkpoints_are_found",
+        "test_rotation_keeps_complete_checkpoints_only", "test_output_lock",
+        "test_second_run_on_a_locked_folder_is_refused", "test_finished_model_folder_is_refused_without_flags",
+        "test_resume_refuses_options_that_change_the_run", "test_torchrun_two_nodes_train_one_tokenizer",
+    ],
+    "no code run unasked": [
+        "test_a_scratchformer_folder_never_runs_its_own_code", "test_booby_trapped_model_and_tokenizer_folders_never_run",
+        "test_foreign_remote_code_needs_trust_remote_code", "test_saved_auto_map_is_ours_only",
+        "test_export_writes_only_our_auto_map_whatever_the_source_config_carried",
+    ],
+    "path traversal and overwriting": [
+        "test_push_refuses_a_bad_repo_id_before_touching_any_file", "test_cli_refuses_a_bad_repo_id_with_exit_2",
+        "test_export_never_writes_into_or_over_its_source", "test_overwrite_refuses_what_is_not_an_earlier_export",
+    ],
+    "bounded memory and time": [
+        "test_senses_memory_benchmark_quick_mode_samples_the_big_lemma",
+        "test_pairs_within_keeps_every_pair_of_small_groups_and_samples_big_ones",
+        "test_training_pieces_cut_only_long_words_and_lose_nothing", "test_both_trainers_train_on_the_cut_pieces",
+    ],
+}
+RELIABILITY_CATEGORY = {name: category for category, names in RELIABILITY.items() for name in names}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "reliability(category): a hostile-input case of the reliability suite")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        category = RELIABILITY_CATEGORY.get(item.originalname if hasattr(item, "originalname") else item.name)
+        if category:
+            item.add_marker(pytest.mark.reliability(category))

@@ -1,0 +1,31 @@
+"""The reliability suite (tests/conftest.py's RELIABILITY table): every test it names exists, and README.md says how
+many cases it holds."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from conftest import RELIABILITY, REPO_ROOT
+
+
+def _collected() -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "reliability",
+                           "-p", "no:cacheprovider", str(REPO_ROOT / "tests")], capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_every_named_test_exists_and_the_readme_count_is_current():
+    cases = _collected()
+    found = {re.sub(r"\[.*", "", case).rsplit("::", 1)[-1] for case in cases}
+    named = {name for names in RELIABILITY.values() for name in names}
+    assert named <= found, f"named in RELIABILITY but not collected: {sorted(named - found)}"
+    readme = (REPO_ROOT / "README.md").read_text()
+    match = re.search(r"reliability suite[^\n]*?: (\d+) cases in (\d+) categories", readme)
+    assert match, "README.md must state the reliability suite's size"
+    assert (int(match.group(1)), int(match.group(2))) == (len(cases), len(RELIABILITY)), (
+        f"README says {match.group(1)} cases in {match.group(2)} categories; pytest collects {len(cases)} in "
+        f"{len(RELIABILITY)}: update README.md")
