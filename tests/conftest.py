@@ -73,6 +73,7 @@ RELIABILITY = {
     "path traversal and overwriting": [
         "test_push_refuses_a_bad_repo_id_before_touching_any_file", "test_cli_refuses_a_bad_repo_id_with_exit_2",
         "test_export_never_writes_into_or_over_its_source", "test_overwrite_refuses_what_is_not_an_earlier_export",
+        "test_output_that_is_a_file_or_holds_a_tokenizer_is_refused_before_training",
     ],
     "bounded memory and time": [
         "test_senses_memory_benchmark_quick_mode_samples_the_big_lemma",

@@ -75,3 +75,18 @@ def test_too_small_vocabulary_is_refused(corpus_files, tmp_path, capsys):
     rc = main(["train-tokenizer", str(corpus_files[0]), "--vocab-size", "100", "--output", str(tmp_path / "o")])
     assert rc == 2
     assert "ask for at least 261" in capsys.readouterr().err
+
+
+def test_output_that_is_a_file_or_holds_a_tokenizer_is_refused_before_training(corpus_files, tmp_path, capsys):
+    existing_file = tmp_path / "a-file"
+    existing_file.write_text("keep me")
+    args = [str(corpus_files[0]), "--vocab-size", "300", "--no-progress"]
+    assert main(["train-tokenizer", *args, "--output", str(existing_file)]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err and existing_file.read_text() == "keep me"
+    folder = tmp_path / "tok"
+    assert main(["train-tokenizer", *args, "--output", str(folder)]) == 0
+    saved = (folder / "tokenizer.json").read_text()
+    assert main(["train-tokenizer", *args, "--output", str(folder)]) == 2
+    assert "already holds a tokenizer" in capsys.readouterr().err
+    assert (folder / "tokenizer.json").read_text() == saved
+    assert main(["train-tokenizer", *args, "--output", str(folder), "--overwrite"]) == 0

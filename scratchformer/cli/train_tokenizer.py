@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..errors import ScratchformerError
 from . import add_command
@@ -26,7 +27,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         default=DEFAULT_SCHEME,
         help="byte_level (default: lossless, no unknown tokens) or whitespace (words + </w>, as in Sennrich et al.)",
     )
-    cmd.add_argument("--output", required=True, help="folder to save the tokenizer into")
+    cmd.add_argument("--output", required=True, help="folder to save the tokenizer into (created if needed)")
+    cmd.add_argument("--overwrite", action="store_true", help="replace a tokenizer already saved in --output")
     cmd.add_argument(
         "--trainer",
         choices=("fast", "reference"),
@@ -44,10 +46,21 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     cmd.set_defaults(func=_train_tokenizer)
 
 
+def _check_output(output: str, overwrite: bool) -> None:
+    """Before any training: ``--output`` must be a folder (or nothing yet), and not hold a tokenizer already."""
+    folder = Path(output)
+    if folder.exists() and not folder.is_dir():
+        raise ScratchformerError(f"--output {output!r} is a file, not a folder: give a folder to save the tokenizer in")
+    if (folder / "tokenizer.json").exists() and not overwrite:
+        raise ScratchformerError(f"--output {output!r} already holds a tokenizer (tokenizer.json): choose another "
+                                 "folder, or pass --overwrite to replace it")
+
+
 def _train_tokenizer(args: argparse.Namespace) -> int:
     from ..tokenizer import training as tt
     from ..training.data import load_data_files
 
+    _check_output(args.output, args.overwrite)
     try:
         texts = load_data_files(args.files, fmt="txt")["text"]  # a bad file is a DataError naming it
         show_progress = not args.no_progress
