@@ -67,6 +67,7 @@ RELIABILITY = {
     ],
     "no code run unasked": [
         "test_a_scratchformer_folder_never_runs_its_own_code", "test_booby_trapped_model_and_tokenizer_folders_never_run",
+        "test_compare_and_senses_never_run_a_model_folders_code",
         "test_foreign_remote_code_needs_trust_remote_code", "test_saved_auto_map_is_ours_only",
         "test_export_writes_only_our_auto_map_whatever_the_source_config_carried",
     ],

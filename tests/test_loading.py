@@ -179,3 +179,25 @@ def test_saved_auto_map_is_ours_only(tmp_path):
     assert "attacker" not in json.dumps(auto_map)
     assert auto_map["AutoModel"] == "modeling_scratchformer.ScratchformerEncoderModel"
     assert set(auto_map) <= set(AUTO_MAP) and all(AUTO_MAP[key] == value for key, value in auto_map.items())
+
+
+def test_compare_and_senses_never_run_a_model_folders_code(tmp_path):
+    """The two analysis commands load through the same loader: a booby-trapped Scratchformer folder runs nothing."""
+    from scratchformer.cli import main
+
+    _, tokenizer = load("small")
+    folder = _saved_tiny(tmp_path / "trapped", tokenizer)
+    marker = tmp_path / "PWNED"
+    for name in ("configuration_scratchformer.py", "modeling_scratchformer.py", "tokenization_scratchformer.py"):
+        (folder / name).write_text(TRAP.format(marker=str(marker)))
+    tsv = tmp_path / "senses.tsv"
+    rows = ["lemma\tpos\tsynset\tstart\tend\tsentence"]
+    for sense, sentence in [("a", "the river bank"), ("a", "a muddy bank"), ("b", "the bank lent"),
+                            ("b", "a bank loan")]:
+        start = sentence.index("bank")
+        rows.append(f"bank\tn\tbank.n.0{1 if sense == 'a' else 2}\t{start}\t{start + 4}\t{sentence}")
+    tsv.write_text("\n".join(rows) + "\n")
+    assert main(["compare", "--no-defaults", "--model", str(folder), "--no-plots", "--output",
+                 str(tmp_path / "c")]) == 0
+    assert main(["senses", "--data", str(tsv), "--model", str(folder), "--output", str(tmp_path / "s")]) == 0
+    assert not marker.exists()
