@@ -31,6 +31,7 @@ from .resume import LATEST
 from .schedule import default_warmup_steps
 
 OBJECTIVES = ("denoise", "seq2seq")
+STREAM_TOKENIZER_ROWS = 100_000  # --tokenizer-max-rows when --streaming leaves it unset
 SAVE_DTYPES = ("float32", "float16", "bfloat16")
 
 # Model sizes (ScratchformerConfig fields). vocab_size and the special-token ids come from the tokenizer.
@@ -83,6 +84,12 @@ class TrainOptions:
     validation_groups: list[str] | None = _option(None, "the groups to hold out (default: random, seeded, until "
                                                         "--validation-fraction is reached)")
     validation_fraction: float = _option(0.05, "fraction of the rows held out for validation")
+    streaming: bool = _option(False, "read the training data as a stream (datasets' IterableDataset): tokenized and "
+                                     "noised on the fly, nothing converted or cached before step 1, each process "
+                                     "reading its own shard; needs --max-steps (docs/training.md, 'Streaming')")
+    streaming_validation_rows: int = _option(512, "with --streaming and no --validation-files: the first this many "
+                                                  "rows of the stream are the validation set, held out from "
+                                                  "training")
     max_train_samples: int | None = _option(None, "use at most this many training rows (after the split)")
     max_eval_samples: int | None = _option(512, "evaluate on at most this many validation rows (0 = all)")
     max_length: int = _option(128, "denoise: texts are cut into chunks of at most this many tokens")
@@ -100,7 +107,8 @@ class TrainOptions:
     tokenizer: str | None = _option(None, "tokenizer folder (default: the --model's, else train one on the "
                                           "training text and save it in OUTPUT_DIR/tokenizer)")
     tokenizer_vocab_size: int = _option(16000, "vocabulary size of a tokenizer trained on the fly (byte-level BPE)")
-    tokenizer_max_rows: int | None = _option(None, "train the tokenizer on at most this many training rows")
+    tokenizer_max_rows: int | None = _option(None, "train the tokenizer on at most this many training rows "
+                                                   f"(default: all; with --streaming the first {STREAM_TOKENIZER_ROWS:,})")
     trust_remote_code: bool = _option(False, "run the Python code that a --model / --tokenizer folder of another "
                                              "model type ships (a scratchformer folder always loads with this "
                                              "package's own classes; its code files never run)")
