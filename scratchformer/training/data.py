@@ -127,8 +127,20 @@ def column_names(dataset) -> list[str]:
     (a streamed text or CSV file): then the keys of its first row (one row is read)."""
     if dataset.column_names is not None:
         return list(dataset.column_names)
-    first = next(iter(dataset.take(1)), None)
+    first = first_row(dataset)
     return list(first) if first is not None else []
+
+
+def first_row(stream) -> dict | None:
+    """The first row of a stream, or ``None`` (not ``take(1)``: on one process's shard that takes its share of one
+    row, which is nothing on every process but the first)."""
+    rows = iter(stream)
+    try:
+        return next(rows, None)
+    finally:
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
 
 
 def check_columns(dataset, columns: Sequence[str], what: str = "the data") -> None:

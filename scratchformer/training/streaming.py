@@ -171,7 +171,7 @@ def token_stream(options: TrainOptions, train, tokenizer, rank: int, world_size:
 
 
 def _check_every_shard_has_examples(tokens, rank: int) -> None:
-    has = torch.tensor([float(next(iter(tokens.take(1)), None) is not None)])
+    has = torch.tensor([float(data.first_row(tokens) is not None)])
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.all_reduce(has, op=torch.distributed.ReduceOp.MIN)
     if not has.item():
