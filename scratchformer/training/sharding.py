@@ -34,7 +34,11 @@ def prepare_sharding(options: TrainOptions, trainer, model, say) -> None:
     - FSDP: the decoder reads the encoder's token table through the same module object (``set_input_embeddings``),
       not a second ``nn.Embedding`` holding the same tied parameter: FSDP2 puts the input and output embeddings in
       one unit, and a tied parameter that another unit also holds is refused ("shared with a parameter already
-      managed by another FSDP group");
+      managed by another FSDP group"). torch is of two minds about a module reached by two paths: its
+      distributed state-dict loading skips the second path (a saved entry for it: ``KeyError:
+      'model.decoder.embeddings.word_embeddings.weight'`` on ``--resume``), ``Module.load_state_dict`` wants it
+      ("Missing key(s)"). So saving leaves it out (:func:`without_repeated_modules`) and loading fills it in
+      from the first path (:func:`with_repeated_modules`);
     - FSDP asked for (``--fsdp`` or ``accelerate launch`` with an FSDP config) on a machine where accelerate does
       not run it (on CPU its multi-process mode has no FSDP): said, since the run is then plain data-parallel;
     - ``--save-dtype`` other than float32 is refused under FSDP and DeepSpeed (the final weights are gathered by
@@ -42,6 +46,8 @@ def prepare_sharding(options: TrainOptions, trainer, model, say) -> None:
     sharded = trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled
     if trainer.is_fsdp_enabled and getattr(model.config, "tie_word_embeddings", False):
         model.set_input_embeddings(model.get_input_embeddings())
+        model.register_state_dict_post_hook(without_repeated_modules)
+        model.register_load_state_dict_pre_hook(with_repeated_modules)
     if fsdp_requested(trainer.args) and not trainer.is_fsdp_enabled:
         say("warning: FSDP was asked for, but accelerate does not run it here (no GPU: its CPU mode is plain "
             "data-parallel), so this run is not sharded")
@@ -49,6 +55,32 @@ def prepare_sharding(options: TrainOptions, trainer, model, say) -> None:
         raise TrainingSetupError(f"--save-dtype {options.save_dtype} is not supported with FSDP or DeepSpeed; save "
                                  "float32 and convert: ScratchformerForConditionalGeneration.from_pretrained(OUT, "
                                  f"dtype=torch.{options.save_dtype}).save_pretrained(OUT2)")
+
+
+def _repeated_entries(module, prefix: str) -> Iterator[tuple[str, str]]:
+    """``(key, key of the same tensor under the module's first path)`` for each parameter and buffer of a module
+    that ``module`` reaches by a second path."""
+    first: dict[int, str] = {}
+    for name, submodule in module.named_modules(remove_duplicate=False):
+        path = f"{prefix}{name}." if name else prefix
+        if id(submodule) not in first:
+            first[id(submodule)] = path
+            continue
+        for key, _ in [*submodule.named_parameters(recurse=False), *submodule.named_buffers(recurse=False)]:
+            yield path + key, first[id(submodule)] + key
+
+
+def without_repeated_modules(module, state_dict, prefix, local_metadata) -> None:
+    """A ``state_dict`` post-hook: drop the entries of a module reached again by another path (keep the first)."""
+    for key, _ in _repeated_entries(module, prefix):
+        state_dict.pop(key, None)
+
+
+def with_repeated_modules(module, state_dict, prefix, *args) -> None:
+    """A ``load_state_dict`` pre-hook: the entries :func:`without_repeated_modules` left out, from the first path."""
+    for key, original in _repeated_entries(module, prefix):
+        if key not in state_dict and original in state_dict:
+            state_dict[key] = state_dict[original]
 
 
 def fsdp_requested(args: ScratchformerTrainingArguments) -> bool:
