@@ -89,6 +89,37 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
         raise TrainingSetupError("--resume continues the run in --output-dir and --overwrite_output_dir deletes it: "
                                  "give one of them")
     check_metric_packages(options)
+    check_reporting_packages(args)
+
+
+# --report-to integration -> (its availability check in transformers.integrations, the package to install)
+REPORTING_PACKAGES = {
+    "tensorboard": ("is_tensorboard_available", "tensorboard"),
+    "trackio": ("is_trackio_available", "trackio"),
+    "wandb": ("is_wandb_available", "wandb"),
+    "mlflow": ("is_mlflow_available", "mlflow"),
+    "comet_ml": ("is_comet_available", "comet_ml"),
+    "clearml": ("is_clearml_available", "clearml"),
+    "neptune": ("is_neptune_available", "neptune"),
+    "dvclive": ("is_dvclive_available", "dvclive"),
+    "swanlab": ("is_swanlab_available", "swanlab"),
+}
+
+
+def check_reporting_packages(args: ScratchformerTrainingArguments) -> None:
+    """Each ``--report-to`` integration is one the Trainer knows, and its package is installed: found before any
+    data is read, not when the Trainer is built after the data and the tokenizer."""
+    from transformers import integrations
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    for name in args.report_to or []:
+        if name not in INTEGRATION_TO_CALLBACK:
+            raise TrainingSetupError(f"--report-to {name}: not one of the Trainer's integrations "
+                                     f"({', '.join(INTEGRATION_TO_CALLBACK)}), nor none or all")
+        check, package = REPORTING_PACKAGES.get(name, (None, name))
+        if check is not None and not getattr(integrations, check)():
+            raise TrainingSetupError(f"--report-to {name} needs the {package} package, which is not installed: "
+                                     f"pip install {package}")
 
 
 def check_metric_packages(options: TrainOptions) -> None:

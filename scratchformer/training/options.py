@@ -192,7 +192,10 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
     save_total_limit: int | None = _trainer_field("save_total_limit", 3, "keep at most this many checkpoints")
     logging_steps: float = _trainer_field("logging_steps", 50, "log the training loss every this many steps")
     logging_first_step: bool = _trainer_field("logging_first_step", True)
-    report_to: None | str | list[str] = _trainer_field("report_to", "none")
+    report_to: None | str | list[str] = _trainer_field(
+        "report_to", "none", "where to report the logs besides loss_history.json and loss_curve.png: none, all, or "
+                             "one or more of tensorboard, trackio, wandb, mlflow, ... (the Trainer's integrations; "
+                             "several separated by spaces or commas)", nargs="+", metavar="INTEGRATION")
     disable_tqdm: bool = _trainer_field("disable_tqdm", False, "no progress bar", aliases=_aliases("no_progress_bar"))
     ddp_find_unused_parameters: bool | None = _trainer_field("ddp_find_unused_parameters", False)
     resume_from_checkpoint: str | None = _trainer_field(
@@ -210,6 +213,7 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
         super().__post_init__()
 
     def _fill_in_dependent_defaults(self) -> None:
+        self.report_to = _integrations(self.report_to)
         self.warmup_is_default = self.warmup_steps is None  # not a field: the Trainer never sees it
         if self.warmup_steps is None:
             self.warmup_steps = default_warmup_steps(self.max_steps)
@@ -223,6 +227,16 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
             self.use_cpu = True
         if self.use_cpu and self.ddp_backend is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             self.ddp_backend = "gloo"
+
+
+def _integrations(report_to: None | str | list[str]) -> None | str | list[str]:
+    """``--report-to tensorboard wandb`` or ``--report-to tensorboard,wandb``: a list of names (``none`` and
+    ``all`` stay as they are, the Trainer reads them)."""
+    if report_to is None:
+        return None
+    names = [name.strip() for value in ([report_to] if isinstance(report_to, str) else report_to)
+             for name in str(value).split(",") if name.strip()]
+    return names[0] if len(names) == 1 and names[0] in ("none", "all") else names
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
