@@ -75,6 +75,14 @@ def test_accelerate_configs_parse_and_say_what_they_shard():
     assert ds["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True  # ZeRO-3 saves one file
 
 
+def test_slurm_script_is_valid_bash_with_one_torchrun_per_machine():
+    script = REPO_ROOT / "examples" / "slurm_train.sbatch"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert "#SBATCH --ntasks-per-node=1" in text and "srun --kill-on-bad-exit=1 torchrun" in text
+    assert "--rdzv-backend c10d" in text and "-m scratchformer.cli train" in text and "--resume" in text
+
+
 def test_deepspeed_configs_are_accepted_by_the_trainer():
     pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (it needs GPUs); structure checked above")
     for stage in (2, 3):
@@ -101,6 +109,33 @@ def test_tied_token_table_under_fsdp_saves_and_loads_without_its_second_path():
     fresh.load_state_dict(state, strict=True)  # the second path is filled in from the first
     for name, value in model.state_dict().items():
         assert torch.equal(fresh.state_dict()[name], value), name
+
+
+def test_checkpoint_checks_know_the_fsdp_and_deepspeed_layouts(tmp_path, corpus):  # noqa: F811
+    import shutil
+
+    from test_training import tiny
+
+    from scratchformer.training import run_training
+
+    options, args = tiny(tmp_path, corpus, max_steps=2, save_steps=2)
+    run_training(options, args)
+    plain = Path(args.output_dir) / "checkpoint-2"
+    assert checkpoint_problems(plain) == []
+
+    fsdp = shutil.copytree(plain, tmp_path / "fsdp" / "checkpoint-2")  # FULL_STATE_DICT: optimizer.bin (+ model)
+    (fsdp / "optimizer.pt").rename(fsdp / "optimizer.bin")
+    shutil.copy(fsdp / "scheduler.pt", fsdp / "pytorch_model_fsdp.bin")
+    assert checkpoint_problems(fsdp) == []
+    (fsdp / "optimizer.bin").write_bytes((fsdp / "optimizer.bin").read_bytes()[:100])
+    assert checkpoint_problems(fsdp) == ["optimizer.bin is truncated or not a torch.save file"]
+
+    deepspeed = shutil.copytree(plain, tmp_path / "ds" / "checkpoint-2")  # the engine's own folder, named by latest
+    (deepspeed / "optimizer.pt").unlink()
+    assert checkpoint_problems(deepspeed) == ["no optimizer.pt"]
+    (deepspeed / "global_step2").mkdir()
+    (deepspeed / "latest").write_text("global_step2")
+    assert checkpoint_problems(deepspeed) == []
 
 
 def test_fsdp_asked_for_where_accelerate_does_not_run_it_is_said(monkeypatch):
