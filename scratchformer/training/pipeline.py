@@ -153,7 +153,8 @@ def _tokenize(options: TrainOptions, args: ScratchformerTrainingArguments, split
                                    options.max_source_length, options.max_target_length, options.num_proc)
 
     if options.streaming:  # this process's shard, tokenized as training reads it
-        train_ds = streaming.token_stream(options, splits.train, tokenizer, args.process_index, args.world_size)
+        train_ds = streaming.token_stream(options, splits.train, tokenizer, args.process_index, args.world_size,
+                                          args.device)
         return train_ds, tokenize(splits.validation)
     with args.main_process_first(desc="tokenizing"):
         train_ds, valid_ds = tokenize(splits.train), tokenize(splits.validation)

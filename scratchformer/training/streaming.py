@@ -153,7 +153,8 @@ class PassesOverStream(torch.utils.data.IterableDataset):
             self.passes += 1
 
 
-def token_stream(options: TrainOptions, train, tokenizer, rank: int, world_size: int) -> PassesOverStream:
+def token_stream(options: TrainOptions, train, tokenizer, rank: int, world_size: int,
+                 device: torch.device | str = "cpu") -> PassesOverStream:
     """Process ``rank``'s shard of the training stream, tokenized as it is read (``split_dataset_by_node``: with a
     number of files that is a multiple of ``world_size`` each process reads only its own files; otherwise each
     reads the stream and keeps every ``world_size``-th example). Raises :class:`DataError` on every process when
@@ -166,12 +167,12 @@ def token_stream(options: TrainOptions, train, tokenizer, rank: int, world_size:
     else:
         tokens = data.tokenize_pairs(shard, tokenizer, options.source_column, options.target_column,
                                      options.max_source_length, options.max_target_length)
-    _check_every_shard_has_examples(tokens, rank)
+    _check_every_shard_has_examples(tokens, rank, device)
     return PassesOverStream(tokens, tag_pass=options.objective == "denoise")
 
 
-def _check_every_shard_has_examples(tokens, rank: int) -> None:
-    has = torch.tensor([float(data.first_row(tokens) is not None)])
+def _check_every_shard_has_examples(tokens, rank: int, device: torch.device | str) -> None:
+    has = torch.tensor([float(data.first_row(tokens) is not None)], device=device)  # NCCL reduces no CPU tensor
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.all_reduce(has, op=torch.distributed.ReduceOp.MIN)
     if not has.item():
