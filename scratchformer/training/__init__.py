@@ -13,6 +13,9 @@ One module per job:
 - :mod:`~scratchformer.training.callbacks` - the noise's epoch and the time limit;
 - :mod:`~scratchformer.training.history` - ``loss_history.json`` and ``loss_curve.png``;
 - :mod:`~scratchformer.training.resume` - which checkpoint a run continues from;
+- :mod:`~scratchformer.training.streaming` - ``--streaming``: training from an ``IterableDataset``, one shard per
+  process, its position saved with each checkpoint;
+- :mod:`~scratchformer.training.sharding` - what FSDP and DeepSpeed need from our model and pipeline;
 - :mod:`~scratchformer.training.pipeline` - :func:`run_training`, the run as a sequence of named steps.
 
 In Python::

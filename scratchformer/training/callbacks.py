@@ -32,7 +32,8 @@ class TimeLimit(TrainerCallback):
         self.start = time.monotonic()
 
     def on_step_end(self, args, state, control, **kwargs):
-        flag = torch.tensor([float(time.monotonic() - self.start >= self.seconds)])
+        # on the process's device: NCCL (GPUs) broadcasts no CPU tensor
+        flag = torch.tensor([float(time.monotonic() - self.start >= self.seconds)], device=args.device)
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.broadcast(flag, src=0)
         if flag.item() and state.global_step < state.max_steps:

@@ -16,7 +16,10 @@ leaves half-deleted ones. Here:
   deletes the newest complete one and never counts incomplete ones; a folder is deleted by renaming it to
   ``.deleting-checkpoint-N`` first, so a kill during a deletion never leaves a half-deleted ``checkpoint-N``.
 
-The checks know the layout of a plain or DDP Trainer checkpoint (not DeepSpeed or FSDP shards).
+The checks know the layout of a plain or DDP Trainer checkpoint, of an FSDP one saved with
+``FULL_STATE_DICT`` (``optimizer.bin`` and ``pytorch_model_fsdp.bin`` next to the consolidated ``model.safetensors``),
+and the files a streamed run adds (``stream_state_<rank>.json``); of a DeepSpeed checkpoint (its ``global_step*``
+folder named by ``latest``) and of FSDP's sharded optimizer folder only the presence is checked.
 """
 
 from __future__ import annotations
@@ -52,14 +55,30 @@ def checkpoint_problems(folder: str | Path, model_only: bool = False) -> list[st
     if model_only:
         return problems
     problems += _json_problems(folder / "trainer_state.json", "global_step")
-    for name in ("optimizer.pt", "scheduler.pt"):
-        problems += _torch_file_problems(folder / name)
+    problems += _optimizer_problems(folder) + _torch_file_problems(folder / "scheduler.pt")
     rng_states = sorted(folder.glob("rng_state*.pth"))
     if not rng_states:
         problems.append("no rng_state*.pth")
-    for path in [*rng_states, *folder.glob("scaler.pt")]:
+    for path in [*rng_states, *folder.glob("scaler.pt"), *folder.glob("pytorch_model_fsdp*.bin")]:
         problems += _torch_file_problems(path)
+    for path in sorted(folder.glob("stream_state_*.json")):
+        problems += _json_problems(path, "stream")
     return problems
+
+
+def _optimizer_problems(folder: Path) -> list[str]:
+    """The optimizer state: ``optimizer.pt`` (plain, DDP), ``optimizer.bin`` (FSDP with ``FULL_STATE_DICT``), an
+    ``optimizer_0`` folder (FSDP with ``SHARDED_STATE_DICT``) or the ``global_step*`` folder a DeepSpeed
+    checkpoint's ``latest`` names (the last two only checked for presence)."""
+    for name in ("optimizer.pt", "optimizer.bin"):
+        if (folder / name).exists():
+            return _torch_file_problems(folder / name)
+    if (folder / "optimizer_0").is_dir():
+        return []
+    latest = folder / "latest"
+    if latest.is_file() and (folder / latest.read_text(encoding="utf-8").strip()).is_dir():
+        return []
+    return ["no optimizer.pt"]
 
 
 def _json_problems(path: Path, required_key: str | None) -> list[str]:
@@ -229,6 +248,9 @@ class CrashSafeCheckpoints:
     checkpoint was trained with, which ``--resume`` compares."""
 
     run_config: dict | None = None
+    # callables (folder, global_step) that every process calls to add its own files to a checkpoint before it is
+    # published (a streamed run's stream_state_<rank>.json)
+    process_files: tuple = ()
     _staging_root: str | None = None
 
     def _get_output_dir(self, trial) -> str:
@@ -248,6 +270,8 @@ class CrashSafeCheckpoints:
             # the Trainer's own save (weights, optimizer, scheduler, RNG states of every process, trainer state); its
             # rotation sees only the staging folder, which holds one checkpoint, so it deletes nothing
             super()._save_checkpoint(model, trial)
+            for write in self.process_files:
+                write(staging_root / name, self.state.global_step)
         finally:
             self._staging_root = None
         self.accelerator.wait_for_everyone()  # every process has written its rng_state_<rank>.pth

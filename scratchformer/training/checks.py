@@ -52,6 +52,7 @@ RULES = (
     Rule("tokenizer_vocab_size", _at_least(MIN_VOCAB_SIZE),
          f">= {MIN_VOCAB_SIZE} (the {len(SPECIAL_TOKENS)} special tokens and the 256 bytes)"),
     Rule("tokenizer_max_rows", _at_least(1), ">= 1"),
+    Rule("streaming_validation_rows", _at_least(1), ">= 1"),
     Rule("max_minutes", lambda v: v > 0, "positive"),
     # the Trainer's options, as scratchformer uses them
     Rule("per_device_train_batch_size", _at_least(1), ">= 1"),
@@ -82,11 +83,43 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
             raise TrainingSetupError(f"{option_flag(rule.name)} must be {rule.says}, got {_shown(value)}")
     _check_data_source(options)
     _check_grouping(options)
+    _check_streaming(options, args)
     _check_config_overrides(options.config_overrides)
     if options.overwrite_output_dir and args.resume_from_checkpoint is not None:
         raise TrainingSetupError("--resume continues the run in --output-dir and --overwrite_output_dir deletes it: "
                                  "give one of them")
     check_metric_packages(options)
+    check_reporting_packages(args)
+
+
+# --report-to integration -> (its availability check in transformers.integrations, the package to install)
+REPORTING_PACKAGES = {
+    "tensorboard": ("is_tensorboard_available", "tensorboard"),
+    "trackio": ("is_trackio_available", "trackio"),
+    "wandb": ("is_wandb_available", "wandb"),
+    "mlflow": ("is_mlflow_available", "mlflow"),
+    "comet_ml": ("is_comet_available", "comet_ml"),
+    "clearml": ("is_clearml_available", "clearml"),
+    "neptune": ("is_neptune_available", "neptune"),
+    "dvclive": ("is_dvclive_available", "dvclive"),
+    "swanlab": ("is_swanlab_available", "swanlab"),
+}
+
+
+def check_reporting_packages(args: ScratchformerTrainingArguments) -> None:
+    """Each ``--report-to`` integration is one the Trainer knows, and its package is installed: found before any
+    data is read, not when the Trainer is built after the data and the tokenizer."""
+    from transformers import integrations
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    for name in args.report_to or []:
+        if name not in INTEGRATION_TO_CALLBACK:
+            raise TrainingSetupError(f"--report-to {name}: not one of the Trainer's integrations "
+                                     f"({', '.join(INTEGRATION_TO_CALLBACK)}), nor none or all")
+        check, package = REPORTING_PACKAGES.get(name, (None, name))
+        if check is not None and not getattr(integrations, check)():
+            raise TrainingSetupError(f"--report-to {name} needs the {package} package, which is not installed: "
+                                     f"pip install {package}")
 
 
 def check_metric_packages(options: TrainOptions) -> None:
@@ -154,6 +187,24 @@ def _check_grouping(options: TrainOptions) -> None:
                                      "group with")
 
 
+def _check_streaming(options: TrainOptions, args: ScratchformerTrainingArguments) -> None:
+    """What a stream cannot do: end by epochs (it has no length), be read by data-loader workers (each would read
+    it all again), or hold out whole groups (that needs all the rows first)."""
+    if not options.streaming:
+        return
+    if args.max_steps <= 0:
+        raise TrainingSetupError("--streaming needs --max-steps N: a stream has no length, so the run (and its "
+                                 "learning-rate schedule) is measured in optimizer steps; --num-train-epochs cannot "
+                                 "end it (the stream is read again from its start as often as the steps need)")
+    if args.dataloader_num_workers > 0:
+        raise TrainingSetupError("--streaming reads, tokenizes and noises the stream in each training process; "
+                                 "--dataloader-num-workers must be 0 (every worker would read the whole shard again)")
+    if options.group_column is not None:
+        raise TrainingSetupError("--group-column holds out whole groups, which needs every row first; with "
+                                 "--streaming give --validation-files, or let --streaming-validation-rows hold out "
+                                 "the first rows of the stream")
+
+
 def _check_config_overrides(text: str | None) -> None:
     """``--config-overrides`` must be ``key=value`` pairs naming ``ScratchformerConfig`` fields."""
     overrides = parse_overrides(text)
@@ -211,14 +262,15 @@ def estimate_step_memory(config, batch_size: int, source_length: int, target_len
     return 16 * params + 4 * (enc + dec + head)
 
 
-def check_batch_size(options: TrainOptions, args: ScratchformerTrainingArguments, config, num_train: int,
+def check_batch_size(options: TrainOptions, args: ScratchformerTrainingArguments, config, num_train: int | None,
                      num_eval: int, world_size: int, local_world_size: int) -> None:
     """A batch size fits when (1) one optimizer step's examples, ``batch_size x processes x accumulation``, are no
-    more than the training examples, and (2) the estimated memory of a step with full-length sequences
-    (:func:`estimate_step_memory`) times the processes on this machine is below the memory available now."""
+    more than the training examples (unknown for a stream: ``num_train`` is ``None``), and (2) the estimated
+    memory of a step with full-length sequences (:func:`estimate_step_memory`) times the processes on this machine
+    is below the memory available now."""
     batch, accumulation = args.per_device_train_batch_size, args.gradient_accumulation_steps
     per_step = batch * world_size * accumulation
-    if per_step > num_train:
+    if num_train is not None and per_step > num_train:
         raise TrainingSetupError(
             f"the batch does not fit the data: one optimizer step takes {per_step} examples (--batch-size "
             f"{batch} x {world_size} process(es) x --gradient-accumulation-steps {accumulation}) but there are only "

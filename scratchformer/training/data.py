@@ -9,7 +9,8 @@ Everything goes through the ``datasets`` library:
   match of a pattern, e.g. the book of a Bible reference, so that neighbouring verses never sit on both sides) and
   :func:`random_split` holds out random rows;
 - :func:`load_raw_splits` does all of that as a run's options say;
-- :func:`tokenize_for_denoising` and :func:`tokenize_pairs` tokenize with batched ``Dataset.map``.
+- :func:`tokenize_for_denoising` and :func:`tokenize_pairs` tokenize with batched ``Dataset.map`` (on a stream,
+  ``IterableDataset.map``: lazily, as the rows are read; see :mod:`scratchformer.training.streaming`).
 
 Errors about the data (missing files, empty data, unknown columns) are :class:`DataError` (a ``ValueError``) with a
 message that names the file or column, raised before any training starts.
@@ -72,8 +73,10 @@ def _check_file(path: str | os.PathLike) -> None:
         raise DataError(f"data file is empty: {path}")
 
 
-def load_data_files(files: Sequence[str | os.PathLike], fmt: str | None = None, cache_dir: str | None = None):
-    """Load local files into one ``datasets.Dataset``.
+def load_data_files(files: Sequence[str | os.PathLike], fmt: str | None = None, cache_dir: str | None = None,
+                    streaming: bool = False):
+    """Load local files into one ``datasets.Dataset`` (``streaming``: a ``datasets.IterableDataset`` that reads
+    the files as it is iterated, nothing converted or cached first).
 
     ``fmt`` is a key of :data:`FILE_FORMATS`; by default it comes from the file names, which must then agree.
     Text files give a single ``text`` column with one row per line.
@@ -97,18 +100,21 @@ def load_data_files(files: Sequence[str | os.PathLike], fmt: str | None = None, 
     import datasets
 
     try:
-        return datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir, **options)
+        return datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir,
+                                     streaming=streaming, **options)
     except Exception as err:  # datasets wraps parse errors in its own exception types
         cause = err.__cause__ or err
         raise DataError(f"could not read {files} as {fmt}: {type(cause).__name__}: {cause}") from err
 
 
-def load_hub_dataset(name: str, config: str | None = None, split: str = "train", cache_dir: str | None = None):
-    """``datasets.load_dataset(name, config, split=split)``, with a clear error where the Hub cannot be reached."""
+def load_hub_dataset(name: str, config: str | None = None, split: str = "train", cache_dir: str | None = None,
+                     streaming: bool = False):
+    """``datasets.load_dataset(name, config, split=split, streaming=streaming)``, with a clear error where the Hub
+    cannot be reached."""
     import datasets
 
     try:
-        return datasets.load_dataset(name, config, split=split, cache_dir=cache_dir)
+        return datasets.load_dataset(name, config, split=split, cache_dir=cache_dir, streaming=streaming)
     except Exception as err:
         offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
         hint = " (HF_HUB_OFFLINE is set)" if offline else ""
@@ -116,12 +122,47 @@ def load_hub_dataset(name: str, config: str | None = None, split: str = "train",
                         f"{split!r}{hint}: {type(err).__name__}: {err}. Give local files instead.") from err
 
 
+def column_names(dataset) -> list[str]:
+    """The columns of a ``Dataset``, or of an ``IterableDataset`` whose features are not known before reading
+    (a streamed text or CSV file): then the keys of its first row (one row is read)."""
+    if dataset.column_names is not None:
+        return list(dataset.column_names)
+    first = first_row(dataset)
+    return list(first) if first is not None else []
+
+
+def first_row(stream) -> dict | None:
+    """The first row of a stream, or ``None`` (not ``take(1)``: on one process's shard that takes its share of one
+    row, which is nothing on every process but the first)."""
+    rows = iter(stream)
+    try:
+        return next(rows, None)
+    finally:
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
+
+
 def check_columns(dataset, columns: Sequence[str], what: str = "the data") -> None:
     """Raise :class:`DataError` naming the missing columns and the ones that exist."""
-    missing = [c for c in columns if c not in dataset.column_names]
+    existing = column_names(dataset)
+    missing = [c for c in columns if c not in existing]
     if missing:
         raise DataError(f"unknown column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} in "
-                        f"{what}; its columns are {', '.join(map(repr, dataset.column_names))}")
+                        f"{what}; its columns are {', '.join(map(repr, existing))}")
+
+
+def map_options(dataset, num_proc: int | None, desc: str) -> dict[str, Any]:
+    """``num_proc`` and ``desc`` for ``Dataset.map``/``filter``; an ``IterableDataset`` (a stream) takes neither:
+    it maps lazily, in the process that reads it."""
+    return {} if is_stream(dataset) else {"num_proc": num_proc, "desc": desc}
+
+
+def is_stream(dataset) -> bool:
+    """Whether ``dataset`` is a ``datasets.IterableDataset`` (read as it is iterated, no length)."""
+    import datasets
+
+    return isinstance(dataset, datasets.IterableDataset)
 
 
 def _text(value: Any) -> str:
@@ -133,7 +174,7 @@ def drop_empty(dataset, columns: Sequence[str], num_proc: int | None = None):
     def keep(batch):
         return [all(_text(v).strip() for v in values) for values in zip(*(batch[c] for c in columns))]
 
-    return dataset.filter(keep, batched=True, num_proc=num_proc, desc="dropping empty rows")
+    return dataset.filter(keep, batched=True, **map_options(dataset, num_proc, "dropping empty rows"))
 
 
 def group_by_pattern(pattern: str) -> Callable[[str], str]:
@@ -315,8 +356,8 @@ def tokenize_for_denoising(dataset, tokenizer, text_column: str = "text", max_le
                     out.append(piece + [eos])
         return {"input_ids": out}
 
-    return dataset.map(chunk, batched=True, remove_columns=dataset.column_names, num_proc=num_proc,
-                       desc="tokenizing (denoising)")
+    return dataset.map(chunk, batched=True, remove_columns=column_names(dataset),
+                       **map_options(dataset, num_proc, "tokenizing (denoising)"))
 
 
 def tokenize_pairs(dataset, tokenizer, source_column: str, target_column: str, max_source_length: int = 128,
@@ -331,5 +372,5 @@ def tokenize_pairs(dataset, tokenizer, source_column: str, target_column: str, m
                                   max_length=max_target_length, truncation=True)["input_ids"]
         return enc
 
-    return dataset.map(encode, batched=True, remove_columns=dataset.column_names, num_proc=num_proc,
-                       desc="tokenizing (pairs)")
+    return dataset.map(encode, batched=True, remove_columns=column_names(dataset),
+                       **map_options(dataset, num_proc, "tokenizing (pairs)"))

@@ -26,7 +26,7 @@ from transformers import PreTrainedConfig
 
 from ..errors import ScratchformerError, TrainingSetupError
 from ..models import ScratchformerConfig, ScratchformerForConditionalGeneration, ScratchformerTokenizer
-from .options import PRESETS, parse_overrides
+from .options import PRESETS, STREAM_TOKENIZER_ROWS, parse_overrides
 from .resume import finishes_without_training
 
 if TYPE_CHECKING:
@@ -139,15 +139,20 @@ def _one_line(error: BaseException) -> str:
 
 def _train_tokenizer(options: TrainOptions, train, columns: list[str], folder: Path):
     """A byte-level BPE of ``--tokenizer-vocab-size`` trained on (at most ``--tokenizer-max-rows``) training rows,
-    saved in ``folder``."""
+    saved in ``folder``. From a stream, only its first ``--tokenizer-max-rows`` rows are read (default
+    :data:`~scratchformer.training.options.STREAM_TOKENIZER_ROWS`)."""
     from ..tokenizer.training import train_fast_tokenizer
 
-    limit = min(len(train), options.tokenizer_max_rows or len(train))
-    tokenizer = train_fast_tokenizer(_texts(train, columns, limit), options.tokenizer_vocab_size,
-                                     model_max_length=_longest_sequence(options))
+    rows_read = [0]
+    if hasattr(train, "__len__"):
+        rows_read[0] = min(len(train), options.tokenizer_max_rows or len(train))
+        texts = _texts(train, columns, rows_read[0])
+    else:
+        texts = _stream_texts(train, columns, options.tokenizer_max_rows or STREAM_TOKENIZER_ROWS, rows_read)
+    tokenizer = train_fast_tokenizer(texts, options.tokenizer_vocab_size, model_max_length=_longest_sequence(options))
     tokenizer.save_pretrained(str(folder))
-    print(f"[scratchformer train] tokenizer: trained on {limit:,} rows ({len(tokenizer):,} tokens), saved in {folder}",
-          flush=True)
+    print(f"[scratchformer train] tokenizer: trained on {rows_read[0]:,} rows ({len(tokenizer):,} tokens), saved in "
+          f"{folder}", flush=True)
     return tokenizer
 
 
@@ -157,6 +162,13 @@ def _texts(rows, columns: list[str], limit: int, chunk: int = 1000) -> Iterator[
         batch = rows[start:min(start + chunk, limit)]
         for column in columns:
             yield from (t for t in batch[column] if t)
+
+
+def _stream_texts(stream, columns: list[str], limit: int, rows_read: list[int]) -> Iterator[str]:
+    """The non-empty texts of ``columns`` in the first ``limit`` rows of a stream (``rows_read[0]`` counts them)."""
+    for row in stream.take(limit):
+        rows_read[0] += 1
+        yield from (row[column] for column in columns if row[column])
 
 
 def _longest_sequence(options: TrainOptions) -> int:

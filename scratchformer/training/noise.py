@@ -91,7 +91,8 @@ class DataCollatorForTextInfilling:
     The noise of a sequence is a function of ``(seed, epoch, its token ids)`` only, not of a global random state,
     so that a resumed run sees exactly the batches of an uninterrupted one, whatever the number of processes or
     data-loader workers. ``epoch`` is set by :class:`scratchformer.training.callbacks.EpochCallback` so each epoch draws new
-    noise.
+    noise; a feature that carries its own ``"epoch"`` (a stream's pass, :mod:`scratchformer.training.streaming`)
+    is noised for that one.
     """
 
     pad_token_id: int
@@ -117,14 +118,14 @@ class DataCollatorForTextInfilling:
         return cls(pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
                    eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=decoder_start_token_id, **kwargs)
 
-    def rng_for(self, ids: Sequence[int]) -> np.random.Generator:
+    def rng_for(self, ids: Sequence[int], epoch: int | None = None) -> np.random.Generator:
         key = zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes())
-        return np.random.default_rng([self.seed, self.epoch, key, len(ids)])
+        return np.random.default_rng([self.seed, self.epoch if epoch is None else epoch, key, len(ids)])
 
-    def noise(self, ids: Sequence[int]) -> list[int]:
+    def noise(self, ids: Sequence[int], epoch: int | None = None) -> list[int]:
         ids = list(ids)
         body, tail = (ids[:-1], ids[-1:]) if ids and ids[-1] == self.eos_token_id else (ids, [])
-        return text_infilling(body, self.mask_token_id, self.rng_for(ids), self.mask_ratio,
+        return text_infilling(body, self.mask_token_id, self.rng_for(ids, epoch), self.mask_ratio,
                               self.poisson_lambda) + tail
 
     def _pad(self, rows: list[list[int]], value: int):
@@ -140,7 +141,7 @@ class DataCollatorForTextInfilling:
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         clean = [list(f["input_ids"]) for f in features]
-        noised = [self.noise(ids) for ids in clean]
+        noised = [self.noise(ids, f.get("epoch")) for ids, f in zip(clean, features)]
         input_ids = self._pad(noised, self.pad_token_id)
         attention_mask = self._pad([[1] * len(r) for r in noised], 0)
         labels = self._pad(clean, -100)

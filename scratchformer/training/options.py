@@ -31,6 +31,7 @@ from .resume import LATEST
 from .schedule import default_warmup_steps
 
 OBJECTIVES = ("denoise", "seq2seq")
+STREAM_TOKENIZER_ROWS = 100_000  # --tokenizer-max-rows when --streaming leaves it unset
 SAVE_DTYPES = ("float32", "float16", "bfloat16")
 
 # Model sizes (ScratchformerConfig fields). vocab_size and the special-token ids come from the tokenizer.
@@ -83,6 +84,12 @@ class TrainOptions:
     validation_groups: list[str] | None = _option(None, "the groups to hold out (default: random, seeded, until "
                                                         "--validation-fraction is reached)")
     validation_fraction: float = _option(0.05, "fraction of the rows held out for validation")
+    streaming: bool = _option(False, "read the training data as a stream (datasets' IterableDataset): tokenized and "
+                                     "noised on the fly, nothing converted or cached before step 1, each process "
+                                     "reading its own shard; needs --max-steps (docs/training.md, 'Streaming')")
+    streaming_validation_rows: int = _option(512, "with --streaming and no --validation-files: the first this many "
+                                                  "rows of the stream are the validation set, held out from "
+                                                  "training")
     max_train_samples: int | None = _option(None, "use at most this many training rows (after the split)")
     max_eval_samples: int | None = _option(512, "evaluate on at most this many validation rows (0 = all)")
     max_length: int = _option(128, "denoise: texts are cut into chunks of at most this many tokens")
@@ -100,7 +107,8 @@ class TrainOptions:
     tokenizer: str | None = _option(None, "tokenizer folder (default: the --model's, else train one on the "
                                           "training text and save it in OUTPUT_DIR/tokenizer)")
     tokenizer_vocab_size: int = _option(16000, "vocabulary size of a tokenizer trained on the fly (byte-level BPE)")
-    tokenizer_max_rows: int | None = _option(None, "train the tokenizer on at most this many training rows")
+    tokenizer_max_rows: int | None = _option(None, "train the tokenizer on at most this many training rows "
+                                                   f"(default: all; with --streaming the first {STREAM_TOKENIZER_ROWS:,})")
     trust_remote_code: bool = _option(False, "run the Python code that a --model / --tokenizer folder of another "
                                              "model type ships (a scratchformer folder always loads with this "
                                              "package's own classes; its code files never run)")
@@ -184,7 +192,10 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
     save_total_limit: int | None = _trainer_field("save_total_limit", 3, "keep at most this many checkpoints")
     logging_steps: float = _trainer_field("logging_steps", 50, "log the training loss every this many steps")
     logging_first_step: bool = _trainer_field("logging_first_step", True)
-    report_to: None | str | list[str] = _trainer_field("report_to", "none")
+    report_to: None | str | list[str] = _trainer_field(
+        "report_to", "none", "where to report the logs besides loss_history.json and loss_curve.png: none, all, or "
+                             "one or more of tensorboard, trackio, wandb, mlflow, ... (the Trainer's integrations; "
+                             "several separated by spaces or commas)", nargs="+", metavar="INTEGRATION")
     disable_tqdm: bool = _trainer_field("disable_tqdm", False, "no progress bar", aliases=_aliases("no_progress_bar"))
     ddp_find_unused_parameters: bool | None = _trainer_field("ddp_find_unused_parameters", False)
     resume_from_checkpoint: str | None = _trainer_field(
@@ -202,6 +213,7 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
         super().__post_init__()
 
     def _fill_in_dependent_defaults(self) -> None:
+        self.report_to = _integrations(self.report_to)
         self.warmup_is_default = self.warmup_steps is None  # not a field: the Trainer never sees it
         if self.warmup_steps is None:
             self.warmup_steps = default_warmup_steps(self.max_steps)
@@ -215,6 +227,16 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
             self.use_cpu = True
         if self.use_cpu and self.ddp_backend is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             self.ddp_backend = "gloo"
+
+
+def _integrations(report_to: None | str | list[str]) -> None | str | list[str]:
+    """``--report-to tensorboard wandb`` or ``--report-to tensorboard,wandb``: a list of names (``none`` and
+    ``all`` stay as they are, the Trainer reads them)."""
+    if report_to is None:
+        return None
+    names = [name.strip() for value in ([report_to] if isinstance(report_to, str) else report_to)
+             for name in str(value).split(",") if name.strip()]
+    return names[0] if len(names) == 1 and names[0] in ("none", "all") else names
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -29,7 +29,7 @@ from typing import Any
 
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerState, set_seed
 
-from . import data
+from . import data, streaming
 from .callbacks import EpochCallback, TimeLimit
 from .checkpoints import CrashSafeCheckpoints
 from .checks import check_batch_size, check_options, check_tokenizer_matches
@@ -41,12 +41,15 @@ from .options import ScratchformerTrainingArguments, TrainOptions
 from .output_dir import claim_output_dir
 from .resume import continue_run_options, finishes_without_training, resolve_resume, run_config
 from .schedule import default_warmup_steps, learning_rate_warning, peak_learning_rate, training_step_count
+from .sharding import SavesPlainModelClass, prepare_sharding
 
 LOG_PREFIX = "[scratchformer train]"
 
 
-class ScratchformerTrainer(CrashSafeCheckpoints, Seq2SeqTrainer):
-    """``Seq2SeqTrainer`` whose checkpoints appear only complete (:mod:`scratchformer.training.checkpoints`)."""
+class ScratchformerTrainer(CrashSafeCheckpoints, SavesPlainModelClass, streaming.StreamedTrainData, Seq2SeqTrainer):
+    """``Seq2SeqTrainer`` whose checkpoints appear only complete (:mod:`scratchformer.training.checkpoints`), that
+    trains from a stream when given one (:mod:`scratchformer.training.streaming`) and saves a sharded model as our
+    own class (:mod:`scratchformer.training.sharding`)."""
 
 
 def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
@@ -75,17 +78,26 @@ def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks:
     say = _say if is_main else _quiet
     world_size, local_world_size = _process_counts()
     check_model_sources(options)
+    if options.streaming:  # the stream's position is restored from the checkpoint, not by skipping batches
+        args = copy.copy(args)
+        args.ignore_data_skip = True
     resume_from = resolve_resume(args.output_dir, args.resume_from_checkpoint, say)
     if resume_from is not None:
         args = continue_run_options(options, args, resume_from, world_size, say)
+        if options.streaming:
+            streaming.check_resume(resume_from, world_size)
     splits = _load_data(options, args)
     tokenizer, model = _tokenizer_and_model(options, args, splits, resume_from)
     train_ds, valid_ds = _tokenize(options, args, splits, tokenizer)
-    check_batch_size(options, args, model.config, len(train_ds), len(valid_ds), world_size, local_world_size)
-    args = _with_model_dependent_arguments(options, args, model, len(train_ds), world_size, resume_from, say)
+    num_train = None if options.streaming else len(train_ds)
+    check_batch_size(options, args, model.config, num_train, len(valid_ds), world_size, local_world_size)
+    args = _with_model_dependent_arguments(options, args, model, num_train, world_size, resume_from, say)
     trainer, time_limit = _build_trainer(options, args, model, tokenizer, train_ds, valid_ds, callbacks)
+    prepare_sharding(options, trainer, model, say)
+    if options.streaming:
+        _stream_into(trainer, train_ds, resume_from)
     trainer.run_config = run_config(options, args, world_size)
-    _announce(options, args, trainer, splits, len(train_ds), len(valid_ds), world_size)
+    _announce(options, args, trainer, splits, num_train, len(valid_ds), world_size)
     metrics = _train(trainer, args, resume_from, time_limit)
     if metrics is None:
         # stopped early by a callback (e.g. a test's interruption): leave the checkpoints as they are
@@ -108,7 +120,10 @@ def _process_counts() -> tuple[int, int]:
 
 
 def _load_data(options: TrainOptions, args: ScratchformerTrainingArguments) -> data.RawSplits:
-    """The raw training and validation rows (the main process first; the others reuse its ``datasets`` cache)."""
+    """The raw training and validation rows (the main process first; the others reuse its ``datasets`` cache); with
+    ``--streaming`` the training rows are a stream, not read yet."""
+    if options.streaming:
+        return streaming.load_stream_splits(options, args.seed)
     with args.main_process_first(desc="loading data"):
         return data.load_raw_splits(options, args.seed)
 
@@ -137,6 +152,10 @@ def _tokenize(options: TrainOptions, args: ScratchformerTrainingArguments, split
         return data.tokenize_pairs(rows, tokenizer, options.source_column, options.target_column,
                                    options.max_source_length, options.max_target_length, options.num_proc)
 
+    if options.streaming:  # this process's shard, tokenized as training reads it
+        train_ds = streaming.token_stream(options, splits.train, tokenizer, args.process_index, args.world_size,
+                                          args.device)
+        return train_ds, tokenize(splits.validation)
     with args.main_process_first(desc="tokenizing"):
         train_ds, valid_ds = tokenize(splits.train), tokenize(splits.validation)
     if len(train_ds) == 0:
@@ -146,14 +165,14 @@ def _tokenize(options: TrainOptions, args: ScratchformerTrainingArguments, split
 
 
 def _with_model_dependent_arguments(options: TrainOptions, args: ScratchformerTrainingArguments, model,
-                                    num_train: int, world_size: int, resume_from: str | None,
+                                    num_train: int | None, world_size: int, resume_from: str | None,
                                     say) -> ScratchformerTrainingArguments:
     """A copy of ``args`` with what depends on the model, the data and the objective: the default warm-up of a run
     measured in epochs (at most half of its steps), the peak learning rate (the paper's for ``inverse_sqrt`` unless
     given, capped), and generation during evaluation (seq2seq). Warns about a peak above the safe bound."""
     args = copy.copy(args)
     per_step = args.per_device_train_batch_size * world_size * args.gradient_accumulation_steps
-    steps = training_step_count(args.max_steps, args.num_train_epochs, num_train, per_step)
+    steps = training_step_count(args.max_steps, args.num_train_epochs, num_train or 0, per_step)
     if getattr(args, "warmup_is_default", False) and args.max_steps <= 0:
         args.warmup_steps = default_warmup_steps(steps)
     d_model = model.config.d_model if hasattr(model.config, "d_model") else model.config.hidden_size
@@ -199,8 +218,20 @@ def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, 
     return trainer, time_limit
 
 
+def _stream_into(trainer: ScratchformerTrainer, stream: streaming.PassesOverStream, resume_from: str | None) -> None:
+    """Give the trainer its stream: batches through a :class:`~scratchformer.training.streaming.StreamPosition`,
+    whose positions go into every checkpoint (and come back from ``resume_from``)."""
+    position = streaming.StreamPosition(stream, trainer.data_collator, trainer.args.process_index,
+                                        trainer.args.world_size, trainer.args.gradient_accumulation_steps)
+    if resume_from is not None:
+        position.restore(resume_from)
+    trainer.stream_position = position
+    trainer.process_files = (position.write,)
+    trainer.add_callback(position)
+
+
 def _announce(options: TrainOptions, args: ScratchformerTrainingArguments, trainer: Seq2SeqTrainer,
-              splits: data.RawSplits, num_train: int, num_valid: int, world_size: int) -> None:
+              splits: data.RawSplits, num_train: int | None, num_valid: int, world_size: int) -> None:
     """On the main process: ``train_config.json`` (every option of the run) and one line about the run."""
     if not trainer.is_world_process_zero():
         return
@@ -209,7 +240,8 @@ def _announce(options: TrainOptions, args: ScratchformerTrainingArguments, train
     _write_atomically(out / "train_config.json", json.dumps(trainer.run_config, indent=2))
     groups = f" (held-out groups of {splits.group_column!r})" if splits.group_column else ""
     schedule = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
-    print(f"{LOG_PREFIX} {options.objective}: {num_train:,} training / {num_valid:,} validation examples{groups}; "
+    training = f"{num_train:,} training" if num_train is not None else "streamed training"
+    print(f"{LOG_PREFIX} {options.objective}: {training} / {num_valid:,} validation examples{groups}; "
           f"model {trainer.model.num_parameters():,} parameters; {world_size} process(es); lr {schedule} peak "
           f"{args.learning_rate:.3g}, warm-up {args.warmup_steps}", flush=True)
 
