@@ -1120,18 +1120,10 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, con
                      "'single_label_classification', 'multi_label_classification'")
 
 
-class ScratchformerForSequenceClassification(ScratchformerPreTrainedModel):
-    """The encoder with a sentence-level classification (or regression) head, for ``text-classification``.
-
-    Pooling: the **mean of the last encoder layer over the real tokens** (:func:`mean_over_tokens`; padding is left
-    out), then :class:`ScratchformerClassificationHead`. Our encoder has no ``[CLS]`` token trained to summarise
-    the text, and the mean is what the word-sense study and the sentence-transformers export use. ``num_labels``,
-    ``id2label``/``label2id`` and ``problem_type`` come from the config; the loss follows ``problem_type`` as in
-    transformers (:func:`sequence_classification_loss`).
-
-    Loads from a full encoder-decoder checkpoint: the encoder is reused (``model.encoder.*``), the decoder and LM head
-    are skipped, and the head starts from random values, as BERT's does.
-    """
+class ScratchformerEncoderWithHead(ScratchformerPreTrainedModel):
+    """What the task heads share: the encoder (``self.model``, a :class:`ScratchformerEncoderModel`) and its
+    accessors. Loads from a full encoder-decoder checkpoint: the encoder is reused (``model.encoder.*``), the decoder
+    and LM head are skipped, and the head starts from random values, as BERT's does."""
 
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\.", r"(^|\.)lm_head\."]
 
@@ -1139,8 +1131,6 @@ class ScratchformerForSequenceClassification(ScratchformerPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.model = ScratchformerEncoderModel(config)
-        self.classifier = ScratchformerClassificationHead(config)
-        self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.get_input_embeddings()
@@ -1150,6 +1140,24 @@ class ScratchformerForSequenceClassification(ScratchformerPreTrainedModel):
 
     def get_encoder(self) -> ScratchformerEncoder:
         return self.model.encoder
+
+
+class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
+    """The encoder with a sentence-level classification (or regression) head, for ``text-classification``.
+
+    Pooling: the **mean of the last encoder layer over the real tokens** (:func:`mean_over_tokens`; padding is left
+    out), then :class:`ScratchformerClassificationHead`. Our encoder has no ``[CLS]`` token trained to summarise
+    the text, and the mean is what the word-sense study and the sentence-transformers export use. ``num_labels``,
+    ``id2label``/``label2id`` and ``problem_type`` come from the config; the loss follows ``problem_type`` as in
+    transformers (:func:`sequence_classification_loss`).
+
+    Loads from a full encoder-decoder checkpoint (:class:`ScratchformerEncoderWithHead`).
+    """
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__(config)
+        self.classifier = ScratchformerClassificationHead(config)
+        self.post_init()
 
     def forward(
         self,
@@ -1175,7 +1183,7 @@ class ScratchformerForSequenceClassification(ScratchformerPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-class ScratchformerForTokenClassification(ScratchformerPreTrainedModel):
+class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
     """The encoder with one label per token (tagging, named entities), for ``token-classification``.
 
     Each vector of the last encoder layer goes through dropout and a linear projection to ``num_labels`` scores.
@@ -1183,24 +1191,11 @@ class ScratchformerForTokenClassification(ScratchformerPreTrainedModel):
     Loads from a full encoder-decoder checkpoint like :class:`ScratchformerForSequenceClassification`.
     """
 
-    _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\.", r"(^|\.)lm_head\."]
-
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
-        self.num_labels = config.num_labels
-        self.model = ScratchformerEncoderModel(config)
         self.dropout = nn.Dropout(_classifier_dropout(config))
         self.classifier = nn.Linear(config.d_model, config.num_labels)
         self.post_init()
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.model.get_input_embeddings()
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.model.set_input_embeddings(value)
-
-    def get_encoder(self) -> ScratchformerEncoder:
-        return self.model.encoder
 
     def forward(
         self,
