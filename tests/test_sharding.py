@@ -34,7 +34,7 @@ from scratchformer.training.sharding import with_repeated_modules, without_repea
 
 CONFIGS = REPO_ROOT / "examples" / "accelerate"
 MODELS_DIR = REPO_ROOT / "scratchformer" / "models"
-CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py", "tokenization_scratchformer.py")
+CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py")  # what a checkpoint carries
 LAYERS = ScratchformerForConditionalGeneration._no_split_modules
 
 
