@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 
@@ -17,18 +16,14 @@ def loss_history(log_history: list[dict]) -> dict[str, list[dict]]:
 
 
 def write_loss_curve(history: dict[str, list[dict]], output_dir: str | Path, title: str = "") -> list[Path]:
-    """``loss_history.json`` and, when matplotlib is installed, ``loss_curve.png``; returns the files written."""
+    """``loss_history.json`` and ``loss_curve.png``; returns the files written."""
     output_dir = Path(output_dir)
     written = [output_dir / "loss_history.json"]
     written[0].write_text(json.dumps(history, indent=1))
-    try:
-        import matplotlib
+    import matplotlib  # a core dependency
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no loss_curve.png (pip install matplotlib)", file=sys.stderr)
-        return written
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.2))
     if history["train"]:
         ax.plot([e["step"] for e in history["train"]], [e["loss"] for e in history["train"]],
