@@ -61,11 +61,12 @@ def test_pretrain_denoising_example_runs(tmp_path, corpus):
 
 
 def test_finetune_kjv_to_web_example_scores_held_out_books(tmp_path):
-    """From the shipped checkpoint, on a 3-book verse file with one held-out book: the report has BLEU / chrF of the
-    fine-tuned model and of copying the source, on the held-out verses only."""
+    """From the shipped checkpoint, on a 4-book verse file with two held-out books: the report has BLEU / chrF of the
+    fine-tuned model and of copying the source, and the diagnostics, on the held-out verses only; --score-only
+    re-scores the fine-tuned folder with other decoding settings without training."""
     rng = random.Random(1)
     rows = ["ref\tkjv\tweb"]
-    for book in ("Genesis", "Joshua", "Mark"):
+    for book in ("Genesis", "Joshua", "Mark", "Jude"):
         for verse in range(1, 16):
             words = [rng.choice(WORDS) for _ in range(rng.randint(4, 10))]
             rows.append(f"{book} 1:{verse}\t{' '.join(words)} hath\t{' '.join(words)} has")
@@ -73,15 +74,26 @@ def test_finetune_kjv_to_web_example_scores_held_out_books(tmp_path):
     data.write_text("\n".join(rows) + "\n")
     out = tmp_path / "finetune"
     result = run_example("finetune_kjv_to_web.py", "--data", str(data), "--output-dir", str(out),
-                         "--validation-books", "Mark", "--max-steps", "2", "--batch-size", "4",
+                         "--validation-books", "Mark", "Jude", "--max-steps", "2", "--batch-size", "4",
                          "--max-eval-samples", "6", "--generation-max-length", "16", "--eval-steps", "0",
-                         "--save-steps", "100", "--no-progress-bar", tmp_path=tmp_path)
+                         "--save-steps", "100", "--no-progress-bar", "--max-score-verses", "6", tmp_path=tmp_path)
     report = json.loads((out / "kjv_to_web_scores.json").read_text())
-    assert report["held_out_books"] == ["Mark"] and report["verses"] == 6
+    (custom,) = report["sets"].values()
+    assert custom["books"] == ["Mark", "Jude"] and custom["verses"] == 6
+    assert {e["ref"].split()[0] for e in custom["examples"]} <= {"Mark", "Jude"}  # held-out verses only
     for system in ("fine_tuned", "copy_source"):
-        assert 0.0 <= report[system]["bleu"] <= 100.0 and 0.0 <= report[system]["chrf"] <= 100.0, report
-    assert report["copy_source"]["bleu"] > 0.0  # "x hath" vs "x has": most words match
-    assert json.loads(result.stdout[result.stdout.rindex('{\n  "held_out_books"'):]) == report  # printed too
+        assert 0.0 <= custom[system]["bleu"] <= 100.0 and 0.0 <= custom[system]["chrf"] <= 100.0, report
+    assert custom["copy_source"]["bleu"] > 0.0  # "x hath" vs "x has": most words match
+    assert 0.0 <= custom["diagnostics"]["worse_than_copy"] <= 1.0 and custom["diagnostics"]["length_ratio"] >= 0.0
+    printed = json.loads(result.stdout[result.stdout.rindex('{\n  "model"'):])
+    assert printed["sets"]["custom"]["fine_tuned"] == custom["fine_tuned"]  # printed too
+
+    rescored, weights = tmp_path / "beam.json", (out / "model.safetensors").stat().st_mtime_ns
+    run_example("finetune_kjv_to_web.py", "--data", str(data), "--score-only", str(out), "--validation-books", "Jude",
+                "--num-beams", "2", "--no-repeat-ngram-size", "3", "--report", str(rescored), tmp_path=tmp_path)
+    beam = json.loads(rescored.read_text())
+    assert beam["generation"]["num_beams"] == 2 and beam["sets"]["custom"]["verses"] == 15
+    assert (out / "model.safetensors").stat().st_mtime_ns == weights  # nothing was trained
 
 
 def test_measure_step_time_example_prints_a_row_per_preset(tmp_path, corpus):

@@ -122,6 +122,13 @@ def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
     assert sorted(losses) == list(range(1, 9))
     assert losses[8] < losses[1]
     assert 0.0 <= full["metrics"]["eval_token_accuracy"] <= 1.0 and math.isfinite(full["metrics"]["eval_loss"])
+    # where and how fast it trained: the whole run in OUTPUT_DIR, the run up to each checkpoint in the checkpoint
+    record = json.loads((out / "run_record.json").read_text())
+    (only,) = record["invocations"]
+    assert (only["start_step"], only["end_step"], only["examples_per_step"]) == (0, 8, 8)
+    assert only["seconds"] > 0 and only["steps_per_second"] == pytest.approx(8 / only["seconds"], rel=0.05)  # seconds are rounded to 0.01
+    assert "CPU cores" in only["device"] and only["precision"] == "fp32" and record["final_step"] == 8
+    assert json.loads((out / "checkpoint-4" / "run_record.json").read_text())["invocations"][0]["end_step"] == 4
 
     # interrupted after step 4 (checkpoint-4 is written), then resumed with the same options
     options, args = tiny(tmp_path, corpus, "resumed")
@@ -138,6 +145,8 @@ def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
         resumed = run_training(options, args)
     assert resumed["global_step"] == 8
     assert "missing keys" not in log.out  # the tied copies (lm_head, decoder embeddings) are re-tied, not "missing"
+    invocations = json.loads((resumed_dir / "run_record.json").read_text())["invocations"]
+    assert [(i["start_step"], i["end_step"]) for i in invocations] == [(0, 4), (4, 8)]
 
     # same seed -> the same tokenizer and the same losses; resumed steps 5-8 equal the uninterrupted ones
     assert (resumed_dir / "tokenizer.json").read_text() == (out / "tokenizer.json").read_text()

@@ -31,7 +31,7 @@ PREVIOUS_RUN_FILES = ("config.json", "model.safetensors", "train_config.json")
 RUN_FOLDERS = ("tokenizer", STAGING)
 RUN_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
              "train_config.json", "training_args.bin", "tokenizer.json", "tokenizer_config.json",
-             "special_tokens_map.json", "loss_history.json", "loss_curve.png", "all_results.json",
+             "special_tokens_map.json", "loss_history.json", "loss_curve.png", "all_results.json", "run_record.json",
              "configuration_scratchformer.py", "modeling_scratchformer.py", "tokenization_scratchformer.py")
 
 

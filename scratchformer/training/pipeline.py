@@ -30,7 +30,7 @@ from typing import Any
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerState, set_seed
 
 from . import data, streaming
-from .callbacks import EpochCallback, TimeLimit
+from .callbacks import RUN_RECORD, EpochCallback, RunRecord, TimeLimit
 from .checkpoints import CrashSafeCheckpoints
 from .checks import check_batch_size, check_options, check_tokenizer_matches
 from .history import loss_history, write_loss_curve
@@ -96,6 +96,7 @@ def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks:
     prepare_sharding(options, trainer, model, say)
     if options.streaming:
         _stream_into(trainer, train_ds, resume_from)
+    _keep_a_record(trainer, args, world_size, resume_from)
     trainer.run_config = run_config(options, args, world_size)
     _announce(options, args, trainer, splits, num_train, len(valid_ds), world_size)
     metrics = _train(trainer, args, resume_from, time_limit)
@@ -226,8 +227,19 @@ def _stream_into(trainer: ScratchformerTrainer, stream: streaming.PassesOverStre
     if resume_from is not None:
         position.restore(resume_from)
     trainer.stream_position = position
-    trainer.process_files = (position.write,)
+    trainer.process_files = (*trainer.process_files, position.write)
     trainer.add_callback(position)
+
+
+def _keep_a_record(trainer: ScratchformerTrainer, args: ScratchformerTrainingArguments, world_size: int,
+                   resume_from: str | None) -> None:
+    """Record where and how fast the run trains (:class:`~scratchformer.training.callbacks.RunRecord`): into every
+    checkpoint, and into ``OUTPUT_DIR/run_record.json`` at the end."""
+    per_step = args.per_device_train_batch_size * world_size * args.gradient_accumulation_steps
+    record = RunRecord(args, per_step, resume_from)
+    trainer.run_record = record
+    trainer.process_files = (*trainer.process_files, record.write)
+    trainer.add_callback(record)
 
 
 def _announce(options: TrainOptions, args: ScratchformerTrainingArguments, trainer: Seq2SeqTrainer,
@@ -275,8 +287,23 @@ def _finish(options: TrainOptions, args: ScratchformerTrainingArguments, trainer
         (out / "all_results.json").write_text(json.dumps(metrics, indent=2))
         print(f"{LOG_PREFIX} done: step {trainer.state.global_step}, " + ", ".join(
             f"{k}={v:.4g}" for k, v in eval_metrics.items() if isinstance(v, float)), flush=True)
+        _report_speed(trainer, out)
     trainer.accelerator.wait_for_everyone()
     return result
+
+
+def _report_speed(trainer: ScratchformerTrainer, out: Path) -> None:
+    """Write ``run_record.json`` and say how fast this invocation trained, on what."""
+    record = getattr(trainer, "run_record", None)
+    if record is None or record.started is None:  # finished from a checkpoint: nothing was trained now
+        return
+    step = trainer.state.global_step
+    record.write(out, step)
+    now = record.current(step)
+    print(f"{LOG_PREFIX} trained steps {now['start_step']}-{step} in {now['seconds'] / 60:.1f} min: "
+          f"{now['steps_per_second']:.3g} steps/s, {now['examples_per_second']:.3g} examples/s on {now['device']} "
+          f"({now['precision']}); the whole run: {record.record(step)['total_seconds'] / 60:.1f} min ({RUN_RECORD})",
+          flush=True)
 
 
 def _save_final_model(trainer: Seq2SeqTrainer, tokenizer, out: Path, save_dtype: str) -> None:
