@@ -25,15 +25,19 @@ import gzip
 import json
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "parallel_kjv_web_spa.tsv.gz"
-# Two disjoint held-out sets of whole books, each from the Old and the New Testament
+# Three disjoint held-out sets of whole books, each from the Old and the New Testament. C is the hard one: the books
+# where the KJV is closest to the WEB (copying them scores chrF 64-76), so a model must rewrite little and lose
+# nothing to beat the copy.
 BOOK_SETS = {
     "A": ["Joshua", "Mark", "Hosea", "Galatians"],  # 1,677 verses
     "B": ["Lamentations", "Micah", "Nahum", "Habakkuk", "Zephaniah", "Haggai", "Malachi", "Colossians", "I John",
           "II Timothy"],  # 791 verses
+    "C": ["Ezra", "Daniel", "Ephesians", "Amos", "II John", "Jude", "II Peter", "II Thessalonians"],  # 1,084 verses
 }
 # The book of a reference is everything before "<chapter>:<verse>": "Genesis 1:1", "I Samuel 3:10", "Song of
 # Solomon 2:1" -> "Genesis", "I Samuel", "Song of Solomon"
@@ -70,19 +74,30 @@ def translate(model, tokenizer, sources: list[str], generation: dict, batch_size
     return outputs
 
 
-def _repeats_a_word_pair(text: str, source: str) -> bool:
-    """Whether ``text`` has a word bigram twice (or a word twice in a row) that ``source`` does not repeat."""
-    def repeated(words: list[str]) -> set:
-        pairs = list(zip(words, words[1:]))
-        doubled = {(a, a) for a, b in pairs if a == b}
-        return {p for p in pairs if pairs.count(p) > 1} | doubled
+def _words(text: str) -> Counter:
+    return Counter(re.findall(r"\w+", text.lower()))
 
-    return bool(repeated(text.lower().split()) - repeated(source.lower().split()))
+
+def _bigrams(text: str) -> Counter:
+    words = re.findall(r"\w+", text.lower())
+    return Counter(zip(words, words[1:]))
+
+
+def _repeats(text: str, reference: str) -> bool:
+    """Whether ``text`` says a word pair more often than the reference does (and at least twice): a repetition."""
+    reference_pairs = _bigrams(reference)
+    return any(count > 1 and count > reference_pairs[pair] for pair, count in _bigrams(text).items())
+
+
+def _missing(text: str, reference: str) -> float:
+    """The fraction of the reference's words (with multiplicity) that ``text`` does not have: dropped words."""
+    wanted = _words(reference)
+    return sum((wanted - _words(text)).values()) / max(1, sum(wanted.values()))
 
 
 def diagnostics(sources: list[str], outputs: list[str], references: list[str]) -> dict[str, float]:
-    """How the outputs go wrong, per verse: length against the reference (dropped words show as short outputs),
-    repeated words, and verses whose chrF is below the copy's."""
+    """How the outputs go wrong, per verse: length against the reference, short outputs (dropped clauses), the
+    reference words an output lacks (next to the copy's), repetitions, and verses whose chrF is below the copy's."""
     import sacrebleu
 
     n = max(1, len(outputs))
@@ -92,7 +107,9 @@ def diagnostics(sources: list[str], outputs: list[str], references: list[str]) -
                 for s, o, r in zip(sources, outputs, references))
     return {"length_ratio": sum(out_words) / max(1, sum(ref_words)),
             "short_outputs": sum(o < 0.8 * r for o, r in zip(out_words, ref_words)) / n,
-            "repeated_words": sum(_repeats_a_word_pair(o, s) for o, s in zip(outputs, sources)) / n,
+            "missing_reference_words": sum(_missing(o, r) for o, r in zip(outputs, references)) / n,
+            "missing_reference_words_copy": sum(_missing(s, r) for s, r in zip(sources, references)) / n,
+            "repetitions": sum(_repeats(o, r) for o, r in zip(outputs, references)) / n,
             "worse_than_copy": worse / n}
 
 
@@ -141,7 +158,8 @@ def parse_arguments(argv: list[str] | None):
                         help="hold out and score these books instead, as one set")
     parser.add_argument("--score-only", metavar="FOLDER", default=None,
                         help="do not train: score this fine-tuned folder (decoding options below)")
-    parser.add_argument("--num-beams", type=int, default=1, help="scoring: beam size (1 = greedy)")
+    parser.add_argument("--num-beams", type=int, default=4, help="scoring: beam size (1 = greedy; 4 scores about 2 "
+                        "BLEU and 2 chrF above greedy, docs/training.md)")
     parser.add_argument("--length-penalty", type=float, default=1.0, help="scoring: beam search length penalty")
     parser.add_argument("--no-repeat-ngram-size", type=int, default=0,
                         help="scoring: forbid repeating any n-gram of this size in an output (0 = allowed)")

@@ -84,7 +84,9 @@ def test_finetune_kjv_to_web_example_scores_held_out_books(tmp_path):
     for system in ("fine_tuned", "copy_source"):
         assert 0.0 <= custom[system]["bleu"] <= 100.0 and 0.0 <= custom[system]["chrf"] <= 100.0, report
     assert custom["copy_source"]["bleu"] > 0.0  # "x hath" vs "x has": most words match
-    assert 0.0 <= custom["diagnostics"]["worse_than_copy"] <= 1.0 and custom["diagnostics"]["length_ratio"] >= 0.0
+    diagnostics = custom["diagnostics"]
+    assert 0.0 <= diagnostics["worse_than_copy"] <= 1.0 and diagnostics["length_ratio"] >= 0.0
+    assert diagnostics["missing_reference_words_copy"] > 0.0  # "hath" is not "has"
     printed = json.loads(result.stdout[result.stdout.rindex('{\n  "model"'):])
     assert printed["sets"]["custom"]["fine_tuned"] == custom["fine_tuned"]  # printed too
 
@@ -102,3 +104,26 @@ def test_measure_step_time_example_prints_a_row_per_preset(tmp_path, corpus):
                 "--batch-size", "4", "--max-length", "32", "--rows", "100", "--json", str(out), tmp_path=tmp_path)
     (row,) = json.loads(out.read_text())
     assert row["preset"] == "tiny" and row["steps_timed"] == 2 and row["wall_s_per_step"] > 0 and row["params"] > 0
+
+
+def test_kjv_to_web_diagnostics_count_what_they_say():
+    """The fine-tuning report's diagnostics on hand-made verses: a repetition is a word pair said more often than
+    the reference says it, a missing word is a reference word (with multiplicity) the output lacks."""
+    sys.path.insert(0, str(REPO_ROOT / "examples"))
+    try:
+        import finetune_kjv_to_web as example
+    finally:
+        sys.path.remove(str(REPO_ROOT / "examples"))
+    assert example._repeats("he went to the to the house", "he went to the house")
+    assert not example._repeats("holy, holy, holy is the Lord", "Holy, holy, holy is the Lord")  # as the reference
+    assert example._missing("He taught", "He taught them") == pytest.approx(1 / 3)
+    assert example._missing("the the", "the the the") == pytest.approx(1 / 3)  # multiplicity counts
+    report = example.diagnostics(["And he taught them", "unto the land", "the LORD spake"],
+                                 ["He taught", "to the land the land", "the LORD spoke"],
+                                 ["He taught them", "to the land", "the LORD spoke"])
+    assert report["short_outputs"] == pytest.approx(1 / 3) and report["repetitions"] == pytest.approx(1 / 3)
+    assert report["missing_reference_words"] == pytest.approx((1 / 3 + 0 + 0) / 3)
+    assert report["missing_reference_words_copy"] == pytest.approx((0 + 1 / 3 + 1 / 3) / 3)  # "unto", "spake"
+    assert report["length_ratio"] == pytest.approx(10 / 9)
+    # the first two lose to the copy (a dropped word; an added phrase); the third equals the reference
+    assert report["worse_than_copy"] == pytest.approx(2 / 3)
