@@ -449,12 +449,13 @@ def test_resume_allows_and_records_what_does_not_change_the_run(stopped_run, cor
     checkpoint = str(run / "checkpoint-4")
     said = []
     options, args = tiny(tmp, corpus, "run", save_steps=5, resume_from_checkpoint="latest", max_steps=20,
-                         logging_steps=3, max_minutes=9, dataloader_num_workers=1, max_eval_samples=4)
+                         logging_steps=3, max_minutes=9, dataloader_num_workers=1, max_eval_samples=4, bf16=True)
     continued = continue_run_options(options, args, checkpoint, 1, said.append)
     assert continued.max_steps == 20 and continued.learning_rate == 3e-3 and continued.warmup_steps == 2
     assert len(said) == 1 and "(these do not change the run)" in said[0]
     for change in ("--max-steps 20 (the run: 8)", "--save-steps 5 (the run: 2)", "--max-minutes 9 (the run: None)",
-                   "--dataloader-num-workers 1 (the run: 0)", "--max-eval-samples 4 (the run: 16)"):
+                   "--dataloader-num-workers 1 (the run: 0)", "--max-eval-samples 4 (the run: 16)",
+                   "--bf16 True (the run: False)"):  # a run may move from CPU cores to a GPU
         assert change in said[0], change
 
     # the learning rate and warm-up left to their defaults are the run's (their defaults depend on --max-steps)

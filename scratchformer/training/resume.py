@@ -11,7 +11,8 @@ else the run's ``OUTPUT_DIR/train_config.json``) by :func:`continue_run_options`
 - options that change the run (learning rate, warm-up, schedule, batch size, accumulation, processes x batch, seed,
   data, model, noise, ...) must be the run's, else the resume is refused with the list of differences;
 - options that do not change the run may differ and the new values are used and recorded (:data:`FREE_TO_CHANGE`:
-  logging, evaluation and saving frequency, ``--max-minutes``, data-loader workers, ...), and so may ``--max-steps``
+  logging, evaluation and saving frequency, ``--max-minutes``, data-loader workers, ``--bf16`` and ``--tf32``
+  (a run may move between CPU cores and a GPU), ...), and so may ``--max-steps``
   / ``--num-train-epochs`` when the schedule does not depend on the length of the run (``inverse_sqrt``,
   ``constant``, ``constant_with_warmup``) with a warm-up given in steps;
 - the learning rate and the warm-up, when not given, are the run's (their defaults depend on ``--max-steps``).
@@ -57,6 +58,9 @@ FREE_TO_CHANGE = frozenset({
     "gradient_checkpointing_kwargs", "activation_checkpointing", "activation_checkpointing_kwargs",
     "torch_compile", "torch_compile_backend", "torch_compile_mode", "ddp_timeout", "ddp_backend", "ddp_bucket_cap_mb",
     "ddp_broadcast_buffers", "ddp_static_graph", "ddp_find_unused_parameters", "local_rank", "use_cpu",
+    # the precision of the arithmetic, which follows the hardware (a run started on CPU cores in fp32 may go on on
+    # a GPU in bf16 with TF32), not the recipe; fp16 is not here: its loss scaler is part of the run's state
+    "bf16", "tf32",
 })
 BATCH_KEYS = frozenset({WORLD_SIZE_KEY, "per_device_train_batch_size", "gradient_accumulation_steps"})
 LENGTH_FIELDS = ("max_steps", "num_train_epochs")
