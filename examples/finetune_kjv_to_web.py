@@ -56,10 +56,34 @@ def read_verses(path: str | Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
-def translate(model, tokenizer, sources: list[str], generation: dict, batch_size: int, max_length: int) -> list[str]:
+def source_token_bias(tokenizer, source_ids, bias: float, num_beams: int):
+    """A logits processor that adds ``bias`` to the scores of the tokens of each row's own source (special tokens
+    excepted): a nudge towards copying, for a task where most of the output is the input."""
+    import torch
+    from transformers import LogitsProcessor
+
+    special = torch.tensor(tokenizer.all_special_ids)
+
+    class SourceTokenBias(LogitsProcessor):
+        bonus = None
+
+        def __call__(self, input_ids, scores):
+            if self.bonus is None:  # (B * beams, V): row i of the beams belongs to source row i // num_beams
+                in_source = torch.zeros(source_ids.shape[0], scores.shape[-1], dtype=torch.bool)
+                in_source.scatter_(1, source_ids, True)
+                in_source[:, special] = False
+                self.bonus = (in_source.to(scores.dtype) * bias).repeat_interleave(num_beams, 0).to(scores.device)
+            return scores + self.bonus
+
+    return SourceTokenBias()
+
+
+def translate(model, tokenizer, sources: list[str], generation: dict, batch_size: int, max_length: int,
+              copy_bias: float = 0.0) -> list[str]:
     """The model's output for each source verse (batched by length, so little padding), in the input order."""
     import torch
     from tqdm.auto import tqdm
+    from transformers import LogitsProcessorList
 
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     outputs: list[str] = [""] * len(sources)
@@ -67,8 +91,10 @@ def translate(model, tokenizer, sources: list[str], generation: dict, batch_size
         chunk = order[start:start + batch_size]
         batch = tokenizer([sources[i] for i in chunk], return_tensors="pt", padding=True, truncation=True,
                           max_length=max_length)
+        processors = LogitsProcessorList([source_token_bias(tokenizer, batch["input_ids"], copy_bias,
+                                                            generation.get("num_beams", 1))] if copy_bias else [])
         with torch.inference_mode():
-            ids = model.generate(**batch, max_length=max_length, **generation)
+            ids = model.generate(**batch, max_length=max_length, logits_processor=processors, **generation)
         for i, text in zip(chunk, tokenizer.batch_decode(ids, skip_special_tokens=True)):
             outputs[i] = text.strip()
     return outputs
@@ -114,12 +140,12 @@ def diagnostics(sources: list[str], outputs: list[str], references: list[str]) -
 
 
 def score(model, tokenizer, rows: list[dict[str, str]], generation: dict, batch_size: int,
-          max_length: int) -> dict:
+          max_length: int, copy_bias: float = 0.0) -> dict:
     """BLEU / chrF of the model and of copying the source on ``rows``, the diagnostics, and a few examples."""
     import sacrebleu
 
     sources, references = [r["kjv"] for r in rows], [r["web"] for r in rows]
-    outputs = translate(model, tokenizer, sources, generation, batch_size, max_length)
+    outputs = translate(model, tokenizer, sources, generation, batch_size, max_length, copy_bias)
 
     def corpus_scores(hypotheses: list[str]) -> dict[str, float]:
         return {"bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score,
@@ -163,6 +189,8 @@ def parse_arguments(argv: list[str] | None):
     parser.add_argument("--length-penalty", type=float, default=1.0, help="scoring: beam search length penalty")
     parser.add_argument("--no-repeat-ngram-size", type=int, default=0,
                         help="scoring: forbid repeating any n-gram of this size in an output (0 = allowed)")
+    parser.add_argument("--copy-bias", type=float, default=0.0,
+                        help="scoring: add this to the log-probabilities of the source verse's own tokens (0 = off)")
     parser.add_argument("--score-batch-size", type=int, default=32)
     parser.add_argument("--max-score-verses", type=int, default=0, help="score at most this many verses per set (0 = all)")
     parser.add_argument("--report", default=None, help="where to write the scores (default OUTPUT/kjv_to_web_scores.json)")
@@ -195,10 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     model, tokenizer = load(folder, task="seq2seq")
     generation = {"num_beams": opts.num_beams, "length_penalty": opts.length_penalty,
                   "no_repeat_ngram_size": opts.no_repeat_ngram_size, "do_sample": False}
-    report = {"model": str(folder), "generation": generation, "sets": {}}
+    report = {"model": str(folder), "generation": generation, "copy_bias": opts.copy_bias, "sets": {}}
     for name, rows in held_out_sets(opts.data, sets, opts.max_score_verses).items():
         report["sets"][name] = {"books": sets[name], **score(model, tokenizer, rows, generation,
-                                                             opts.score_batch_size, 96)}
+                                                             opts.score_batch_size, 96, opts.copy_bias)}
     print(json.dumps({k: v for k, v in report.items() if k != "sets"} | {"sets": {
         n: {k: v for k, v in s.items() if k != "examples"} for n, s in report["sets"].items()}}, indent=2))
     Path(opts.report or Path(folder, "kjv_to_web_scores.json")).write_text(json.dumps(report, indent=2))

@@ -127,3 +127,26 @@ def test_kjv_to_web_diagnostics_count_what_they_say():
     assert report["length_ratio"] == pytest.approx(10 / 9)
     # the first two lose to the copy (a dropped word; an added phrase); the third equals the reference
     assert report["worse_than_copy"] == pytest.approx(2 / 3)
+
+
+def test_copy_bias_raises_each_rows_own_source_tokens_in_every_beam():
+    """--copy-bias: row b of a batch (and each of its beams) gets the bias on its own source's tokens only, never
+    on special tokens (</s> would end outputs early)."""
+    import torch
+
+    sys.path.insert(0, str(REPO_ROOT / "examples"))
+    try:
+        import finetune_kjv_to_web as example
+    finally:
+        sys.path.remove(str(REPO_ROOT / "examples"))
+
+    class Tokenizer:
+        all_special_ids = [0, 2]  # <pad>, </s>
+
+    sources = torch.tensor([[5, 6, 2], [7, 2, 0]])  # two padded rows ending in </s>
+    processor = example.source_token_bias(Tokenizer(), sources, 1.5, num_beams=2)
+    scores = processor(torch.zeros(4, 1, dtype=torch.long), torch.zeros(4, 10))
+    expected = torch.zeros(4, 10)
+    expected[0:2, [5, 6]] = 1.5  # beams of row 0
+    expected[2:4, 7] = 1.5  # beams of row 1
+    torch.testing.assert_close(scores, expected, atol=0, rtol=0)
