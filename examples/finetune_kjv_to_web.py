@@ -104,15 +104,19 @@ def _words(text: str) -> Counter:
     return Counter(re.findall(r"\w+", text.lower()))
 
 
-def _bigrams(text: str) -> Counter:
+def _stutters(text: str) -> Counter:
+    """Immediate repetitions: a word twice in a row ("great great") or a word pair twice in a row ("the land the
+    land"), counted."""
     words = re.findall(r"\w+", text.lower())
-    return Counter(zip(words, words[1:]))
+    return Counter(tuple(words[i:i + n]) for n in (1, 2) for i in range(len(words) - 2 * n + 1)
+                   if words[i:i + n] == words[i + n:i + 2 * n])
 
 
 def _repeats(text: str, reference: str) -> bool:
-    """Whether ``text`` says a word pair more often than the reference does (and at least twice): a repetition."""
-    reference_pairs = _bigrams(reference)
-    return any(count > 1 and count > reference_pairs[pair] for pair, count in _bigrams(text).items())
+    """Whether ``text`` stutters (see :func:`_stutters`) where the reference does not ("holy, holy, holy" is fine
+    when the reference says it too)."""
+    allowed = _stutters(reference)
+    return any(count > allowed[repeat] for repeat, count in _stutters(text).items())
 
 
 def _missing(text: str, reference: str) -> float:
