@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import random
@@ -89,6 +90,13 @@ def test_finetune_kjv_to_web_example_scores_held_out_books(tmp_path):
     assert diagnostics["missing_reference_words_copy"] > 0.0  # "hath" is not "has"
     printed = json.loads(result.stdout[result.stdout.rindex('{\n  "model"'):])
     assert printed["sets"]["custom"]["fine_tuned"] == custom["fine_tuned"]  # printed too
+    assert set(custom["per_book"]) == {"Mark", "Jude"} and "outputs" not in custom  # per-book scores; outputs -> TSV
+    for book in custom["per_book"].values():
+        assert 0.0 <= book["fine_tuned"]["chrf"] <= 100.0 and book["copy_source"]["bleu"] > 0.0
+    with open(out / "kjv_to_web_scores.tsv", encoding="utf-8", newline="") as f:
+        verses = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\"))
+    assert len(verses) == 6 and {v["set"] for v in verses} == {"custom"}  # every scored verse, with its chrF
+    assert all(v["ref"].split()[0] in {"Mark", "Jude"} and 0.0 <= float(v["chrf"]) <= 100.0 for v in verses)
 
     rescored, weights = tmp_path / "beam.json", (out / "model.safetensors").stat().st_mtime_ns
     run_example("finetune_kjv_to_web.py", "--data", str(data), "--score-only", str(out), "--validation-books", "Jude",
@@ -127,6 +135,16 @@ def test_kjv_to_web_diagnostics_count_what_they_say():
     assert report["length_ratio"] == pytest.approx(10 / 9)
     # the first two lose to the copy (a dropped word; an added phrase); the third equals the reference
     assert report["worse_than_copy"] == pytest.approx(2 / 3)
+    assert report["lost_names"] == 0.0  # no verse has a name
+
+    # names: capitalised source words past the first that the reference keeps; "LORD" becomes "Yahweh", not a name
+    assert example._names("Now Cyrus king of Persia saw the LORD", "Now Cyrus king of Persia saw Yahweh") == {
+        "Cyrus": 1, "Persia": 1}
+    assert example._lost_names("Now Baasha king of Egypt", "Now Cyrus king of Persia", "Now Cyrus king of Persia") \
+        == (2, 2)
+    named = example.diagnostics(["in Judah and Benjamin", "to Jerusalem"], ["in Judah and Ephraim", "to Jerusalem"],
+                                ["in Judah and Benjamin", "to Jerusalem"])
+    assert named["lost_names"] == pytest.approx(1 / 3)  # Benjamin lost, of Judah, Benjamin and Jerusalem
 
 
 def test_copy_bias_raises_each_rows_own_source_tokens_in_every_beam():
