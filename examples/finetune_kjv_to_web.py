@@ -44,6 +44,8 @@ BOOK_SETS = {
 # The book of a reference is everything before "<chapter>:<verse>": "Genesis 1:1", "I Samuel 3:10", "Song of
 # Solomon 2:1" -> "Genesis", "I Samuel", "Song of Solomon"
 BOOK_OF_REF = r"^(.*?\S)\s+\d+[:.]\d+\s*$"
+# after these, a capital letter does not mark a name
+SENTENCE_MARKS = ".!?:;,(\"'\u201c\u2018"
 
 
 def book_of(ref: str) -> str:
@@ -128,11 +130,18 @@ def _missing(text: str, reference: str) -> float:
 
 
 def _names(source: str, reference: str) -> Counter:
-    """The names a translation must carry over: capitalised words of the source, past its first word, that the
-    reference has too ("Cyrus", "Persia", "Jerusalem"; not "LORD", which the WEB renders "Yahweh")."""
-    words = re.findall(r"\w+", source)[1:]
+    """The names a translation must carry over: capitalised words of the source that the reference has too
+    ("Cyrus", "Persia", "Jerusalem", "God"), except where any word is capitalised (the verse's first word, after
+    punctuation: "said, Go"), single letters ("I", "O") and words in capitals ("LORD", which the WEB renders
+    "Yahweh")."""
     kept = Counter(re.findall(r"\w+", reference))
-    return Counter(w for w in words if w[0].isupper() and kept[w])
+    names = Counter()
+    for match in re.finditer(r"\w+", source):
+        word, before = match.group(), source[:match.start()].rstrip()
+        if before and before[-1] not in SENTENCE_MARKS and len(word) > 1 and word[0].isupper() \
+                and not word.isupper() and kept[word]:
+            names[word] += 1
+    return names
 
 
 def _lost_names(output: str, source: str, reference: str) -> tuple[int, int]:

@@ -63,6 +63,27 @@ def training_time(run: Path, minutes: float, hardware: str) -> str:
             f"invocation(s) continued with `--resume`: {'; '.join(parts)}")
 
 
+def cpu_lines(train_config: dict, steps: int, seconds_per_step: float | None, cpu_batch_size: int) -> list[str]:
+    """The card's **On CPU cores** line: the same run as gradient accumulation over micro-batches of
+    ``cpu_batch_size``, its expected time at ``seconds_per_step`` (measured on the cores the card names), and how
+    ``--max-minutes`` and ``--resume`` split it over sittings. Nothing when no time per step was measured."""
+    if seconds_per_step is None:
+        return []
+    batch = (train_config["per_device_train_batch_size"] * train_config.get("gradient_accumulation_steps", 1)
+             * train_config.get("world_size", 1))
+    if cpu_batch_size <= 0 or batch % cpu_batch_size:
+        raise SystemExit(f"package_checkpoint.py: error: --cpu-batch-size {cpu_batch_size} does not divide the "
+                         f"run's {batch} sequences per optimizer step")
+    seconds = steps * seconds_per_step
+    expected = f"{seconds / 3600:.1f} hours" if seconds >= 3600 else f"{max(1, round(seconds / 60))} minute(s)"
+    return [f"- **The same run on 2 CPU cores**: the command above with `--batch-size {cpu_batch_size} "
+            f"--gradient-accumulation-steps {batch // cpu_batch_size}` instead of its batch size, without "
+            f"`--bf16`/`--tf32` (the same {batch} sequences per step, summed over micro-batches), about "
+            f"{seconds_per_step:g} s per step: **{expected}** for {steps} steps. Split it over sittings with "
+            f"`--max-minutes 170` (it stops with a checkpoint) and the same command plus `--resume`, as often as "
+            f"needed."]
+
+
 def data_description(train_config: dict, corpus_sources: dict | None) -> str:
     """The card's **Data** line: the development corpus, and the extra text of ``scripts/build_corpus.py``."""
     base = ("`corpus_en.txt.gz` (the project's development corpus: ~5.7M words of Wikipedia summaries, Jane Austen, "
@@ -91,7 +112,7 @@ def bank_line(bank: dict | None) -> list[str]:
 def card_description(run: Path, command: str, minutes: float, model, results: dict, senses: dict,
                      reference: dict | None, extra_notes: str, progress: list[dict] | None = None,
                      hardware: str = "2 CPU cores", corpus_sources: dict | None = None,
-                     bank: dict | None = None) -> str:
+                     bank: dict | None = None, cpu: list[str] | None = None) -> str:
     """The markdown of the model card's own sections (export adds the metadata, usage snippets and scores)."""
     config = model.config
     train_config = json.loads((run / "train_config.json").read_text())
@@ -127,6 +148,7 @@ def card_description(run: Path, command: str, minutes: float, model, results: di
         command,
         "python scripts/package_checkpoint.py --run RUN_DIR --senses-data ../shared/data/wordnet_senses_dev.tsv",
         "```",
+        *(["", *cpu] if cpu else []),
         "",
         "![loss curve](loss_curve.png)",
         "",
@@ -212,6 +234,11 @@ def main() -> None:
                         help="training wall time, for the card, when the run has no run_record.json")
     parser.add_argument("--hardware", default="2 CPU cores", help="what it trained on, when the run has no "
                         "run_record.json")
+    parser.add_argument("--cpu-seconds-per-step", type=float, default=None,
+                        help="measured seconds per optimizer step of the same run on 2 CPU cores; the card then states "
+                        "the CPU command (gradient accumulation) and its expected time")
+    parser.add_argument("--cpu-batch-size", type=int, default=32,
+                        help="micro-batch of that CPU run (must divide the run's sequences per step)")
     parser.add_argument("--corpus-sources", type=Path, default=None,
                         help="SOURCES.json of scripts/build_corpus.py, when the run trained on its combined corpus "
                         "(the card then lists its sources and licences)")
@@ -226,6 +253,9 @@ def main() -> None:
     # the step reached: the run's last checkpoint (the final model is saved at that step)
     steps = [checkpoint_step(state.parent) for state in args.run.glob("checkpoint-*/trainer_state.json")]
     results.setdefault("global_step", max(steps) if steps else "?")
+    train_config = json.loads((args.run / "train_config.json").read_text())
+    reached = results["global_step"] if isinstance(results["global_step"], int) else train_config.get("max_steps", 0)
+    cpu = cpu_lines(train_config, reached, args.cpu_seconds_per_step, args.cpu_batch_size)
     model = ScratchformerForConditionalGeneration.from_pretrained(args.run, dtype=torch.float32).eval()
     tokenizer = ScratchformerTokenizer.from_pretrained(args.run)
 
@@ -247,7 +277,7 @@ def main() -> None:
     corpus_sources = json.loads(args.corpus_sources.read_text()) if args.corpus_sources else None
     bank = bank_study(args.run)
     description = card_description(args.run, args.command, args.minutes, model, results, senses, reference,
-                                   args.notes, progress, args.hardware, corpus_sources, bank)
+                                   args.notes, progress, args.hardware, corpus_sources, bank, cpu)
     out = args.output or PRETRAINED_DIR / CHECKPOINTS[args.name]
     export(model.to(torch.float16), out, tokenizer, scores=scores, model_name=f"scratchformer-{args.name}",
            language="en", data_sources=DATA_SOURCES + extra_data_sources(corpus_sources), description=description,

@@ -142,6 +142,9 @@ def test_kjv_to_web_diagnostics_count_what_they_say():
         "Cyrus": 1, "Persia": 1}
     assert example._lost_names("Now Baasha king of Egypt", "Now Cyrus king of Persia", "Now Cyrus king of Persia") \
         == (2, 2)
+    # not names: any word after punctuation ("said, Go"), single letters, words in capitals
+    assert example._names("And he said, Go; I will send O Israel to Ai", "He said, Go! I will send O Israel to Ai") \
+        == {"Israel": 1, "Ai": 1}
     named = example.diagnostics(["in Judah and Benjamin", "to Jerusalem"], ["in Judah and Ephraim", "to Jerusalem"],
                                 ["in Judah and Benjamin", "to Jerusalem"])
     assert named["lost_names"] == pytest.approx(1 / 3)  # Benjamin lost, of Judah, Benjamin and Jerusalem

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import runpy
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import REPO_ROOT
 from safetensors import safe_open
@@ -35,7 +37,7 @@ def test_package_a_run_with_per_step_scores(tmp_path, corpus):  # noqa: F811
         [sys.executable, str(REPO_ROOT / "scripts" / "package_checkpoint.py"), "--run", str(run), "--senses-data",
          str(write_tsv(tmp_path / "senses.tsv")), "--no-reference", "--output", str(out), "--minutes", "1",
          "--command", "scratchformer train --preset tiny", "--snapshots", str(snapshot),
-         "--corpus-sources", str(sources)],
+         "--corpus-sources", str(sources), "--cpu-seconds-per-step", "2.5", "--cpu-batch-size", "4"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
 
@@ -48,6 +50,9 @@ def test_package_a_run_with_per_step_scores(tmp_path, corpus):  # noqa: F811
     assert "CPU cores (fp32), in 1 invocation(s)" in card and "steps 0-8 in" in card
     assert json.loads((out / "run_record.json").read_text()) == record
     assert "batch 8 sequences per optimizer step (8 per process x 1 accumulation steps x 1 process(es))" in card
+    # the same run on CPU cores: accumulation to the same 8 sequences per step, its expected time, and --resume
+    assert "`--batch-size 4 --gradient-accumulation-steps 2`" in card and "**1 minute(s)** for 8 steps" in card
+    assert "the same command plus `--resume`" in card
     assert "`corpus_combined.txt.gz`, 7.2M words" in card and "GCIDE (1.50M words)" in card
     assert "debian package `dict-gcide` 0.48), **GPL-2.0-or-later**" in card and "not installed" not in card
     bank = json.loads((out / "bank_study.json").read_text())
@@ -65,3 +70,15 @@ def test_package_a_run_with_per_step_scores(tmp_path, corpus):  # noqa: F811
     tokenizer = ScratchformerTokenizer.from_pretrained(out)
     hidden = model(**tokenizer(["the light was good."], return_tensors="pt")).last_hidden_state
     assert hidden.dtype == torch.float32 and torch.isfinite(hidden).all()
+
+
+def test_cpu_line_states_the_accumulation_and_the_expected_time():
+    """The card's CPU line for the v2 recipe (128 sequences per step, 3000 steps at 2.5 s/step on 2 cores), nothing
+    without a measured time, and a micro-batch that does not divide the step's sequences is refused."""
+    cpu_lines = runpy.run_path(str(REPO_ROOT / "scripts" / "package_checkpoint.py"))["cpu_lines"]
+    config = {"per_device_train_batch_size": 128, "gradient_accumulation_steps": 1}
+    (line,) = cpu_lines(config, 3000, 2.5, 32)
+    assert "`--batch-size 32 --gradient-accumulation-steps 4`" in line and "**2.1 hours** for 3000 steps" in line
+    assert cpu_lines(config, 3000, None, 32) == []
+    with pytest.raises(SystemExit, match="--cpu-batch-size 48 does not divide the run's 128 sequences"):
+        cpu_lines(config, 3000, 2.5, 48)
