@@ -229,14 +229,16 @@ EXPLANATIONS: dict[str, str] = {
     "generate": (
         "per generated token both run the same kernels (torch.profiler over a whole generate(): the same operator "
         "counts, total operator time within 2%); at batch 1 the step is bound by reading the weights (the 16000 x "
-        "256 LM head alone is 16 MB per token). Left on the table: transformers' generate() calls "
+        "256 LM head alone is 16 MB per token). The ratio moves by a few per cent between runs of the same code: "
+        "on 2026-11-23 the batch-1 and batch-8 pairs gave 0.992 and 0.959 in the full group run and 0.985 and 0.981 "
+        "run alone (`--only generate --sizes d256 --threads 1 --no-memory`). Left on the table: transformers' generate() calls "
         "inspect.signature(model.forward) at every step for classes registered for remote code (a `cache_position` "
         "compatibility check; ours is registered, BART is not), about 50 us per token, ~1% at batch 1. Avoiding it "
         "would take setting `forward.__signature__` by hand, not worth the obscurity in a teaching model."),
     "cache": ("recomputing the prefix only costs more than the per-step overhead (the same in both paths) once the "
               "prefix and the model are large enough; a tiny model generating a few tokens shows no gain."),
     "memory": ("the whole difference is library code (column `code`): ours runs a few kernels the other does not "
-               "(float64 pow/sin/cos for the position table, int64 min/max for the token-id check, cumsum for "
+               "(float64 pow/sin/cos for the position table, the comparisons and all() of the token-id check, cumsum for "
                "padding-aware positions), which page in about 2 MB more of libtorch; without that code ours holds "
                "less data (no position tables, no final_logits_bias). The code is file-backed and shared by every "
                "process that uses torch. Not removed: the float64 table is the paper-exact formula and the id "
@@ -252,6 +254,17 @@ GROUP_EXPLANATIONS: dict[tuple[str, str, str, str], str] = {
         "core). Recomputing the prefix costs about the square of the length and the cached path about the "
         "length, so half the length gives roughly half the speed-up of the 128-token pairs the target was set "
         "for."),
+    ("cpu", "base", "fp32", "generate"): (
+        "the same kernels as BART at this size too. `python benchmarks/profile_generate.py --size base --batch 8` "
+        "(one process, one thread): 84,201 operator calls for ours and 85,798 for BART per generate(), operator self "
+        "time 2.84 s and 3.05 s; the tied LM head (8 x 512 by 512 x 37,000 per token, 20 ms, reading 76 MB of "
+        "weights) is 43-46% of it for both and the other linear layers 31-35%. Timed alternately in that process "
+        "the two took 3011 and 3015 ms (ratio 1.00), the pair alone in run.py gave 1.004, and two full group runs "
+        "of the same code gave 0.878 and 0.980: the spread between runs is larger than the difference between "
+        "the models."),
+    ("cpu", "base", "fp32", "encoder"): (
+        "inside the run's noise: the per-round ratios of this pair span the target, and the other encoder pairs "
+        "of this group run the same operations at 1.009-1.033 (see the d256 notes on the same work)."),
 }
 NOISY_SPREAD_PCT = 10.0  # median interquartile spread above which a group's ratios near 1 are called noise
 

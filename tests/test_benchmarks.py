@@ -393,3 +393,15 @@ def test_senses_memory_benchmark_quick_mode_samples_the_big_lemma(tmp_path):
     (row,) = json.loads(out.read_text())["rows"]
     assert row["rows"] == 600 and row["subsampled_groups"] == 1
     assert row["pairs"] == json.loads(out.read_text())["max_pairs_per_group"]
+
+
+def test_profile_generate_times_both_models_and_prints_their_operator_tables():
+    """benchmarks/profile_generate.py (the profile behind RESULTS.md's generation notes) on the tiny quick size."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "profile_generate.py"), "--size", "quick",
+                           "--batch", "2", "--new-tokens", "3", "--rounds", "1", "--rows", "5"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "quick, batch 2, 3 new tokens, 1 thread: ours" in done.stdout and "ratio BART/ours" in done.stdout
+    for key in ("ours_s2s", "bart_s2s"):  # one operator table per model, with its totals
+        assert f"{key}: operator self time" in done.stdout
+    assert done.stdout.count("aten::") >= 2
