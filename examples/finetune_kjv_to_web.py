@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             "--group-column", "ref", "--group-pattern", BOOK_OF_REF, "--validation-groups", *held_out,
             "--model", opts.model or str(pretrained_path("small")), "--output-dir", opts.output_dir,
             "--max-steps", "1500", "--batch-size", "32", "--max-source-length", "96", "--max-target-length", "96",
-            "--lr-schedule", "inverse_sqrt", "--learning-rate", "5e-4", "--warmup-steps", "100",
+            "--lr-schedule", "inverse_sqrt", "--learning-rate", "2e-3", "--warmup-steps", "100",
             "--eval-steps", "500", "--save-steps", "500", "--logging-steps", "25", "--max-eval-samples", "300",
             "--generation-max-length", "96", *rest,
         ])
