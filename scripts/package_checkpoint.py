@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from scratchformer import ScratchformerForConditionalGeneration, ScratchformerTokenizer
-from scratchformer.analysis.senses import run_senses
+from scratchformer.analysis.senses import LayerScore, SenseReport, run_senses
 from scratchformer.hub import check_folder, export
 from scratchformer.loading import CHECKPOINTS, PRETRAINED_DIR
 from scratchformer.training import checkpoint_step
@@ -33,8 +33,7 @@ def progress_table(run: Path, snapshots: list[Path], senses_data: Path) -> list[
     evaluations = {e["step"]: e for e in history["eval"]}
     rows = []
     for step, folder in sorted((checkpoint_step(folder), folder) for folder in snapshots):
-        (report,) = run_senses(senses_data, [str(folder)], output=run / "package" / f"senses-step-{step}",
-                               quiet=True)
+        report = snapshot_report(folder, senses_data, run / "package" / f"senses-step-{step}")
         best = report.best_layer
         rows.append({"step": step, "eval_loss": evaluations.get(step, {}).get("eval_loss"),
                      "eval_token_accuracy": evaluations.get(step, {}).get("eval_token_accuracy"),
@@ -42,6 +41,19 @@ def progress_table(run: Path, snapshots: list[Path], senses_data: Path) -> list[
                      "best_layer": best.layer, "best_roc_auc": best.roc_auc})
         print(f"step {step}: word-sense ROC-AUC last layer {report.last_layer.roc_auc:.4f}", flush=True)
     return rows
+
+
+def snapshot_report(folder: Path, senses_data: Path, output: Path) -> SenseReport:
+    """The word-sense report of one snapshot, written to ``output``. A report already there is reused when it was
+    made on the same data after the snapshot's weights were written, so snapshots can be scored while the run
+    still trains (about a minute each on 2 CPU cores) and packaging does not score them again."""
+    cached, weights = output / "senses.json", folder / "model.safetensors"
+    if cached.is_file() and weights.is_file() and cached.stat().st_mtime > weights.stat().st_mtime:
+        (saved,) = json.loads(cached.read_text())
+        if saved["data"] == str(senses_data):
+            return SenseReport(**{**saved, "layers": [LayerScore(**layer) for layer in saved["layers"]]})
+    (report,) = run_senses(senses_data, [str(folder)], output=output, quiet=True)
+    return report
 
 
 def _number(value: float | None) -> str:

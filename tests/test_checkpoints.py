@@ -106,5 +106,5 @@ def test_readme_gives_the_model_cards_training_command():
     card = (pretrained_path("small") / "README.md").read_text()
     readme = (REPO_ROOT / "README.md").read_text()
     assert training_command(readme) == training_command(card)
-    steps_trained = re.search(r"batch \d+, (\d+) steps", card).group(1)  # the card's Optimisation line
+    steps_trained = re.search(r"(\d+) steps \([\d.]+ epochs\)", card).group(1)  # the card's Optimisation line
     assert f"--max-steps {steps_trained} " in training_command(card)

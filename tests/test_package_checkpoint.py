@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import runpy
 import shutil
 import subprocess
@@ -61,6 +62,17 @@ def test_package_a_run_with_per_step_scores(tmp_path, corpus):  # noqa: F811
     assert [row["step"] for row in progress] == [4] and 0.0 <= progress[0]["roc_auc"] <= 1.0
     senses = json.loads((out / "senses.json").read_text())
     assert senses["pairs"] == 11 and all("roc_auc_centred" in layer for layer in senses["layers"])
+    # a snapshot scored before (e.g. while the run still trained) is not scored again, unless its weights are newer
+    snapshot_report = runpy.run_path(str(REPO_ROOT / "scripts" / "package_checkpoint.py"))["snapshot_report"]
+    scored = run / "package" / "senses-step-4"
+    os.utime(snapshot / "model.safetensors", (1000, 1000))
+    os.utime(scored / "senses.json", (2000, 2000))
+    report = snapshot_report(snapshot, tmp_path / "senses.tsv", scored)
+    assert report.last_layer.roc_auc == progress[0]["roc_auc"] and report.best_layer.layer == progress[0]["best_layer"]
+    assert (scored / "senses.json").stat().st_mtime == 2000  # reused, not rewritten
+    os.utime(snapshot / "model.safetensors", (3000, 3000))
+    assert snapshot_report(snapshot, tmp_path / "senses.tsv", scored).pairs == 11
+    assert (scored / "senses.json").stat().st_mtime > 3000  # scored again
 
     # stored in float16, run in float32
     with safe_open(str(out / "model.safetensors"), "pt") as weights:
