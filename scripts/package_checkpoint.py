@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from scratchformer import ScratchformerForConditionalGeneration, ScratchformerTokenizer
-from scratchformer.analysis.senses import LayerScore, SenseReport, run_senses
+from scratchformer.analysis.senses import SenseReport, run_senses
 from scratchformer.hub import check_folder, export
 from scratchformer.loading import CHECKPOINTS, PRETRAINED_DIR
 from scratchformer.training import checkpoint_step
@@ -46,12 +46,12 @@ def progress_table(run: Path, snapshots: list[Path], senses_data: Path) -> list[
 def snapshot_report(folder: Path, senses_data: Path, output: Path) -> SenseReport:
     """The word-sense report of one snapshot, written to ``output``. A report already there is reused when it was
     made on the same data after the snapshot's weights were written, so snapshots can be scored while the run
-    still trains (about a minute each on 2 CPU cores) and packaging does not score them again."""
+    still trains and packaging does not score them again."""
     cached, weights = output / "senses.json", folder / "model.safetensors"
     if cached.is_file() and weights.is_file() and cached.stat().st_mtime > weights.stat().st_mtime:
         (saved,) = json.loads(cached.read_text())
         if saved["data"] == str(senses_data):
-            return SenseReport(**{**saved, "layers": [LayerScore(**layer) for layer in saved["layers"]]})
+            return SenseReport.from_dict(saved)
     (report,) = run_senses(senses_data, [str(folder)], output=output, quiet=True)
     return report
 

@@ -181,6 +181,11 @@ class SenseReport:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SenseReport:
+        """The report that :meth:`as_dict` (one entry of a ``senses.json``) describes."""
+        return cls(**{**data, "layers": [LayerScore(**layer) for layer in data["layers"]]})
+
     def table(self) -> str:
         lines = [
             f"model: {self.model}",
