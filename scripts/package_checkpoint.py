@@ -259,7 +259,12 @@ def main() -> None:
     parser.add_argument("--snapshots", type=Path, nargs="*", default=[],
                         help="intermediate checkpoint folders (with trainer_state.json) to score for the card's per-step "
                         "table")
+    parser.add_argument("--progress", type=Path, default=None,
+                        help="instead of --snapshots: a training_progress.json that progress_table() wrote where the "
+                        "run trained (e.g. a GPU machine whose checkpoints were not copied back)")
     args = parser.parse_args()
+    if args.progress and args.snapshots:
+        parser.error("give --snapshots or --progress, not both")
 
     results = json.loads((args.run / "all_results.json").read_text())
     # the step reached: the run's last checkpoint (the final model is saved at that step)
@@ -285,7 +290,10 @@ def main() -> None:
          "dataset": "wordnet_senses_dev", "split": "dev",
          "metrics": {"roc_auc": round(last["roc_auc"], 4), "nn_sense_accuracy": round(last["nn_accuracy"], 4)}},
     ]}
-    progress = progress_table(args.run, args.snapshots, args.senses_data) if args.snapshots else None
+    if args.progress:
+        progress = json.loads(args.progress.read_text())
+    else:
+        progress = progress_table(args.run, args.snapshots, args.senses_data) if args.snapshots else None
     corpus_sources = json.loads(args.corpus_sources.read_text()) if args.corpus_sources else None
     bank = bank_study(args.run)
     description = card_description(args.run, args.command, args.minutes, model, results, senses, reference,

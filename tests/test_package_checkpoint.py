@@ -74,6 +74,15 @@ def test_package_a_run_with_per_step_scores(tmp_path, corpus):  # noqa: F811
     assert snapshot_report(snapshot, tmp_path / "senses.tsv", scored).pairs == 11
     assert (scored / "senses.json").stat().st_mtime > 3000  # scored again
 
+    # a run scored where it trained (its checkpoints not copied back): the per-step table from its progress file
+    again = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "package_checkpoint.py"), "--run", str(run), "--senses-data",
+         str(tmp_path / "senses.tsv"), "--no-reference", "--output", str(tmp_path / "again"),
+         "--progress", str(out / "training_progress.json")], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    assert "| 4 |" in (tmp_path / "again" / "README.md").read_text()
+    assert json.loads((tmp_path / "again" / "training_progress.json").read_text()) == progress
+
     # stored in float16, run in float32
     with safe_open(str(out / "model.safetensors"), "pt") as weights:
         assert {weights.get_tensor(name).dtype for name in weights.keys()} == {torch.float16}
