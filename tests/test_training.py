@@ -170,16 +170,17 @@ def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
         torch.testing.assert_close(pc, pd, atol=0, rtol=0, msg=name)
 
 
-def test_accumulated_batches_are_the_same_run_as_one_big_batch(tmp_path, corpus):
+@pytest.mark.parametrize("sampling", ["random", "group_by_length"])
+def test_accumulated_batches_are_the_same_run_as_one_big_batch(tmp_path, corpus, sampling):
     """The CPU path of a GPU recipe: --batch-size 4 --gradient-accumulation-steps 2 trains on the same examples,
-    with the same noise and the same loss normalisation, as --batch-size 8, also with length-grouped batches; so
-    with dropout 0 (the shipped recipe's; dropout draws its masks per forward pass) the weights agree up to float
-    rounding (1e-5)."""
+    with the same noise and the same loss normalisation, as --batch-size 8, with random (the recipe's) or
+    length-grouped batches; so with dropout 0 (the shipped recipe's; dropout draws its masks per forward pass) the
+    weights agree up to float rounding (1e-5)."""
     weights = []
     for name, batch, accumulation in (("big", 8, 1), ("accumulated", 4, 2)):
         result = run_training(*tiny(tmp_path, corpus, name, per_device_train_batch_size=batch, max_steps=4,
                                     gradient_accumulation_steps=accumulation, save_steps=100,
-                                    train_sampling_strategy="group_by_length", config_overrides="dropout=0.0"))
+                                    train_sampling_strategy=sampling, config_overrides="dropout=0.0"))
         model = ScratchformerForConditionalGeneration.from_pretrained(result["output_dir"])
         weights.append(model.state_dict())
     for name, value in weights[0].items():
