@@ -170,7 +170,7 @@ def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
         torch.testing.assert_close(pc, pd, atol=0, rtol=0, msg=name)
 
 
-@pytest.mark.parametrize("sampling", ["random", "group_by_length"])
+@pytest.mark.parametrize("sampling", ["random", "group_by_length", "batch_rebalance"])
 def test_accumulated_batches_are_the_same_run_as_one_big_batch(tmp_path, corpus, sampling):
     """The CPU path of a GPU recipe: --batch-size 4 --gradient-accumulation-steps 2 trains on the same examples,
     with the same noise and the same loss normalisation, as --batch-size 8, with random (the recipe's) or
@@ -185,6 +185,24 @@ def test_accumulated_batches_are_the_same_run_as_one_big_batch(tmp_path, corpus,
         weights.append(model.state_dict())
     for name, value in weights[0].items():
         torch.testing.assert_close(weights[1][name], value, atol=1e-5, rtol=1e-4)
+
+
+def test_batch_rebalance_shuffles_with_the_runs_seed(tmp_path, corpus):
+    """transformers builds its BatchRebalanceSampler with seed 42 whatever ``--seed``; ours shuffles with
+    ``--data-seed``, else ``--seed``, as the random sampler does, so a different seed is a different order."""
+    seeds = {}
+
+    class SamplerSeed(TrainerCallback):
+        def on_train_begin(self, args, state, control, train_dataloader=None, **kwargs):
+            sampler = train_dataloader.batch_sampler
+            sampler = getattr(sampler, "batch_sampler", sampler)  # accelerate's wrapper, if any
+            seeds[args.output_dir.rsplit("/", 1)[-1]] = (type(sampler).__name__, sampler.seed)
+
+    for name, seed, data_seed in (("seed7", 7, None), ("seed42", 42, None), ("data3", 7, 3)):
+        run_training(*tiny(tmp_path, corpus, name, seed=seed, data_seed=data_seed, max_steps=1, save_steps=100,
+                           train_sampling_strategy="batch_rebalance"), callbacks=[SamplerSeed()])
+    assert seeds == {"seed7": ("BatchRebalanceSampler", 7), "seed42": ("BatchRebalanceSampler", 42),
+                     "data3": ("BatchRebalanceSampler", 3)}
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -40,16 +40,19 @@ from .noise import DataCollatorForTextInfilling
 from .options import ScratchformerTrainingArguments, TrainOptions
 from .output_dir import claim_output_dir
 from .resume import continue_run_options, finishes_without_training, resolve_resume, run_config
+from .sampling import SeededSampling
 from .schedule import default_warmup_steps, learning_rate_warning, peak_learning_rate, training_step_count
 from .sharding import SavesPlainModelClass, prepare_sharding
 
 LOG_PREFIX = "[scratchformer train]"
 
 
-class ScratchformerTrainer(CrashSafeCheckpoints, SavesPlainModelClass, streaming.StreamedTrainData, Seq2SeqTrainer):
+class ScratchformerTrainer(CrashSafeCheckpoints, SavesPlainModelClass, SeededSampling, streaming.StreamedTrainData,
+                           Seq2SeqTrainer):
     """``Seq2SeqTrainer`` whose checkpoints appear only complete (:mod:`scratchformer.training.checkpoints`), that
-    trains from a stream when given one (:mod:`scratchformer.training.streaming`) and saves a sharded model as our
-    own class (:mod:`scratchformer.training.sharding`)."""
+    trains from a stream when given one (:mod:`scratchformer.training.streaming`), shuffles with the run's seed
+    (:mod:`scratchformer.training.sampling`) and saves a sharded model as our own class
+    (:mod:`scratchformer.training.sharding`)."""
 
 
 def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
