@@ -135,6 +135,8 @@ def test_streamed_seq2seq_with_validation_files(tmp_path):
     (dict(dataloader_num_workers=2), "--dataloader-num-workers must be 0"),
     (dict(group_column="ref"), "with --streaming give --validation-files"),
     (dict(streaming_validation_rows=0), "--streaming-validation-rows must be >= 1"),
+    (dict(train_sampling_strategy="batch_rebalance"), "--train-sampling-strategy batch_rebalance needs the lengths"),
+    (dict(train_sampling_strategy="group_by_length"), "--train-sampling-strategy group_by_length needs the lengths"),
 ])
 def test_what_a_stream_cannot_do_is_refused_before_any_data(tmp_path, overrides, message):
     options, args = streamed(tmp_path, tmp_path / "missing.txt.gz", **overrides)

@@ -205,6 +205,14 @@ def test_batch_rebalance_shuffles_with_the_runs_seed(tmp_path, corpus):
                      "data3": ("BatchRebalanceSampler", 3)}
 
 
+def test_batch_rebalance_on_an_older_transformers_is_refused(tmp_path, monkeypatch):
+    """Before transformers 5.17 there is no BatchRebalanceSampler and the Trainer would train in random order."""
+    monkeypatch.setattr("scratchformer.training.sampling.BatchRebalanceSampler", None)
+    options, args = tiny(tmp_path, tmp_path / "missing.txt", train_sampling_strategy="batch_rebalance")
+    with pytest.raises(TrainingSetupError, match=r"batch_rebalance needs transformers 5.17 or newer \(this is 5\."):
+        run_training(options, args)
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Seq2seq with BLEU / chrF, held-out books
 # --------------------------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import TrainingSetupError
 from ..tokenizer.bpe import SPECIAL_TOKENS
 from .options import option_flag, parse_overrides
+from .sampling import check_sampling
 
 if TYPE_CHECKING:
     from .options import ScratchformerTrainingArguments, TrainOptions
@@ -84,6 +85,7 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
     _check_data_source(options)
     _check_grouping(options)
     _check_streaming(options, args)
+    check_sampling(args.train_sampling_strategy, options.streaming)
     _check_config_overrides(options.config_overrides)
     if options.overwrite_output_dir and args.resume_from_checkpoint is not None:
         raise TrainingSetupError("--resume continues the run in --output-dir and --overwrite_output_dir deletes it: "
