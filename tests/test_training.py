@@ -205,6 +205,29 @@ def test_batch_rebalance_shuffles_with_the_runs_seed(tmp_path, corpus):
                      "data3": ("BatchRebalanceSampler", 3)}
 
 
+def test_batch_rebalance_resumes_exactly_across_epochs(tmp_path, corpus):
+    """The v2 recipe on CPU cores runs in sittings: stopped at step 6 (inside the second epoch of 5 steps) and
+    resumed, a batch_rebalance run with accumulation has the losses and weights of the uninterrupted run."""
+    def options(name):
+        return tiny(tmp_path, corpus, name, per_device_train_batch_size=4, gradient_accumulation_steps=2,
+                    max_train_samples=24, save_steps=2, train_sampling_strategy="batch_rebalance",
+                    config_overrides="dropout=0.0")
+
+    full = Path(run_training(*options("full"))["output_dir"])
+    first, args = options("resumed")
+    assert run_training(first, args, callbacks=[StopAt(6)])["global_step"] == 6
+    args.resume_from_checkpoint = "latest"
+    resumed = Path(run_training(first, args)["output_dir"])
+    losses, again = train_losses(full), train_losses(resumed)
+    assert sorted(again) == list(range(1, 9)) and json.loads((full / "all_results.json").read_text())["epoch"] == 1.6
+    for step in range(1, 9):
+        assert again[step] == pytest.approx(losses[step], abs=1e-6), step
+    a = ScratchformerForConditionalGeneration.from_pretrained(full).state_dict()
+    b = ScratchformerForConditionalGeneration.from_pretrained(resumed).state_dict()
+    for name, value in a.items():
+        torch.testing.assert_close(b[name], value, atol=1e-6, rtol=0, msg=name)
+
+
 def test_batch_rebalance_on_an_older_transformers_is_refused(tmp_path, monkeypatch):
     """Before transformers 5.17 there is no BatchRebalanceSampler and the Trainer would train in random order."""
     monkeypatch.setattr("scratchformer.training.sampling.BatchRebalanceSampler", None)
