@@ -78,7 +78,8 @@ def training_time(run: Path, minutes: float, hardware: str) -> str:
 def cpu_lines(train_config: dict, steps: int, seconds_per_step: float | None, cpu_batch_size: int) -> list[str]:
     """The card's **On CPU cores** line: the same run as gradient accumulation over micro-batches of
     ``cpu_batch_size``, its expected time at ``seconds_per_step`` (measured on the cores the card names), and how
-    ``--max-minutes`` and ``--resume`` split it over sittings. Nothing when no time per step was measured."""
+    ``--max-minutes`` and ``--resume`` split it over sittings; for a run that already trained in micro-batches of
+    ``cpu_batch_size``, its own command. Nothing when no time per step was measured."""
     if seconds_per_step is None:
         return []
     batch = (train_config["per_device_train_batch_size"] * train_config.get("gradient_accumulation_steps", 1)
@@ -88,6 +89,12 @@ def cpu_lines(train_config: dict, steps: int, seconds_per_step: float | None, cp
                          f"run's {batch} sequences per optimizer step")
     seconds = steps * seconds_per_step
     expected = f"{seconds / 3600:.1f} hours" if seconds >= 3600 else f"{max(1, round(seconds / 60))} minute(s)"
+    if train_config["per_device_train_batch_size"] == cpu_batch_size:  # the run itself is the CPU command
+        return [f"- **On 2 CPU cores** (how this run was made): the command above, {cpu_batch_size} x "
+                f"{batch // cpu_batch_size} sequences summed into each optimizer step of {batch}, about "
+                f"{seconds_per_step:g} s per step: **{expected}** for {steps} steps. `--max-minutes` stops it "
+                f"with a checkpoint; the same command plus `--resume` continues it, as often as needed, and gives "
+                f"the same run."]
     return [f"- **The same run on 2 CPU cores**: the command above with `--batch-size {cpu_batch_size} "
             f"--gradient-accumulation-steps {batch // cpu_batch_size}` instead of its batch size, without "
             f"`--bf16`/`--tf32` (the same {batch} sequences per step, summed over micro-batches), about "

@@ -103,3 +103,7 @@ def test_cpu_line_states_the_accumulation_and_the_expected_time():
     assert cpu_lines(config, 3000, None, 32) == []
     with pytest.raises(SystemExit, match="--cpu-batch-size 48 does not divide the run's 128 sequences"):
         cpu_lines(config, 3000, 2.5, 48)
+    # a run that trained on the CPU cores itself (32 x 4): its own command, the time and how to continue it
+    (line,) = cpu_lines({"per_device_train_batch_size": 32, "gradient_accumulation_steps": 4}, 3000, 3.4, 32)
+    assert "(how this run was made): the command above, 32 x 4 sequences" in line and "`--resume`" in line
+    assert "**2.8 hours** for 3000 steps" in line and "instead of" not in line
