@@ -21,7 +21,7 @@
 # something **by hand** with a few lines of PyTorch and `assert` that the model's modules give the same numbers.
 #
 # 1. Tokens: byte pair encoding, the worked example with our reference trainer
-# 2. Positions: the sinusoidal encoding
+# 2. Positions: the paper's sinusoidal encoding, and the rotary positions of the checkpoint
 # 3. Attention by hand, against `ScratchformerAttention`
 # 4. Masking by valid lengths (padding) and the causal mask
 # 5. One encoder layer by hand, then the whole encoder
@@ -116,7 +116,7 @@ reference = bpe_from_tokenizer(tokenizer)
 assert reference.encode(sentence) == tokenizer(sentence)["input_ids"]  # ends with </s>, the template "$A </s>"
 
 # %% [markdown]
-# ## 2. Positions: the sinusoidal encoding
+# ## 2. Positions: the sinusoidal encoding, and rotary positions
 #
 # Attention itself ignores order, so each token's vector gets a position vector added (section 3.5):
 #
@@ -150,19 +150,56 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The embedding layer (what layer 1 receives) is `sqrt(d_model) * E[token] + PE[position]`, where `E` is the
-# learned table. By hand, against the model:
+# The shipped checkpoint uses **rotary positions** instead (RoPE, Su et al. 2021; `position_embedding_type="rope"`).
+# Nothing is added to the token vectors. Inside every self-attention, each query and key of a head (`d_k`
+# dimensions) is cut into `d_k / 2` pairs of dimensions `(j, j + d_k/2)`, and pair `j` is rotated by the angle
+# $pos \cdot \theta^{-2j/d_k}$ ($\theta = 10000$). Rotating a query by $\alpha$ and a key by $\beta$ changes their dot
+# product only through $\alpha - \beta$: the score depends on **how far apart** two tokens are, not on where they
+# are, and the residual stream never carries the absolute position. By hand, against the model's `apply_rotary`:
+
+# %%
+from scratchformer.models.modeling_scratchformer import ScratchformerRotaryEmbedding, apply_rotary
+
+
+def rotate(t, positions, theta=config.rope_theta):
+    """Rotary positions by hand: t (..., T, d_k) -> the same shape, pair (j, j + d_k/2) of row i turned by
+    positions[i] * theta^(-2j/d_k)."""
+    half = t.shape[-1] // 2
+    angle = positions[:, None].double() * theta ** (-torch.arange(0, 2 * half, 2, dtype=torch.float64) / (2 * half))
+    cos, sin = angle.cos().to(t.dtype), angle.sin().to(t.dtype)  # (T, d_k/2)
+    first, second = t[..., :half], t[..., half:]
+    return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+
+
+d_k = config.d_model // config.encoder_attention_heads
+q, k = torch.randn(d_k), torch.randn(d_k)
+near = torch.tensor([3, 5])  # a query at position 3, a key at position 5 ...
+far = near + 40  # ... and the same two, 40 positions later
+score = [rotate(q[None], p[:1]) @ rotate(k[None], p[1:]).T for p in (near, far)]
+assert torch.allclose(score[0], score[1], atol=1e-4)  # only the distance (2) counts
+cos, sin = ScratchformerRotaryEmbedding(d_k, config.rope_theta)(torch.arange(8)[None])  # (1, 1, 8, d_k)
+x8 = torch.randn(1, 1, 8, d_k)
+assert torch.allclose(rotate(x8, torch.arange(8)), apply_rotary(x8, cos, sin), atol=1e-5)
+print(f"query-key score at positions (3, 5): {score[0].item():.4f}, at (43, 45): {score[1].item():.4f}; "
+      "rotate() matches apply_rotary")
+
+# %% [markdown]
+# The embedding layer (what layer 1 receives) is `sqrt(d_model) * E[token] + PE[position]` with the paper's
+# sinusoids, where `E` is the learned table; with rotary positions it is `sqrt(d_model) * E[token]` alone. By hand,
+# against the model:
 
 # %%
 encoder = model.get_encoder()
 ids = tokenizer(sentence, return_tensors="pt")["input_ids"]  # (1, T)
 T = ids.shape[1]
 E = encoder.embeddings.word_embeddings.weight  # (vocab, d): the learned table
+ROPE = config.position_embedding_type == "rope"
+assert config.position_embedding_type in ("rope", "sinusoidal"), "this walkthrough covers rope and sinusoidal"
 with torch.no_grad():
-    by_hand = math.sqrt(d) * E[ids[0]] + pe[:T].float()
+    by_hand = math.sqrt(d) * E[ids[0]] + (0 if ROPE else pe[:T].float())
     ours = encoder(input_ids=ids, output_hidden_states=True).hidden_states[0][0]
 assert torch.allclose(by_hand, ours, atol=1e-5)
-print("embedding-layer output", tuple(ours.shape), "= sqrt(d) * E[ids] + PE: checked")
+print("embedding-layer output", tuple(ours.shape), "= sqrt(d) * E[ids]" + ("" if ROPE else " + PE") + ": checked")
 
 # %% [markdown]
 # ## 3. Attention by hand
@@ -171,7 +208,8 @@ print("embedding-layer output", tuple(ours.shape), "= sqrt(d) * E[ids] + PE: che
 #
 # with $h$ heads: project the input to $Q, K, V$, split the last dimension into $h$ heads of $d_k = d/h$, attend in
 # each head, concatenate, project with $W^O$. Here is the first encoder layer's self-attention, written out with
-# its own weights. (The model is pre-LayerNorm, so the sub-layer reads `LayerNorm(x)`.)
+# its own weights. (The model is pre-LayerNorm, so the sub-layer reads `LayerNorm(x)`; with rotary positions the
+# queries and keys of a self-attention are rotated, with `rotate` from section 2, before their dot products.)
 
 # %%
 layer = encoder.layers[0]
@@ -186,10 +224,13 @@ def split_heads(t):  # (B, T, d) -> (B, heads, T, d_k)
     return t.view(t.shape[0], t.shape[1], heads, d_k).transpose(1, 2)
 
 
-def attention_by_hand(attn, queries_from, keys_from, additive_mask=None):
-    """Multi-head attention with attn's weights: returns the output (B, Tq, d) and the weights (B, heads, Tq, Tk)."""
+def attention_by_hand(attn, queries_from, keys_from, additive_mask=None, rope=ROPE):
+    """Multi-head attention with attn's weights: returns the output (B, Tq, d) and the weights (B, heads, Tq, Tk).
+    ``rope``: rotate queries and keys by their positions 0, 1, ... (self-attention with rotary positions)."""
     q = split_heads(queries_from @ attn.q_proj.weight.T + attn.q_proj.bias)
     k = split_heads(keys_from @ attn.k_proj.weight.T + attn.k_proj.bias)
+    if rope:
+        q, k = rotate(q, torch.arange(q.shape[2])), rotate(k, torch.arange(k.shape[2]))
     v = split_heads(keys_from @ attn.v_proj.weight.T + attn.v_proj.bias)
     scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, heads, Tq, Tk)
     if additive_mask is not None:
@@ -201,7 +242,8 @@ def attention_by_hand(attn, queries_from, keys_from, additive_mask=None):
 
 with torch.no_grad():
     out_hand, weights_hand = attention_by_hand(attn, h, h)
-    out_model, weights_model = attn(h, output_attentions=True)
+    rotary = encoder.rotary(torch.arange(T)[None]) if ROPE else None  # (cos, sin), each (1, 1, T, d_k)
+    out_model, weights_model = attn(h, rotary=rotary, output_attentions=True)
 assert torch.allclose(out_hand, out_model, atol=1e-5) and torch.allclose(weights_hand, weights_model, atol=1e-6)
 print(f"{heads} heads of d_k={d_k}: output {tuple(out_model.shape)} and weights {tuple(weights_model.shape)} "
       "match ScratchformerAttention")
@@ -247,7 +289,8 @@ with torch.no_grad():
     embedded = encoder(**batch, output_hidden_states=True).hidden_states[0]  # (2, T, d): what layer 1 reads
     hb = layer.self_attn_residual.sublayer_input(embedded)
     _, w_hand = attention_by_hand(attn, hb, hb, mask)
-    _, w_model = attn(hb, attention_mask=mask, output_attentions=True)
+    rotary_b = encoder.rotary(torch.arange(hb.shape[1])[None]) if ROPE else None
+    _, w_model = attn(hb, attention_mask=mask, rotary=rotary_b, output_attentions=True)
 n = int(valid_lengths[0])
 assert torch.allclose(w_hand, w_model, atol=1e-6)
 assert w_model[0, :, :, n:].abs().max() == 0  # no weight on the padding
@@ -296,7 +339,7 @@ def encoder_layer_by_hand(layer, x):
 
 
 with torch.no_grad():
-    assert torch.allclose(encoder_layer_by_hand(layer, x), layer(x)[0], atol=1e-5)
+    assert torch.allclose(encoder_layer_by_hand(layer, x), layer(x, rotary=rotary)[0], atol=1e-5)
     # ... and the whole encoder: embeddings, the 6 layers, the final LayerNorm
     hidden = x
     for each in encoder.layers:
@@ -430,8 +473,10 @@ for encoder_model, encoder_tokenizer in models.values():
           f"cos(learned, contextual) {cos(l1, c1, 0):.3f}")
 
 # %% [markdown]
-# The learned vector is the same row in both sentences (cosine 1). The embedding-layer output already differs
-# (positions: "bank" is token 12 in one sentence and 13 in the other), and the contextual vector differs more.
+# The learned vector is the same row in both sentences (cosine 1). So is the embedding-layer output here: ours
+# adds no position vector (rotary positions act inside attention), and MiniLM adds its learned position vector,
+# the same in both sentences because "bank" is its token 12 in each. Only the contextual vectors differ: they
+# depend on the words around.
 # `EmbeddingExtractor` does this bookkeeping for any model: it finds a word's sub-tokens from the character
 # offsets, pools them, and reports a cosine with its baseline (unrelated word pairs, because contextual vectors
 # share a large common direction):
@@ -464,8 +509,9 @@ for name, ex in extractors.items():
 display(Image(filename=plot_projection(study_runs, BANK_STUDY, FIGURES / "projection.png"), width=900))
 
 # %% [markdown]
-# On four sentences, MiniLM separates the senses and our small checkpoint does not: its vectors are dominated
-# by the word's position (see `docs/embeddings.md`). A larger test is the word-sense data: pairs of occurrences of
+# On four sentences both models separate the senses. (The first checkpoint we shipped, with the paper's sinusoidal
+# positions, did not: its vectors were ordered by the word's absolute position; `docs/embeddings.md` has the
+# story.) A larger test is the word-sense data: pairs of occurrences of
 # the same lemma in WordNet example sentences, same sense or not. The score is the ROC-AUC of the cosine as a
 # same-sense predictor (0.5 = chance), per layer. Here on a slice of the data so that it runs in seconds (the full
 # run is `scratchformer senses`). The data lives outside the repository, in `../shared/data`; without it the cell
@@ -503,8 +549,9 @@ else:
 # %% [markdown]
 # A slice of 30 lemmas gives a few hundred pairs, so these numbers are noisy. On the whole file (19,229 pairs,
 # `scratchformer senses`) MiniLM scores 0.620 at its embedding output, 0.740 at layer 4 and 0.712 at the last
-# layer; our checkpoint stays at about 0.66 from its embedding output to its last layer. Context adds sense
-# information in MiniLM; in our small checkpoint, position dominates (docs/embeddings.md has the numbers).
+# layer; our checkpoint scores 0.648 with its learned embeddings (= its embedding output), 0.687 at layer 2 and
+# 0.686 at its last layer. Context adds sense information in both; MiniLM, trained on far more text, adds more
+# (docs/embeddings.md has the numbers).
 
 # %% [markdown]
 # ## Where next

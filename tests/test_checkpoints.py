@@ -66,23 +66,27 @@ def test_unknown_names_are_refused():
 
 @torch.no_grad()
 def test_the_model_has_learned_to_denoise(small):
-    """Teacher-forced reconstruction of clean English is far better than chance (1 / 16,000 per token; the
-    checkpoint scores 0.49 here, 0.54 on noised validation text), and better than for the same words shuffled:
-    the model knows word order, not only word frequencies."""
+    """Teacher-forced reconstruction of English with every third word replaced by ``<mask>`` is far better than
+    chance (1 / 16,000 per token), and better than for the same words shuffled (mean of three shuffles): the model
+    fills the gaps from word order and context, not only from word frequencies. (Text without gaps it mostly
+    copies, shuffled or not.)"""
     model, tokenizer = small
     text = ("The river flows through the valley and into the sea. She walked to the bank to deposit her money, "
             "and then she went home to read a book about the history of the town.")
     words = text.split()
-    shuffled = " ".join(words[i] for i in torch.randperm(len(words), generator=torch.Generator().manual_seed(0)))
 
-    def accuracy(sentence):
-        batch = tokenizer(sentence, return_tensors="pt")
-        logits = model(**batch, labels=batch["input_ids"]).logits
-        return (logits.argmax(-1) == batch["input_ids"]).float().mean().item()
+    def accuracy(words):
+        gapped = " ".join("<mask>" if i % 3 == 2 else word for i, word in enumerate(words))
+        source = tokenizer(gapped, return_tensors="pt")
+        target = tokenizer(" ".join(words), return_tensors="pt")["input_ids"]
+        logits = model(**source, labels=target).logits
+        return (logits.argmax(-1) == target).float().mean().item()
 
-    clean, scrambled = accuracy(text), accuracy(shuffled)
+    clean = accuracy(words)
+    shuffles = [torch.randperm(len(words), generator=torch.Generator().manual_seed(seed)) for seed in range(3)]
+    scrambled = sum(accuracy([words[i] for i in order]) for order in shuffles) / len(shuffles)
     assert clean > 0.35, clean
-    assert clean > scrambled + 0.15, (clean, scrambled)  # measured: 0.49 vs 0.15
+    assert clean > scrambled + 0.1, (clean, scrambled)  # measured: 0.77 vs 0.58 (v1: 0.59 vs 0.28)
 
 
 @torch.no_grad()

@@ -58,7 +58,9 @@ def test_pretrain_denoising_example_runs(tmp_path, corpus):
     for name in ("model.safetensors", "tokenizer.json", "loss_curve.png", "loss_history.json"):
         assert (out / name).is_file(), name
     config = json.loads((out / "config.json").read_text())
-    assert config["pre_layer_norm"] is True and config["dropout"] == 0.0  # the recipe's overrides are applied
+    # the recipe's overrides are applied
+    assert config["pre_layer_norm"] is True and config["dropout"] == 0.0
+    assert config["position_embedding_type"] == "rope"
 
 
 def test_finetune_kjv_to_web_example_scores_held_out_books(tmp_path):

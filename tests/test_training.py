@@ -427,9 +427,11 @@ def test_documented_commands_still_parse():
         options, args = config_from_args(command)
         assert options.train_files and args.output_dir, command
     options, args = config_from_args(recipe)
-    assert (options.preset, options.config_overrides, options.save_dtype, args.per_device_train_batch_size,
-            args.learning_rate, args.warmup_steps, args.save_total_limit, args.max_steps) == \
-        ("small", "pre_layer_norm=true,dropout=0.0", "float16", 32, 2e-3, 300, 2, 3191)
+    assert (options.preset, options.config_overrides, args.per_device_train_batch_size,
+            args.gradient_accumulation_steps, args.train_sampling_strategy, args.bf16, args.learning_rate,
+            args.warmup_steps, args.seed, args.max_steps) == \
+        ("small", "pre_layer_norm=true,dropout=0.0,position_embedding_type=rope", 32, 4, "batch_rebalance", True,
+         2e-3, 300, 42, 3000)
 
 
 @pytest.mark.parametrize("option, message", [
