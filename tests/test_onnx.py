@@ -26,7 +26,7 @@ UNSEEN = ["word " * 90, "A short one.", "The bank of the river flooded in the sp
 SENTENCES = ["The bank of the river flooded.", "She deposited her money at the bank.",
              "Attention is all you need.", "A cat sat on the mat and looked out of the window for a long time.",
              "Transformers replace recurrence with attention.", "The weather was cold and the roads were icy."]
-INT8_COSINE_BOUND = 0.999  # sentence vectors; measured on the shipped checkpoint: min 0.9999 (see docs/hub.md)
+INT8_COSINE_BOUND = 0.999  # sentence vectors; measured on the shipped checkpoint: min 0.9998 (see docs/hub.md)
 INT8_TOKEN_COSINE_BOUND = 0.999  # every token vector; measured: min 0.9996
 
 
