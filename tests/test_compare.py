@@ -348,6 +348,26 @@ def test_positions_figure_clips_outliers_and_shares_the_cosine_range():
     assert len([ax for ax in fig.axes if not ax.images]) == 4  # a colour bar for every heatmap
 
 
+def test_a_rotary_model_shows_its_rotation_whose_cosine_depends_on_the_distance_only():
+    """Rotary positions add nothing to the input; the figure shows the cosines and sines of the angles that turn a
+    head's query/key pairs, and the cosine between two positions of that table is the same for every pair at the
+    same distance (a Toeplitz matrix, 1 on the diagonal)."""
+    import torch
+
+    from scratchformer.analysis.bank import position_table
+
+    model, _ = tiny_scratchformer(position_embedding_type="rope")
+    table, description = position_table(model, num_positions=40)
+    assert table.shape == (40, 32 // 4) and description.startswith("rotary positions (RoPE), nothing added")
+    unit = torch.nn.functional.normalize(table.double(), dim=1)
+    cosine = unit @ unit.T
+    for distance in (0, 1, 5, 17):
+        same_distance = torch.diagonal(cosine, offset=distance)
+        assert torch.allclose(same_distance, same_distance[:1].expand_as(same_distance), atol=1e-5), distance
+    assert torch.allclose(torch.diagonal(cosine), torch.ones(40, dtype=torch.float64), atol=1e-6)
+    assert cosine[0, 1] < 1 - 1e-3  # and it does change with the distance
+
+
 def test_a_run_that_fails_leaves_no_empty_output_folder(tmp_path):
     from scratchformer.cli import main
 

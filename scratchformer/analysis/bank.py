@@ -329,9 +329,22 @@ def format_table(result: ModelStudy, study: Study) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def rotary_table(config: Any, num_positions: int) -> torch.Tensor:
+    """What rotary positions do, as a table ``(positions, d_k)``: for each position, the cosines and then the sines of
+    the angles ``pos * theta^(-2j/d_k)`` by which an encoder head turns its query/key pairs. The cosine between two
+    rows is ``mean_j cos((m - n) theta^(-2j/d_k))``: it depends on the distance ``m - n`` only, which is what makes
+    a rotated query-key score relative."""
+    from ..models.modeling_scratchformer import ScratchformerRotaryEmbedding
+
+    head_dim = config.d_model // config.encoder_attention_heads
+    cos, sin = ScratchformerRotaryEmbedding(head_dim, config.rope_theta)(torch.arange(num_positions)[None])
+    half = head_dim // 2  # cos/sin: (1, 1, positions, d_k), each angle twice ("rotate half")
+    return torch.cat([cos[0, 0, :, :half], sin[0, 0, :, :half]], dim=1)
+
+
 def position_table(model: Any, num_positions: int) -> tuple[torch.Tensor, str] | None:
     """``(table (positions, dims), description)`` of the additive positional encoding of ``model``, or ``None`` if
-    it has none (rotary positions, relative position biases). The sinusoidal table comes with its sine columns
+    it has none (relative position biases). For rotary positions, which add nothing, :func:`rotary_table`. The sinusoidal table comes with its sine columns
     first and its cosine columns second (the description says so); the cosine between positions is the same."""
     config = model.config
     if getattr(config, "model_type", "") == "scratchformer":
@@ -344,7 +357,8 @@ def position_table(model: Any, num_positions: int) -> tuple[torch.Tensor, str] |
             table = torch.cat([table[:, 0::2], table[:, 1::2]], dim=1)
             return table, "sinusoidal PE (section 3.5): sine columns (even dims), then cosine columns (odd dims)"
         if config.position_embedding_type == "rope":
-            return None
+            return rotary_table(config, num_positions), ("rotary positions (RoPE), nothing added: cos, then sin, "
+                                                         "of each query/key pair's angle")
     for name, module in model.named_modules():
         if name.endswith("position_embeddings") and isinstance(module, torch.nn.Embedding):
             n = min(num_positions, module.num_embeddings)

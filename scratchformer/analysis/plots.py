@@ -226,8 +226,9 @@ def positions_figure(rows: Sequence[tuple[str, torch.Tensor, str]]) -> Any:
                          fontsize=9.5)
         fig.colorbar(image, ax=ax_sim, label="cosine")
     fig.suptitle(f"Positional encodings, first {rows[0][1].shape[0]} positions: what is added to each token's "
-                 "vector at the input\n(left: each model's own value range, clipped at the 99th percentile; right: "
-                 "one cosine range for all models)", fontsize=11)
+                 "vector at the input, or for rotary positions how queries and keys are turned\n(left: each "
+                 "model's own value range, clipped at the 99th percentile; right: one cosine range for all models)",
+                 fontsize=11)
     return fig
 
 

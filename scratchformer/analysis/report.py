@@ -133,8 +133,8 @@ FIGURE_CAPTIONS = {
     "projection": "Learned vs contextual vectors of the study word and context words, ours beside the reference "
                   "BERT (2-D PCA per panel).",
     "positional_encoding": "What is added to each token's vector to say where it is: the sinusoids of the paper "
-                           "and BERT's learned table; cosine between positions on one range for all models. A "
-                           "model with rotary positions adds nothing (they act inside attention) and has no row.",
+                           "and BERT's learned table (for rotary positions, which add nothing, the rotation of "
+                           "queries and keys); cosine between positions on one range for all models.",
     "attention": "Attention in sentence 1, mean of the heads, every layer of every stack.",
 }
 
