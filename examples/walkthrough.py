@@ -240,9 +240,14 @@ def attention_by_hand(attn, queries_from, keys_from, additive_mask=None, rope=RO
     return out @ attn.out_proj.weight.T + attn.out_proj.bias, weights
 
 
+def model_rotary(length):
+    """What the encoder hands its layers for positions 0 .. length-1: (cos, sin), each (1, 1, length, d_k)."""
+    return encoder.rotary(torch.arange(length)[None]) if ROPE else None
+
+
 with torch.no_grad():
     out_hand, weights_hand = attention_by_hand(attn, h, h)
-    rotary = encoder.rotary(torch.arange(T)[None]) if ROPE else None  # (cos, sin), each (1, 1, T, d_k)
+    rotary = model_rotary(T)
     out_model, weights_model = attn(h, rotary=rotary, output_attentions=True)
 assert torch.allclose(out_hand, out_model, atol=1e-5) and torch.allclose(weights_hand, weights_model, atol=1e-6)
 print(f"{heads} heads of d_k={d_k}: output {tuple(out_model.shape)} and weights {tuple(weights_model.shape)} "
@@ -289,8 +294,7 @@ with torch.no_grad():
     embedded = encoder(**batch, output_hidden_states=True).hidden_states[0]  # (2, T, d): what layer 1 reads
     hb = layer.self_attn_residual.sublayer_input(embedded)
     _, w_hand = attention_by_hand(attn, hb, hb, mask)
-    rotary_b = encoder.rotary(torch.arange(hb.shape[1])[None]) if ROPE else None
-    _, w_model = attn(hb, attention_mask=mask, rotary=rotary_b, output_attentions=True)
+    _, w_model = attn(hb, attention_mask=mask, rotary=model_rotary(hb.shape[1]), output_attentions=True)
 n = int(valid_lengths[0])
 assert torch.allclose(w_hand, w_model, atol=1e-6)
 assert w_model[0, :, :, n:].abs().max() == 0  # no weight on the padding
@@ -549,7 +553,7 @@ else:
 # %% [markdown]
 # A slice of 30 lemmas gives a few hundred pairs, so these numbers are noisy. On the whole file (19,229 pairs,
 # `scratchformer senses`) MiniLM scores 0.620 at its embedding output, 0.740 at layer 4 and 0.712 at the last
-# layer; our checkpoint scores 0.648 with its learned embeddings (= its embedding output), 0.687 at layer 2 and
+# layer; our checkpoint scores 0.649 with its learned embeddings (= its embedding output), 0.687 at layer 2 and
 # 0.686 at its last layer. Context adds sense information in both; MiniLM, trained on far more text, adds more
 # (docs/embeddings.md has the numbers).
 

@@ -344,8 +344,9 @@ def rotary_table(config: Any, num_positions: int) -> torch.Tensor:
 
 def position_table(model: Any, num_positions: int) -> tuple[torch.Tensor, str] | None:
     """``(table (positions, dims), description)`` of the additive positional encoding of ``model``, or ``None`` if
-    it has none (relative position biases). For rotary positions, which add nothing, :func:`rotary_table`. The sinusoidal table comes with its sine columns
-    first and its cosine columns second (the description says so); the cosine between positions is the same."""
+    it has none (relative position biases); for rotary positions, which add nothing, :func:`rotary_table`. The
+    sinusoidal table comes with its sine columns first and its cosine columns second (the description says so); the
+    cosine between positions is the same."""
     config = model.config
     if getattr(config, "model_type", "") == "scratchformer":
         if config.position_embedding_type == "sinusoidal":
