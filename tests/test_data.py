@@ -188,3 +188,50 @@ def test_collator_batches_and_is_a_function_of_seed_epoch_and_text():
         batch["input_ids"][0].tolist()[:sum(batch["attention_mask"][0])]
     collator.epoch = 1
     assert collator(features)["input_ids"].tolist() != batch["input_ids"].tolist()
+
+
+def test_short_window_is_a_run_of_consecutive_words_in_the_asked_range():
+    text = " ".join(f"w{i}" for i in range(40))
+    for seed in range(50):
+        window = data.short_window(text, np.random.default_rng(seed), (3, 8))
+        words = window.split()
+        assert 3 <= len(words) <= 8
+        start = int(words[0][1:])
+        assert words == [f"w{i}" for i in range(start, start + len(words))]
+    assert data.short_window("one two three", np.random.default_rng(0), (3, 8)) is None  # no shorter window
+    # a window is always shorter than its text
+    assert {data.short_window("a b c d", np.random.default_rng(s), (3, 8)) for s in range(20)} == {"a b c", "b c d"}
+
+
+def _denoising_rows(short_fraction, seed=0, rows=None):
+    from datasets import Dataset
+
+    from tests.tokenizer_fixtures import fast_from_reference
+
+    tokenizer = fast_from_reference()
+    rows = rows or [" ".join(f"word{i}x{j}" for i in range(30)) for j in range(200)]
+    dataset = Dataset.from_dict({"text": rows})
+    return tokenizer, data.tokenize_for_denoising(dataset, tokenizer, max_length=512, short_fraction=short_fraction,
+                                                  seed=seed)["input_ids"]
+
+
+def test_short_fraction_adds_short_windows_of_about_that_fraction_of_rows():
+    tokenizer, plain = _denoising_rows(0.0)
+    assert len(plain) == 200
+    _, more = _denoising_rows(0.25)
+    assert more[:200] == plain  # the full rows are all still there
+    extra = more[200:]
+    assert 25 <= len(extra) <= 75, len(extra)  # binomial(200, 0.25): mean 50, sd 6; 4 sd either side
+    for ids in extra:
+        assert ids[-1] == tokenizer.eos_token_id
+        words = tokenizer.decode(ids[:-1]).split()
+        assert 3 <= len(words) <= 20
+        assert " ".join(words) in tokenizer.decode(plain[int(words[0].split("x")[1])][:-1])
+    assert _denoising_rows(0.25)[1] == more  # a function of the seed and the texts
+    assert _denoising_rows(0.25, seed=1)[1] != more
+    assert len(_denoising_rows(1.0)[1]) == 400
+
+
+def test_short_fraction_out_of_range_is_a_clear_error():
+    with pytest.raises(DataError, match=r"short_fraction=1.5 must be in \[0, 1\]"):
+        _denoising_rows(1.5)

@@ -205,6 +205,18 @@ def test_batch_rebalance_shuffles_with_the_runs_seed(tmp_path, corpus):
                      "data3": ("BatchRebalanceSampler", 3)}
 
 
+def test_short_fraction_adds_short_windows_to_the_training_split_only(tmp_path, corpus, capsys):
+    """``--short-fraction`` reaches the training data (more examples) and leaves the validation set, and so the
+    validation loss of different recipes, comparable."""
+    counts = {}
+    for name, fraction in (("plain", 0.0), ("short", 1.0)):
+        run_training(*tiny(tmp_path, corpus, name, short_fraction=fraction, max_steps=1, save_steps=100))
+        found = re.search(r"denoise: (\d+) training / (\d+) validation examples", capsys.readouterr().out)
+        counts[name] = int(found[1]), int(found[2])
+    (plain, plain_valid), (short, short_valid) = counts["plain"], counts["short"]
+    assert plain < short <= 2 * plain and short_valid == plain_valid
+
+
 def test_batch_rebalance_resumes_exactly_across_epochs(tmp_path, corpus):
     """The v2 recipe on CPU cores runs in sittings: stopped at step 6 (inside the second epoch of 5 steps) and
     resumed, a batch_rebalance run with accumulation has the losses and weights of the uninterrupted run."""
@@ -437,6 +449,7 @@ def test_documented_commands_still_parse():
 @pytest.mark.parametrize("option, message", [
     (["--mask-ratio", "1.5"], "--mask-ratio must be in [0, 1), got 1.5"),
     (["--poisson-lambda", "0"], "--poisson-lambda must be positive"),
+    (["--short-fraction", "-0.1"], "--short-fraction must be in [0, 1], got -0.1"),
     (["--tokenizer-vocab-size", "10"], "--tokenizer-vocab-size must be >= 261"),
     (["--learning-rate", "nan"], "--learning-rate must be a finite number, got nan"),
     (["--learning-rate", "0"], "--learning-rate must be positive, got 0"),

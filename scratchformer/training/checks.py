@@ -48,6 +48,7 @@ RULES = (
     Rule("max_train_samples", _at_least(1), ">= 1"),
     Rule("max_eval_samples", _at_least(0), ">= 0 (0 = all)"),
     Rule("mask_ratio", lambda v: 0 <= v < 1, "in [0, 1)"),
+    Rule("short_fraction", lambda v: 0 <= v <= 1, "in [0, 1]"),
     Rule("poisson_lambda", lambda v: v > 0, "positive"),
     Rule("num_proc", _at_least(1), ">= 1"),
     Rule("tokenizer_vocab_size", _at_least(MIN_VOCAB_SIZE),

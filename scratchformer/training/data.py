@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -335,19 +336,55 @@ def _capped(train, valid, options: TrainOptions, seed: int):
 # ----------------------------------------------------------------------------------------------------------------
 
 
+SHORT_WINDOW_WORDS = (3, 20)  # the length range (in words) of the short windows added by ``short_fraction``
+
+
+def short_window(text: str, rng: np.random.Generator, words: tuple[int, int] = SHORT_WINDOW_WORDS) -> str | None:
+    """A random run of ``words[0]``..``words[1]`` consecutive words of ``text`` (at any position, cut at spaces, so
+    it may start or end mid-sentence, like a dictionary's example phrase), or ``None`` when ``text`` has no more
+    words than the window would."""
+    tokens = text.split()
+    lo, hi = words
+    if len(tokens) <= lo:
+        return None
+    length = int(rng.integers(lo, min(hi, len(tokens) - 1) + 1))
+    start = int(rng.integers(0, len(tokens) - length + 1))
+    return " ".join(tokens[start:start + length])
+
+
 def tokenize_for_denoising(dataset, tokenizer, text_column: str = "text", max_length: int = 128,
-                           min_tokens: int = 4, num_proc: int | None = None):
+                           min_tokens: int = 4, num_proc: int | None = None, short_fraction: float = 0.0,
+                           seed: int = 0):
     """Token ids for text infilling: each row's text is cut into chunks of at most ``max_length - 1`` tokens, each
     followed by ``</s>`` (as the tokenizer's ``$A </s>`` template does); chunks shorter than ``min_tokens`` tokens
-    are dropped. Returns a dataset with one ``input_ids`` column (the clean text; the collator adds the noise)."""
+    are dropped. Returns a dataset with one ``input_ids`` column (the clean text; the collator adds the noise).
+
+    ``short_fraction`` > 0 also adds, for about that fraction of the rows, one example that is a short window of the
+    row's words (:func:`short_window`): a model that only ever reads whole paragraphs has not learnt to read a
+    phrase of five words, which is what a word-sense example or a search query is (BERT's pre-training data does
+    the same with its ``short_seq_prob``). Which rows get one, and the window, depend on ``seed`` and the row's text
+    only, so they are the same in every process and every resumed run."""
     check_columns(dataset, [text_column])
     if max_length < 2:
         raise DataError(f"max_length={max_length} leaves no room for text before </s>")
+    if not 0.0 <= short_fraction <= 1.0:
+        raise DataError(f"short_fraction={short_fraction} must be in [0, 1]")
     eos = tokenizer.eos_token_id
     width = max_length - 1
 
+    def with_short_windows(texts: list[str]) -> list[str]:
+        out = list(texts)
+        for text in texts:
+            rng = np.random.default_rng([seed, zlib.crc32(text.encode("utf-8"))])
+            if rng.random() < short_fraction and (window := short_window(text, rng)) is not None:
+                out.append(window)
+        return out
+
     def chunk(batch):
-        encoded = tokenizer([_text(t) for t in batch[text_column]], add_special_tokens=False, verbose=False)["input_ids"]
+        texts = [_text(t) for t in batch[text_column]]
+        if short_fraction > 0:
+            texts = with_short_windows(texts)
+        encoded = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
         out = []
         for ids in encoded:
             for start in range(0, len(ids), width):

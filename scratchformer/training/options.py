@@ -97,6 +97,9 @@ class TrainOptions:
     max_target_length: int = _option(128, "seq2seq: target truncation length in tokens")
     mask_ratio: float = _option(0.3, "denoise: fraction of tokens covered by masked spans, in [0, 1)")
     poisson_lambda: float = _option(3.0, "denoise: mean span length (Poisson lambda)")
+    short_fraction: float = _option(0.0, "denoise: also train on a short window (3-20 consecutive words) of about "
+                                         "this fraction of the training rows, so the model learns to read a "
+                                         "phrase as well as a paragraph (BERT's short_seq_prob), in [0, 1]")
     num_proc: int | None = _option(None, "processes for datasets.map")
     cache_dir: str | None = _option(None, "datasets cache folder (default: the datasets default)")
     # --- model and tokenizer

@@ -149,19 +149,20 @@ def _tokenizer_and_model(options: TrainOptions, args: ScratchformerTrainingArgum
 def _tokenize(options: TrainOptions, args: ScratchformerTrainingArguments, splits: data.RawSplits, tokenizer):
     """``(train, validation)`` token datasets for the objective; :class:`DataError` when no training example is
     left."""
-    def tokenize(rows):
+    def tokenize(rows, short_fraction: float = 0.0):
         if options.objective == "denoise":
             return data.tokenize_for_denoising(rows, tokenizer, options.text_column, options.max_length,
-                                               num_proc=options.num_proc)
+                                               num_proc=options.num_proc, short_fraction=short_fraction,
+                                               seed=args.seed)
         return data.tokenize_pairs(rows, tokenizer, options.source_column, options.target_column,
                                    options.max_source_length, options.max_target_length, options.num_proc)
 
     if options.streaming:  # this process's shard, tokenized as training reads it
         train_ds = streaming.token_stream(options, splits.train, tokenizer, args.process_index, args.world_size,
-                                          args.device)
+                                          args.device, args.seed)
         return train_ds, tokenize(splits.validation)
     with args.main_process_first(desc="tokenizing"):
-        train_ds, valid_ds = tokenize(splits.train), tokenize(splits.validation)
+        train_ds, valid_ds = tokenize(splits.train, options.short_fraction), tokenize(splits.validation)
     if len(train_ds) == 0:
         raise data.DataError(f"no training example is left after tokenization (texts under 4 tokens are dropped "
                              f"for denoising); {len(splits.train)} rows were read")

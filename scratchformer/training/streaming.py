@@ -154,16 +154,18 @@ class PassesOverStream(torch.utils.data.IterableDataset):
 
 
 def token_stream(options: TrainOptions, train, tokenizer, rank: int, world_size: int,
-                 device: torch.device | str = "cpu") -> PassesOverStream:
+                 device: torch.device | str = "cpu", seed: int = 0) -> PassesOverStream:
     """Process ``rank``'s shard of the training stream, tokenized as it is read (``split_dataset_by_node``: with a
     number of files that is a multiple of ``world_size`` each process reads only its own files; otherwise each
-    reads the stream and keeps every ``world_size``-th example). Raises :class:`DataError` on every process when
-    any process's shard gives no example."""
+    reads the stream and keeps every ``world_size``-th example; ``seed`` picks the short windows of
+    ``options.short_fraction``). Raises :class:`DataError` on every process when any process's shard gives no
+    example."""
     from datasets.distributed import split_dataset_by_node
 
     shard = split_dataset_by_node(train, rank=rank, world_size=world_size)
     if options.objective == "denoise":
-        tokens = data.tokenize_for_denoising(shard, tokenizer, options.text_column, options.max_length)
+        tokens = data.tokenize_for_denoising(shard, tokenizer, options.text_column, options.max_length,
+                                             short_fraction=options.short_fraction, seed=seed)
     else:
         tokens = data.tokenize_pairs(shard, tokenizer, options.source_column, options.target_column,
                                      options.max_source_length, options.max_target_length)
