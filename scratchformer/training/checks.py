@@ -166,6 +166,21 @@ def _check_data_source(options: TrainOptions) -> None:
         raise TrainingSetupError("give --train-files (local data) or --dataset-name (a Hub dataset)")
     if options.objective == "seq2seq" and not (options.source_column and options.target_column):
         raise TrainingSetupError("--objective seq2seq needs --source-column and --target-column")
+    _check_noise_options(options)
+
+
+DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction")  # what makes the noise of text infilling
+
+
+def _check_noise_options(options: TrainOptions) -> None:
+    """The noise options shape text infilling only; given to a seq2seq run they would change nothing, silently."""
+    if options.objective == "denoise":
+        return
+    defaults = {spec.name: spec.default for spec in dataclasses.fields(options)}
+    for name in DENOISING_ONLY:
+        if getattr(options, name) != defaults[name]:
+            raise TrainingSetupError(f"{option_flag(name)} sets the noise of --objective denoise; a seq2seq run "
+                                     f"adds no noise, so leave it out")
 
 
 def _check_grouping(options: TrainOptions) -> None:
