@@ -175,7 +175,9 @@ def test_accumulated_batches_are_the_same_run_as_one_big_batch(tmp_path, corpus,
     """The CPU path of a GPU recipe: --batch-size 4 --gradient-accumulation-steps 2 trains on the same examples,
     with the same noise and the same loss normalisation, as --batch-size 8, with random (the recipe's) or
     length-grouped batches; so with dropout 0 (the shipped recipe's; dropout draws its masks per forward pass) the
-    weights agree up to float rounding (1e-5)."""
+    weights agree up to float rounding. Adam divides by sqrt(v), so rounding in a near-zero gradient entry can
+    become a sizeable step: measured up to 1.1e-5 on an AMD EPYC (AVX-512), hence 1e-4, against 1.3e-2 between
+    runs that draw their examples in another order."""
     weights = []
     for name, batch, accumulation in (("big", 8, 1), ("accumulated", 4, 2)):
         result = run_training(*tiny(tmp_path, corpus, name, per_device_train_batch_size=batch, max_steps=4,
@@ -184,7 +186,7 @@ def test_accumulated_batches_are_the_same_run_as_one_big_batch(tmp_path, corpus,
         model = ScratchformerForConditionalGeneration.from_pretrained(result["output_dir"])
         weights.append(model.state_dict())
     for name, value in weights[0].items():
-        torch.testing.assert_close(weights[1][name], value, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(weights[1][name], value, atol=1e-4, rtol=1e-4)
 
 
 def test_batch_rebalance_shuffles_with_the_runs_seed(tmp_path, corpus):
