@@ -113,6 +113,22 @@ def test_streamed_run_reads_lazily_holds_out_the_first_rows_and_resumes_exactly(
         assert torch.equal(final[name], expected[name]), name
 
 
+def test_streamed_run_adds_short_windows_to_training_only(tmp_path, stream_file, monkeypatch):
+    """``--short-fraction 1`` on a stream: every training row is still read, in order, and short windows of the
+    rows are trained on besides; the held-out first rows stay out of training."""
+    monkeypatch.setenv(LOG_ENV, str(tmp_path / "log"))
+    options, args = streamed(tmp_path, stream_file, "short", short_fraction=1.0)
+    out = Path(run_training(options, args)["output_dir"])
+    rows = lines(stream_file)
+    held_out, training = example_ids(out / "tokenizer", rows[:VALIDATION_ROWS]), example_ids(out / "tokenizer",
+                                                                                              rows[VALIDATION_ROWS:])
+    logged = [json.loads(line) for line in (tmp_path / "log" / "examples-rank0.jsonl").read_text().splitlines()]
+    seen = [crc for entry in logged for epoch, crc in entry["examples"] if epoch == 0]
+    whole = [crc for crc in seen if crc in training]
+    assert whole and whole == training[:len(whole)] and len(whole) < len(seen)  # the rows in order, windows besides
+    assert not set(held_out) & set(seen)
+
+
 def test_streamed_seq2seq_with_validation_files(tmp_path):
     rng = random.Random(4)
     rows = ["src\ttgt"] + [f"{s}\t{s.upper()}" for s in (f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} "
