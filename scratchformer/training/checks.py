@@ -84,6 +84,7 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
         if value is not None and not rule.holds(value):
             raise TrainingSetupError(f"{option_flag(rule.name)} must be {rule.says}, got {_shown(value)}")
     _check_data_source(options)
+    _check_noise_options(options)
     _check_grouping(options)
     _check_streaming(options, args)
     check_sampling(args.train_sampling_strategy, options.streaming)
@@ -166,7 +167,6 @@ def _check_data_source(options: TrainOptions) -> None:
         raise TrainingSetupError("give --train-files (local data) or --dataset-name (a Hub dataset)")
     if options.objective == "seq2seq" and not (options.source_column and options.target_column):
         raise TrainingSetupError("--objective seq2seq needs --source-column and --target-column")
-    _check_noise_options(options)
 
 
 DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction")  # what makes the noise of text infilling
