@@ -95,6 +95,10 @@ def shipped_checkpoint(_work: Path) -> None:
     batch = tokenizer(["The bank of the river.", "Money in the bank."], padding=True, return_tensors="pt")
     out = model.generate(**batch, max_new_tokens=6, do_sample=False, num_beams=2)
     assert out.shape[0] == 2 and out.shape[1] > 1, out.shape
+    # the cache reaches forward and comes back under the name this transformers version uses (5.24 renamed it)
+    cached = model.generate(**batch, max_new_tokens=8, do_sample=False)
+    recomputed = model.generate(**batch, max_new_tokens=8, do_sample=False, use_cache=False)
+    assert cached.tolist() == recomputed.tolist(), "cached greedy generation differs from recomputing every step"
     encoder, _ = load_pretrained("small", encoder_only=True)
     with torch.no_grad():
         states = encoder(**batch).last_hidden_state

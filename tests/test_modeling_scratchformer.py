@@ -20,7 +20,11 @@ from scratchformer import (
     ScratchformerForConditionalGeneration,
     ScratchformerModel,
 )
-from scratchformer.models.modeling_scratchformer import shift_tokens_right, sinusoidal_position_encoding
+from scratchformer.models.modeling_scratchformer import (
+    CACHE_NAME,
+    shift_tokens_right,
+    sinusoidal_position_encoding,
+)
 
 ATOL = 1e-5
 POSITION_TYPES = ["sinusoidal", "learned", "rope"]
@@ -356,7 +360,7 @@ def test_forward_and_cached_decoding_make_no_host_synchronisation(implementation
     for _ in range(3):
         step = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=ids[:, :1],
                      past_key_values=cache, use_cache=True)
-        cache = step.past_key_values
+        cache = getattr(step, CACHE_NAME)
     assert cache.get_seq_length() == 3
 
 
@@ -511,7 +515,7 @@ def test_cached_decoding_equals_uncached_for_32_steps(position_type, implementat
     for step in range(32):
         out = model(attention_mask=mask, encoder_outputs=encoder_outputs, decoder_input_ids=target[:, step:step + 1],
                     past_key_values=cache, use_cache=True)
-        cache = out.past_key_values
+        cache = getattr(out, CACHE_NAME)
         assert torch.allclose(out.logits[:, 0], full[:, step], atol=ATOL), step
     assert cache.get_seq_length() == 32
     # the cross-attention keys/values were computed once and kept: length = source length, not 32
@@ -583,6 +587,33 @@ def test_static_cache_generation_equals_the_dynamic_cache(position_type, layers)
         assert torch.equal(dynamic, static), settings
 
 
+@torch.no_grad()
+def test_the_cache_is_taken_under_either_name_and_returned_under_this_versions_name():
+    """transformers 5.24 renamed ``past_key_values`` to ``cache``; ``generate()`` then passes ``cache=`` and reads
+    ``outputs["cache"]``. Before 5.24 both were ``past_key_values``. The model must take either and return the cache
+    under the name that the installed ``generate()`` reads, or cached generation silently decodes without context."""
+    model = make_model()
+    ids = random_batch(2, 7)
+    encoder_outputs = model.model.encoder(input_ids=ids)
+    target = torch.cat([torch.ones(2, 1, dtype=torch.long), random_batch(2, 3, seed=5)], 1)  # 4 tokens
+    full = model(encoder_outputs=encoder_outputs, decoder_input_ids=target, use_cache=False).logits
+    for name in ("cache", "past_key_values"):
+        cache = None
+        for step in range(4):
+            out = model(encoder_outputs=encoder_outputs, decoder_input_ids=target[:, step:step + 1], use_cache=True,
+                        **{name: cache})
+            assert CACHE_NAME in out.keys() and out[CACHE_NAME] is getattr(out, CACHE_NAME)
+            cache = out[CACHE_NAME]
+            assert torch.allclose(out.logits[:, 0], full[:, step], atol=ATOL), (name, step)
+        assert cache.get_seq_length() == 4
+    same = model(encoder_outputs=encoder_outputs, decoder_input_ids=target[:, :1], use_cache=True,
+                 cache=None, past_key_values=None)
+    assert same[CACHE_NAME].get_seq_length() == 1
+    with pytest.raises(ValueError, match="pass the key/value cache once"):
+        model(encoder_outputs=encoder_outputs, decoder_input_ids=target[:, 1:2], cache=cache,
+              past_key_values=same[CACHE_NAME])
+
+
 def test_static_cache_step_refuses_a_mask_of_the_wrong_size():
     from transformers.cache_utils import EncoderDecoderCache, StaticCache
 
@@ -629,7 +660,10 @@ def test_flex_attention_agrees_with_sdpa_on_a_gpu():
 # ------------------------------------------------------------------------------------------------ training utilities
 
 
-def test_gradient_checkpointing_gives_the_same_gradients():
+@pytest.mark.parametrize("cached", [False, True], ids=["labels", "use_cache"])
+def test_gradient_checkpointing_gives_the_same_gradients(cached):
+    """With ``use_cache=True`` in training, checkpointing turns the cache off: it runs each layer again in the backward
+    pass, which would fill a cache twice (whichever name this transformers version gives the cache)."""
     ids = random_batch()
     grads = []
     for checkpointing in (False, True):
@@ -637,9 +671,17 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         if checkpointing:
             model.activation_checkpointing_enable()
             assert model.model.encoder.layers[0].gradient_checkpointing
-        model(input_ids=ids, labels=ids).loss.backward()
-        grads.append(model.model.encoder.layers[0].self_attn.q_proj.weight.grad.clone())
-    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+        if cached:
+            out = model(input_ids=ids, decoder_input_ids=ids[:, :4], use_cache=True)
+            cache = getattr(out, CACHE_NAME)
+            assert cache is None if checkpointing else cache.get_seq_length() == 4
+            out.logits.logsumexp(-1).mean().backward()
+        else:
+            model(input_ids=ids, labels=ids).loss.backward()
+        grads.append([model.model.encoder.layers[0].self_attn.q_proj.weight.grad.clone(),
+                      model.model.decoder.layers[0].self_attn.q_proj.weight.grad.clone()])
+    for plain, checkpointed in zip(*grads):
+        assert torch.allclose(plain, checkpointed, atol=1e-6)
 
 
 @pytest.mark.slow

@@ -90,7 +90,7 @@ class ScratchformerConfig(PreTrainedConfig):
     """
 
     model_type = "scratchformer"
-    keys_to_ignore_at_inference = ["past_key_values"]
+    keys_to_ignore_at_inference = ["past_key_values", "cache"]  # the cache, before and from transformers 5.24
     attribute_map = {
         "hidden_size": "d_model",
         "num_attention_heads": "encoder_attention_heads",

@@ -29,6 +29,7 @@ works where the ``scratchformer`` package is not installed; it imports only torc
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable
@@ -436,6 +437,29 @@ def _check_mask(name: str, mask: torch.Tensor | None, batch: int, lengths: tuple
         raise ValueError(f"{name} must have shape {expected} to match the input ids, got {shape}")
 
 
+# transformers 5.24 renamed the key/value cache from ``past_key_values`` to ``cache``: in the output classes, in
+# ``generate()`` and in what it passes to ``forward``. This file travels with checkpoints, so it runs on both sides.
+CACHE_NAME = "cache" if "cache" in {field.name for field in dataclasses.fields(Seq2SeqLMOutput)} else "past_key_values"
+
+
+def _output_with_cache(output_class: type, cache: Cache | None, **fields):
+    """``output_class(**fields)`` with the key/value cache under the name this transformers version uses."""
+    return output_class(**fields, **{CACHE_NAME: cache})
+
+
+def _cache_of(output) -> Cache | None:
+    """The key/value cache of a transformers output, whatever this version calls it."""
+    return getattr(output, CACHE_NAME)
+
+
+def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
+    """The key/value cache given under either name: ``cache`` (what ``generate()`` passes from transformers 5.24 on)
+    or ``past_key_values`` (before 5.24, and still accepted)."""
+    if cache is not None and past_key_values is not None and cache is not past_key_values:
+        raise ValueError("pass the key/value cache once, as cache= or as past_key_values= (the older name), not both")
+    return cache if cache is not None else past_key_values
+
+
 def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, past_length: int,
                   device: torch.device) -> torch.Tensor:
     """Positions of the current tokens, ``(B, T)``. With a padding mask, padding does not count: a left-padded
@@ -561,7 +585,7 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _no_split_modules = ["ScratchformerEncoderLayer", "ScratchformerDecoderLayer"]
-    _skip_keys_device_placement = ["past_key_values"]
+    _skip_keys_device_placement = ["past_key_values", "cache"]  # the cache's name before and from transformers 5.24
     _supports_sdpa = True
     _supports_attention_backend = True
     _supports_flex_attn = True  # our 4-D additive masks become its score_mod (tested on the CPU)
@@ -768,10 +792,13 @@ class ScratchformerDecoder(ScratchformerStack):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        cache: EncoderDecoderCache | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
         """input_ids: (B, T) the tokens of this step (only the new ones when a cache is given);
         attention_mask: (B, T) or (B, past + T) decoder padding; encoder_hidden_states: (B, S, D);
-        encoder_attention_mask: (B, S)."""
+        encoder_attention_mask: (B, S); cache (or past_key_values, its name before transformers 5.24): the keys and
+        values of the earlier steps."""
+        past_key_values = _one_cache(cache, past_key_values)
         config = self.config
         output_attentions = _flag(output_attentions, config, "output_attentions")
         output_hidden_states = _flag(output_hidden_states, config, "output_hidden_states")
@@ -786,6 +813,9 @@ class ScratchformerDecoder(ScratchformerStack):
                              f"{encoder_hidden_states.shape[0]}")
         _check_mask("encoder attention_mask", encoder_attention_mask, batch, (encoder_hidden_states.shape[1],))
 
+        if use_cache and self.training and torch.is_grad_enabled() and self.layers[0].gradient_checkpointing:
+            # Checkpointing runs each layer again in the backward pass, which would fill a cache twice.
+            use_cache, past_key_values = False, None
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
         explicit = output_attentions or config._attn_implementation != "sdpa"
@@ -815,9 +845,9 @@ class ScratchformerDecoder(ScratchformerStack):
                 all_cross.append(cross_weights)
         hidden_states = self._final_layer_norm(hidden_states, all_hidden_states)
 
-        output = BaseModelOutputWithPastAndCrossAttentions(
+        output = _output_with_cache(
+            BaseModelOutputWithPastAndCrossAttentions, past_key_values if use_cache else None,
             last_hidden_state=hidden_states,
-            past_key_values=past_key_values if use_cache else None,
             hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
             attentions=tuple(all_self) if output_attentions else None,
             cross_attentions=tuple(all_cross) if output_attentions else None,
@@ -870,6 +900,7 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
         past_key_values: EncoderDecoderCache | None = None,
+        cache: EncoderDecoderCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -900,11 +931,11 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
         decoder_outputs = self.decoder(
             input_ids=decoder_input_ids, attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values, inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
+            past_key_values=_one_cache(cache, past_key_values), inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True)
-        output = Seq2SeqModelOutput(
+        output = _output_with_cache(
+            Seq2SeqModelOutput, _cache_of(decoder_outputs),
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -964,6 +995,7 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
         past_key_values: EncoderDecoderCache | None = None,
+        cache: EncoderDecoderCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
@@ -984,7 +1016,7 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         outputs = self.model(
             input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values, inputs_embeds=inputs_embeds,
+            past_key_values=_one_cache(cache, past_key_values), inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds, use_cache=use_cache, output_attentions=output_attentions,
             output_hidden_states=output_hidden_states, return_dict=True)
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
@@ -1000,10 +1032,10 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
                                                 reduction="sum")
             loss = total / (labels != -100).sum().clamp(min=1)
 
-        output = Seq2SeqLMOutput(
+        output = _output_with_cache(
+            Seq2SeqLMOutput, _cache_of(outputs),
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,
