@@ -18,6 +18,8 @@ from transformers import AutoModel, AutoModelForSeq2SeqLM
 from scratchformer import (
     ScratchformerEncoderModel,
     ScratchformerForConditionalGeneration,
+    ScratchformerForSequenceClassification,
+    ScratchformerForTokenClassification,
     ScratchformerModel,
 )
 from scratchformer.models.modeling_scratchformer import (
@@ -658,6 +660,63 @@ def test_flex_attention_agrees_with_sdpa_on_a_gpu():
 
 
 # ------------------------------------------------------------------------------------------------ training utilities
+
+
+def _padded_batch(rows: list[dict]) -> dict:
+    """Right-pad ``input_ids`` (with 0) and per-token ``labels`` (with -100); per-text labels are stacked."""
+    length = max(len(row["input_ids"]) for row in rows)
+    ids = torch.zeros(len(rows), length, dtype=torch.long)
+    mask = torch.zeros(len(rows), length, dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, :len(row["input_ids"])] = row["input_ids"]
+        mask[i, :len(row["input_ids"])] = 1
+    if rows[0]["labels"].dim() == 0:
+        labels = torch.stack([row["labels"] for row in rows])
+    else:
+        labels = torch.full((len(rows), length), -100)
+        for i, row in enumerate(rows):
+            labels[i, :len(row["labels"])] = row["labels"]
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def _one_trainer_step(model_class, batch_size: int, accumulation: int, tmp_path) -> dict[str, torch.Tensor]:
+    """The parameter change of one plain-SGD step of the Hugging Face Trainer (no loss function of ours) on four
+    texts of 4, 7, 10 and 13 tokens: as ``batch_size`` x ``accumulation`` micro-batches."""
+    from transformers import Trainer, TrainingArguments
+
+    torch.manual_seed(0)
+    model = model_class(tiny_config(num_labels=3))
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    generator = torch.Generator().manual_seed(3)
+    rows = []
+    for length in (4, 7, 10, 13):
+        ids = torch.randint(5, 61, (length,), generator=generator)
+        labels = {ScratchformerForConditionalGeneration: ids.clone(),
+                  ScratchformerForTokenClassification: ids % 3,
+                  ScratchformerForSequenceClassification: ids[0] % 3}[model_class]
+        rows.append({"input_ids": ids, "labels": labels})
+    args = TrainingArguments(tmp_path / f"{batch_size}x{accumulation}", per_device_train_batch_size=batch_size,
+                             gradient_accumulation_steps=accumulation, max_steps=1, learning_rate=0.1, optim="sgd",
+                             lr_scheduler_type="constant", max_grad_norm=1e9, report_to=[], use_cpu=True,
+                             save_strategy="no", logging_strategy="no", disable_tqdm=True, seed=0)
+    Trainer(model=model, args=args, train_dataset=rows, data_collator=_padded_batch).train()
+    return {name: p.detach() - before[name] for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("model_class", [ScratchformerForConditionalGeneration, ScratchformerForTokenClassification,
+                                         ScratchformerForSequenceClassification])
+def test_the_hf_trainer_with_gradient_accumulation_takes_the_big_batch_step(model_class, tmp_path):
+    """Our forward takes ``**kwargs``, so the Trainer passes ``num_items_in_batch`` and stops dividing by the number
+    of micro-batches itself: the token losses must use that count, or 2 micro-batches take a step twice as large.
+    The sentence classifier has no token count and says so (``accepts_loss_kwargs = False``)."""
+    one_batch = _one_trainer_step(model_class, 4, 1, tmp_path)
+    accumulated = _one_trainer_step(model_class, 2, 2, tmp_path)
+    largest = max(change.abs().max() for change in one_batch.values())
+    assert largest > 1e-3  # the step moved the weights
+    for name, change in one_batch.items():
+        # float32 sums in another order: 1e-6, against changes up to ~1e-2 (a wrong scale differs by ~1e-2)
+        assert torch.allclose(accumulated[name], change, atol=1e-6), name
+
 
 
 @pytest.mark.parametrize("cached", [False, True], ids=["labels", "use_cache"])

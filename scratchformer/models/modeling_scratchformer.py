@@ -855,6 +855,19 @@ class ScratchformerDecoder(ScratchformerStack):
         return output if return_dict else output.to_tuple()
 
 
+def mean_over_labelled(total: torch.Tensor, labels: torch.Tensor,
+                       num_items_in_batch: int | torch.Tensor | None = None) -> torch.Tensor:
+    """A loss summed over the labelled positions (``labels != -100``), divided by their number; 0, not NaN, when there
+    are none. The Hugging Face ``Trainer`` passes ``num_items_in_batch``: the labelled positions of all the
+    micro-batches of one optimizer step. Dividing by that count makes gradient accumulation give the gradient of one
+    big batch (the Trainer then does not divide by the number of micro-batches itself)."""
+    if num_items_in_batch is None:
+        count = (labels != -100).sum()
+    else:
+        count = torch.as_tensor(num_items_in_batch, device=total.device)
+    return total / count.clamp(min=1)
+
+
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
     """Teacher forcing: the decoder input is the target shifted one step right, starting with the start token
     (``-100`` loss-ignore markers become padding)."""
@@ -1003,8 +1016,11 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput | tuple:
+        """``labels`` give the mean cross-entropy over the labelled target tokens (see :func:`mean_over_labelled`
+        for ``num_items_in_batch``)."""
         return_dict = _flag(return_dict, self.config, "return_dict", True)
         if labels is not None:
             if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
@@ -1026,11 +1042,10 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
             if labels.shape != logits.shape[:2]:
                 raise ValueError(f"labels have shape {tuple(labels.shape)} but the decoder produced "
                                  f"{tuple(logits.shape[:2])} positions")
-            # mean over the predicted positions; 0 (not NaN) when every label is -100 (nothing to predict)
             labels = labels.to(logits.device).reshape(-1)
             total = nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels, ignore_index=-100,
                                                 reduction="sum")
-            loss = total / (labels != -100).sum().clamp(min=1)
+            loss = mean_over_labelled(total, labels, num_items_in_batch)
 
         output = _output_with_cache(
             Seq2SeqLMOutput, _cache_of(outputs),
@@ -1186,6 +1201,10 @@ class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
     Loads from a full encoder-decoder checkpoint (:class:`ScratchformerEncoderWithHead`).
     """
 
+    # The loss is a mean over the texts of the batch (MSE, or cross-entropy), with no per-token count to pass: the
+    # Trainer then divides each micro-batch's loss by their number, which is what gradient accumulation needs.
+    accepts_loss_kwargs = False
+
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
         self.classifier = ScratchformerClassificationHead(config)
@@ -1238,9 +1257,11 @@ class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
         **kwargs,
     ) -> TokenClassifierOutput | tuple:
-        """labels: ``(B, S)`` label ids, ``-100`` where a token has no label."""
+        """labels: ``(B, S)`` label ids, ``-100`` where a token has no label; the loss is their mean cross-entropy
+        (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
         return_dict = _flag(return_dict, self.config, "return_dict", True)
         encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
                              output_attentions=output_attentions, output_hidden_states=output_hidden_states,
@@ -1249,10 +1270,9 @@ class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
         loss = None
         if labels is not None:
             labels = labels.to(logits.device).reshape(-1)
-            # mean over the labelled tokens; 0 (not NaN) when every label is -100
             total = nn.functional.cross_entropy(logits.float().view(-1, self.num_labels), labels, ignore_index=-100,
                                                 reduction="sum")
-            loss = total / (labels != -100).sum().clamp(min=1)
+            loss = mean_over_labelled(total, labels, num_items_in_batch)
         output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
                                        attentions=encoded.attentions)
         return output if return_dict else output.to_tuple()
