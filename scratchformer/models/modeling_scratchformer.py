@@ -913,13 +913,13 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
         past_key_values: EncoderDecoderCache | None = None,
-        cache: EncoderDecoderCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        cache: EncoderDecoderCache | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput | tuple:
         """Encode the source (unless ``encoder_outputs`` are given) and decode. Without decoder inputs, the
@@ -1008,7 +1008,6 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
         past_key_values: EncoderDecoderCache | None = None,
-        cache: EncoderDecoderCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
@@ -1016,6 +1015,7 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        cache: EncoderDecoderCache | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput | tuple:
