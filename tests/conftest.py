@@ -44,6 +44,7 @@ RELIABILITY = {
         "test_bf16_forward_is_finite", "test_static_cache_step_refuses_a_mask_of_the_wrong_size",
         "test_ids_and_lengths_that_make_no_sense_are_refused_not_dropped", "test_encode_rejects_bad_input_clearly",
         "test_bad_input_gets_a_clear_error", "test_fast_training_errors",
+        "test_the_cache_is_taken_under_either_name_and_returned_under_this_versions_name",
     ],
     "files and TSVs": [
         "test_bad_files_are_clear_errors", "test_bad_tsv", "test_missing_file", "test_cli_bad_data_is_a_clear_error",

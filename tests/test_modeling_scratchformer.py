@@ -614,6 +614,9 @@ def test_the_cache_is_taken_under_either_name_and_returned_under_this_versions_n
     with pytest.raises(ValueError, match="pass the key/value cache once"):
         model(encoder_outputs=encoder_outputs, decoder_input_ids=target[:, 1:2], cache=cache,
               past_key_values=same[CACHE_NAME])
+    for wrong in (cache.self_attention_cache, ((torch.zeros(1),),)):
+        with pytest.raises(ValueError, match="must be a transformers EncoderDecoderCache"):
+            model(encoder_outputs=encoder_outputs, decoder_input_ids=target[:, 1:2], **{CACHE_NAME: wrong})
 
 
 def test_static_cache_step_refuses_a_mask_of_the_wrong_size():

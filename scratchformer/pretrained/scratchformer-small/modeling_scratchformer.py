@@ -457,7 +457,12 @@ def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | No
     or ``past_key_values`` (before 5.24, and still accepted)."""
     if cache is not None and past_key_values is not None and cache is not past_key_values:
         raise ValueError("pass the key/value cache once, as cache= or as past_key_values= (the older name), not both")
-    return cache if cache is not None else past_key_values
+    cache = cache if cache is not None else past_key_values
+    if cache is not None and not isinstance(cache, EncoderDecoderCache):
+        raise ValueError(f"the key/value cache must be a transformers EncoderDecoderCache (the decoder's self-attention "
+                         f"and cross-attention caches), got {type(cache).__name__}; pass none with use_cache=True "
+                         "to start one")
+    return cache
 
 
 def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, past_length: int,
