@@ -39,15 +39,6 @@ def test_the_folder_is_small_complete_and_hub_ready():
     assert config["dtype"] == "float32"  # float16 storage, float32 use
 
 
-@pytest.mark.parametrize("name", ["configuration_scratchformer.py", "modeling_scratchformer.py"])
-def test_the_shipped_remote_code_is_the_packages_code(name):
-    """A Hub user of the shipped folder (``trust_remote_code=True``) runs its copy of the model code: it must be
-    today's, with today's fixes (e.g. transformers 5.24's ``cache`` argument), not the code of the day it was trained."""
-    shipped = (pretrained_path("small") / name).read_text()
-    assert shipped == (REPO_ROOT / "scratchformer" / "models" / name).read_text(), (
-        f"copy scratchformer/models/{name} into the shipped folder")
-
-
 def test_load_pretrained_gives_float32_models_in_eval_mode(small):
     model, tokenizer = small
     assert isinstance(model, ScratchformerForConditionalGeneration)

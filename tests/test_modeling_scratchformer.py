@@ -619,6 +619,26 @@ def test_the_cache_is_taken_under_either_name_and_returned_under_this_versions_n
             model(encoder_outputs=encoder_outputs, decoder_input_ids=target[:, 1:2], **{CACHE_NAME: wrong})
 
 
+@torch.no_grad()
+def test_an_argument_forward_does_not_take_is_named_in_a_warning_not_dropped_in_silence():
+    """``forward`` takes ``**kwargs`` (the Trainer passes ``num_items_in_batch``), so a misspelt or renamed argument
+    would vanish: transformers 5.24's ``cache=`` did, and cached generation lost its context without a word."""
+    from transformers.testing_utils import CaptureLogger
+
+    from scratchformer.models import modeling_scratchformer
+
+    ids = random_batch(2, 5)
+    for model_class in (ScratchformerForConditionalGeneration, ScratchformerModel, ScratchformerEncoderModel):
+        model = make_model(model_class)
+        with CaptureLogger(modeling_scratchformer.logger) as captured:
+            model(input_ids=ids, decoder_position_ids=ids, num_items_in_batch=7, cache_position=None)
+        assert f"{model_class.__name__}.forward ignores decoder_position_ids" in captured.out, captured.out
+        assert "num_items_in_batch" not in captured.out and "cache_position" not in captured.out
+        with CaptureLogger(modeling_scratchformer.logger) as captured:
+            model(input_ids=ids)
+        assert captured.out == ""
+
+
 def test_static_cache_step_refuses_a_mask_of_the_wrong_size():
     from transformers.cache_utils import EncoderDecoderCache, StaticCache
 

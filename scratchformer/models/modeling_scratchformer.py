@@ -50,8 +50,11 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import logging
 
 from .configuration_scratchformer import ScratchformerConfig
+
+logger = logging.get_logger(__name__)
 
 # --------------------------------------------------------------------------------------------------------------------
 # Positions
@@ -450,6 +453,18 @@ def _output_with_cache(output_class: type, cache: Cache | None, **fields):
 def _cache_of(output) -> Cache | None:
     """The key/value cache of a transformers output, whatever this version calls it."""
     return getattr(output, CACHE_NAME)
+
+
+# What the Trainer (and some generate() versions) pass that this model has no use for: it reads positions from the cache.
+_HARMLESS_KWARGS = frozenset({"num_items_in_batch", "cache_position"})
+
+
+def _warn_ignored(model: nn.Module, kwargs: dict) -> None:
+    """Say which keyword arguments ``forward`` took and did not use: an argument that a new transformers version
+    renames (as 5.24 renamed the cache) must not be dropped in silence."""
+    ignored = sorted(set(kwargs) - _HARMLESS_KWARGS)
+    if ignored:
+        logger.warning_once(f"{type(model).__name__}.forward ignores {', '.join(ignored)}: it has no such argument")
 
 
 def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
@@ -929,6 +944,7 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
     ) -> Seq2SeqModelOutput | tuple:
         """Encode the source (unless ``encoder_outputs`` are given) and decode. Without decoder inputs, the
         decoder reads the source shifted right (as BART does), which makes the bare model usable on one text."""
+        _warn_ignored(self, kwargs)
         return_dict = _flag(return_dict, self.config, "return_dict", True)
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             if input_ids is None:
@@ -1026,6 +1042,7 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
     ) -> Seq2SeqLMOutput | tuple:
         """``labels`` give the mean cross-entropy over the labelled target tokens (see :func:`mean_over_labelled`
         for ``num_items_in_batch``)."""
+        _warn_ignored(self, kwargs)
         return_dict = _flag(return_dict, self.config, "return_dict", True)
         if labels is not None:
             if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
@@ -1106,6 +1123,7 @@ class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
         return_dict: bool | None = None,
         **kwargs,
     ) -> BaseModelOutput | tuple:
+        _warn_ignored(self, kwargs)
         return self.encoder(
             input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=return_dict)
@@ -1228,6 +1246,7 @@ class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
     ) -> SequenceClassifierOutput | tuple:
         """labels: ``(B,)`` class ids, ``(B,)`` or ``(B, 1)`` targets for regression, or ``(B, num_labels)`` 0/1
         floats for multi-label classification."""
+        _warn_ignored(self, kwargs)
         return_dict = _flag(return_dict, self.config, "return_dict", True)
         encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
                              output_attentions=output_attentions, output_hidden_states=output_hidden_states,
@@ -1267,6 +1286,7 @@ class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
     ) -> TokenClassifierOutput | tuple:
         """labels: ``(B, S)`` label ids, ``-100`` where a token has no label; the loss is their mean cross-entropy
         (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
+        _warn_ignored(self, kwargs)
         return_dict = _flag(return_dict, self.config, "return_dict", True)
         encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
                              output_attentions=output_attentions, output_hidden_states=output_hidden_states,
