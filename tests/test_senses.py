@@ -10,13 +10,20 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from test_embeddings import minilm_or_skip, tiny_distilbert
 
 from scratchformer.analysis.extractor import EmbeddingExtractor
 from scratchformer.analysis.sense_data import group_examples, read_senses_tsv
-from scratchformer.analysis.senses import evaluate_senses, roc_auc, run_senses
+from scratchformer.analysis.senses import (
+    SenseReport,
+    evaluate_senses,
+    roc_auc,
+    run_senses,
+    within_group_roc_auc,
+)
 from scratchformer.errors import DataError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -162,6 +169,32 @@ def test_centred_score_ignores_a_direction_all_vectors_share(tmp_path):
     assert shifted.roc_auc != plain.roc_auc  # the shared direction squeezes every plain cosine towards 1
     assert 0.0 <= plain.roc_auc_centred <= 1.0
 
+
+def test_within_group_score_sees_sense_separation_only():
+    """Two lemmas: all pairs of the first are close (mostly same sense), all of the second far (mostly different).
+    The global ROC-AUC rewards that; inside each lemma every cosine ties, so the within-group score is chance. A
+    group with pairs of one kind only has no ROC-AUC and is left out of the mean."""
+    same = np.array([True, True, False, False, False, True, True])
+    cosines = np.array([0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.5])
+    groups = np.array([0, 0, 0, 1, 1, 1, 2])
+    assert roc_auc(same, cosines) > 0.6
+    assert within_group_roc_auc(same, cosines, groups) == pytest.approx(0.5, abs=1e-12)
+    separated = np.array([0.9, 0.8, 0.1, 0.2, 0.3, 0.4, 0.5])  # inside each group, same-sense pairs closer
+    assert within_group_roc_auc(same, separated, groups) == pytest.approx(1.0, abs=1e-12)
+    assert np.isnan(within_group_roc_auc(same[:2], cosines[:2], groups[:2]))
+
+
+def test_reports_written_before_the_within_group_score_still_load(tmp_path):
+    examples = read_senses_tsv(write_tsv(tmp_path / "s.tsv"))
+    used = sorted(i for group in group_examples(examples) for i in group)
+    generator = torch.Generator().manual_seed(0)
+    report = evaluate_senses(FixedVectors([torch.randn(16, generator=generator) for _ in used]), examples)
+    assert all(0.0 <= layer.roc_auc_within_group <= 1.0 for layer in report.layers)
+    assert "within" in report.table()
+    old = report.as_dict()
+    for layer in old["layers"]:
+        del layer["roc_auc_within_group"]
+    assert np.isnan(SenseReport.from_dict(old).last_layer.roc_auc_within_group)
 
 def test_cli_writes_json_and_plot(tmp_path, capsys):
     from scratchformer.cli import main

@@ -10,6 +10,10 @@ Scores, for the learned embedding and for every layer's output:
 
 - **ROC-AUC** of the cosine between the two occurrences' word vectors as a predictor of "same sense": 0.5 is
   chance, 1.0 means every same-sense pair is closer than every different-sense pair.
+- **Within-group ROC-AUC**: the same ROC-AUC computed inside each group (lemma) on its own pairs, then averaged
+  over the groups that have pairs of both kinds. The global ROC-AUC also rewards a model whose pairs of one lemma
+  are all closer than those of another when that lemma happens to have more same-sense pairs; inside a group only
+  the sense differs, so this one measures sense separation alone.
 - **1-NN sense accuracy**: each occurrence takes the sense of its nearest other occurrence of the same lemma.
   Its chance level is the accuracy of picking a random other occurrence.
 
@@ -146,6 +150,19 @@ class LayerScore:
     # ROC-AUC after subtracting the layer's mean word vector (over all scored occurrences) before the cosine. It
     # removes the direction every vector shares (anisotropy), which inflates all cosines alike; not the headline.
     roc_auc_centred: float = float("nan")
+    # The mean over groups (lemmas) of the ROC-AUC of each group's own pairs: sense separation alone, without the
+    # differences between lemmas that the global ROC-AUC also rewards (nan in reports written before it existed).
+    roc_auc_within_group: float = float("nan")
+
+
+def within_group_roc_auc(same: np.ndarray, cosines: np.ndarray, pair_group: np.ndarray) -> float:
+    """The mean ROC-AUC over the groups whose pairs (``pair_group`` gives each pair's group) are of both kinds."""
+    scores = []
+    for group in np.unique(pair_group):
+        inside = pair_group == group
+        if same[inside].any() and not same[inside].all():
+            scores.append(roc_auc(same[inside], cosines[inside]))
+    return float(np.mean(scores)) if scores else float("nan")
 
 
 @dataclass
@@ -198,12 +215,12 @@ class SenseReport:
             *([f"{self.subsampled_groups} group(s) with more than {self.max_pairs_per_group:,} pairs: scored on a "
                f"random sample of {self.max_pairs_per_group:,} of their pairs (seeded)"] if self.subsampled_groups
               else []),
-            f"{'layer':>8}  {'ROC-AUC':>7}  {'1-NN acc':>8}  {'centred':>7}  what (centred: ROC-AUC after "
-            "subtracting the mean word vector)",
+            f"{'layer':>8}  {'ROC-AUC':>7}  {'1-NN acc':>8}  {'centred':>7}  {'within':>7}  what (centred: ROC-AUC "
+            f"after subtracting the mean word vector; within: mean ROC-AUC inside each {self.group_by} group)",
         ]
         for s in self.layers:
             lines.append(f"{s.layer!s:>8}  {s.roc_auc:7.4f}  {s.nn_accuracy:8.4f}  {s.roc_auc_centred:7.4f}  "
-                         f"{s.description}")
+                         f"{s.roc_auc_within_group:7.4f}  {s.description}")
         lines.append(f"verdict: {self.verdict or sense_score_verdict(self.layers)}")
         return "\n".join(lines)
 
@@ -250,14 +267,17 @@ def _word_vectors(extractor: Any, examples: list[SenseExample], layers: list[Any
 
 
 def _layer_score(layer: Any, num_layers: int, raw: torch.Tensor, centred: torch.Tensor, groups: list[list[int]],
-                 senses: list[Any], pairs: tuple[np.ndarray, np.ndarray], same: np.ndarray) -> LayerScore:
+                 senses: list[Any], pairs: tuple[np.ndarray, np.ndarray], same: np.ndarray,
+                 pair_group: np.ndarray) -> LayerScore:
     """Scores of one layer from its ``(occurrences, hidden)`` raw and mean-centred word vectors."""
+    cosines = pair_cosines(raw, *pairs)
     return LayerScore(
         layer=layer,
         description=describe_layer(layer, num_layers),
-        roc_auc=roc_auc(same, pair_cosines(raw, *pairs)),
+        roc_auc=roc_auc(same, cosines),
         nn_accuracy=nn_accuracy(torch.nn.functional.normalize(raw, dim=-1), groups, senses),
         roc_auc_centred=roc_auc(same, pair_cosines(centred, *pairs)),
+        roc_auc_within_group=within_group_roc_auc(same, np.asarray(cosines), pair_group),
     )
 
 
@@ -282,9 +302,12 @@ def evaluate_senses(
     pair_a, pair_b = pairs_within(groups)
     codes = np.unique(np.array([str(sense) for sense in senses]), return_inverse=True)[1]
     same = codes[pair_a] == codes[pair_b]
+    group_of = np.empty(len(used), dtype=np.int64)
+    for g, members in enumerate(groups):
+        group_of[members] = g
     chance = nn_chance(groups, senses)
     scores = [_layer_score(layer, extractor.num_layers, raw[:, k], centred[:, k], groups, senses,
-                           (pair_a, pair_b), same) for k, layer in enumerate(layers)]
+                           (pair_a, pair_b), same, group_of[pair_a]) for k, layer in enumerate(layers)]
     return SenseReport(
         model=model_label or extractor.model_name,
         data=data_label,
