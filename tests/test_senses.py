@@ -196,6 +196,7 @@ def test_reports_written_before_the_within_group_score_still_load(tmp_path):
         del layer["roc_auc_within_group"]
     assert np.isnan(SenseReport.from_dict(old).last_layer.roc_auc_within_group)
 
+
 def test_cli_writes_json_and_plot(tmp_path, capsys):
     from scratchformer.cli import main
 

@@ -157,11 +157,10 @@ class LayerScore:
 
 def within_group_roc_auc(same: np.ndarray, cosines: np.ndarray, pair_group: np.ndarray) -> float:
     """The mean ROC-AUC over the groups whose pairs (``pair_group`` gives each pair's group) are of both kinds."""
-    scores = []
-    for group in np.unique(pair_group):
-        inside = pair_group == group
-        if same[inside].any() and not same[inside].all():
-            scores.append(roc_auc(same[inside], cosines[inside]))
+    order = np.argsort(pair_group, kind="stable")
+    starts = np.flatnonzero(np.diff(pair_group[order])) + 1  # where the next group's pairs begin in ``order``
+    scores = [roc_auc(same[inside], cosines[inside]) for inside in np.split(order, starts)
+              if same[inside].any() and not same[inside].all()]
     return float(np.mean(scores)) if scores else float("nan")
 
 
@@ -277,7 +276,7 @@ def _layer_score(layer: Any, num_layers: int, raw: torch.Tensor, centred: torch.
         roc_auc=roc_auc(same, cosines),
         nn_accuracy=nn_accuracy(torch.nn.functional.normalize(raw, dim=-1), groups, senses),
         roc_auc_centred=roc_auc(same, pair_cosines(centred, *pairs)),
-        roc_auc_within_group=within_group_roc_auc(same, np.asarray(cosines), pair_group),
+        roc_auc_within_group=within_group_roc_auc(same, cosines, pair_group),
     )
 
 
