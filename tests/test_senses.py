@@ -20,6 +20,8 @@ from scratchformer.analysis.sense_data import group_examples, read_senses_tsv
 from scratchformer.analysis.senses import (
     SenseReport,
     evaluate_senses,
+    pair_cosines,
+    pairs_within,
     roc_auc,
     run_senses,
     within_group_roc_auc,
@@ -142,17 +144,24 @@ def test_learned_score_is_one_half_when_tokens_are_identical(tmp_path):
 
 
 class FixedVectors:
-    """A stand-in extractor whose word vectors are given: one per occurrence, the same at every layer."""
+    """A stand-in extractor whose word vectors are given: one per occurrence, the same at every layer; its sentence
+    vectors are ``sentence_vectors`` when given, else the word vectors."""
 
     model_name, num_layers = "fixed", 1
 
-    def __init__(self, vectors):
+    def __init__(self, vectors, sentence_vectors=None):
         self.vectors = vectors
+        self.sentence_vectors = vectors if sentence_vectors is None else sentence_vectors
 
     def word_embeddings(self, words, layers, pooling):
         assert len(words) == len(self.vectors)
         return [[SimpleNamespace(vector=v, location=SimpleNamespace(token_ids=[i])) for _ in layers]
                 for i, v in enumerate(self.vectors)]
+
+    def sentence_embeddings(self, sentences, pooling, layer, exclude_special_tokens):
+        assert len(sentences) == len(self.sentence_vectors) and (pooling, layer) == ("mean", -1)
+        assert exclude_special_tokens  # as a word's vector leaves them out
+        return SimpleNamespace(vectors=torch.stack(self.sentence_vectors))
 
 
 def test_centred_score_ignores_a_direction_all_vectors_share(tmp_path):
@@ -182,6 +191,48 @@ def test_within_group_score_sees_sense_separation_only():
     separated = np.array([0.9, 0.8, 0.1, 0.2, 0.3, 0.4, 0.5])  # inside each group, same-sense pairs closer
     assert within_group_roc_auc(same, separated, groups) == pytest.approx(1.0, abs=1e-12)
     assert np.isnan(within_group_roc_auc(same[:2], cosines[:2], groups[:2]))
+
+
+def test_sentence_vector_alone_is_scored_apart_from_the_word(tmp_path):
+    """Word vectors that carry no sense (one random vector per lemma) score chance inside each lemma; sentence
+    vectors that follow the sense score 1.0. The report keeps the two apart and says so in its table."""
+    examples = read_senses_tsv(write_tsv(tmp_path / "s.tsv"))
+    used = sorted(i for group in group_examples(examples) for i in group)
+    generator = torch.Generator().manual_seed(0)
+    per_lemma = {ex.lemma: torch.randn(16, generator=generator) for ex in examples}
+    per_sense = {ex.synset: torch.randn(16, generator=generator) for ex in examples}
+    report = evaluate_senses(FixedVectors([per_lemma[examples[i].lemma] for i in used],
+                                          [per_sense[examples[i].synset] for i in used]), examples)
+    assert report.last_layer.roc_auc_within_group == pytest.approx(0.5, abs=1e-12)
+    assert report.sentence_roc_auc == pytest.approx(1.0, abs=1e-12)
+    assert report.sentence_roc_auc_within_group == pytest.approx(1.0, abs=1e-12)
+    assert "sentence vector alone (last layer, mean over the whole sentence" in report.table()
+    old = report.as_dict()
+    del old["sentence_roc_auc"], old["sentence_roc_auc_within_group"]
+    loaded = SenseReport.from_dict(old)  # a senses.json written before the sentence score existed
+    assert np.isnan(loaded.sentence_roc_auc) and "sentence vector alone" not in loaded.table()
+
+
+def test_sentence_vector_is_the_mean_over_the_sentence_s_own_tokens(tmp_path):
+    """On a real extractor the sentence score is that of the mean of the last layer over each sentence's tokens,
+    special tokens left out (1e-9: the same float64 cosines, ranked)."""
+    model, tokenizer = tiny_distilbert()
+    extractor = EmbeddingExtractor(model, tokenizer)
+    examples = read_senses_tsv(write_tsv(tmp_path / "s.tsv"))
+    report = evaluate_senses(extractor, examples)
+    used = sorted(i for group in group_examples(examples) for i in group)
+    groups = [[used.index(i) for i in group] for group in group_examples(examples)]
+    by_hand = []
+    for i in used:
+        encoded = tokenizer(examples[i].sentence, return_tensors="pt")
+        with torch.no_grad():
+            hidden = model(**encoded).last_hidden_state[0, 1:-1]  # [CLS] ... [SEP]
+        by_hand.append(hidden.mean(0).double())
+    pair_a, pair_b = pairs_within(groups)
+    same = np.array([examples[used[a]].synset == examples[used[b]].synset for a, b in zip(pair_a, pair_b)])
+    cosines = pair_cosines(torch.stack(by_hand), pair_a, pair_b)
+    assert report.sentence_roc_auc == pytest.approx(roc_auc(same, cosines), abs=1e-9)
+    assert 0.0 <= report.sentence_roc_auc_within_group <= 1.0
 
 
 def test_reports_written_before_the_within_group_score_still_load(tmp_path):

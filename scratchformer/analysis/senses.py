@@ -16,6 +16,11 @@ Scores, for the learned embedding and for every layer's output:
   the sense differs, so this one measures sense separation alone.
 - **1-NN sense accuracy**: each occurrence takes the sense of its nearest other occurrence of the same lemma.
   Its chance level is the accuracy of picking a random other occurrence.
+- **The sentence vector alone**: the same two ROC-AUCs for the mean of the last layer over each whole sentence,
+  the word not singled out. Senses follow topics ("bank" near "river" or near "loan"), so a model can separate
+  them through what the whole sentence is about; this line says how far that alone goes, and so how much the
+  word's own vector adds. (all-MiniLM-L6-v2, trained to make mean-pooled sentence vectors, gets most of its score
+  this way.)
 
 The learned embedding is the same vector for a word in every sentence, so when both occurrences are the same
 tokens its cosine is exactly 1 for same- and different-sense pairs alike: a score of 0.5 by construction. Its
@@ -26,6 +31,7 @@ report gives both the measured value and the number of pairs whose tokens are id
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,6 +189,10 @@ class SenseReport:
     learned_auc_by_construction: float = 0.5
     max_pairs_per_group: int = MAX_PAIRS_PER_GROUP
     subsampled_groups: int = 0  # groups scored on a random sample of max_pairs_per_group of their pairs
+    # ROC-AUC and within-group ROC-AUC of the last layer's mean over the whole sentence (the word not singled out):
+    # what the sentence's topic alone gives (nan in reports written before it existed)
+    sentence_roc_auc: float = float("nan")
+    sentence_roc_auc_within_group: float = float("nan")
     layers: list[LayerScore] = field(default_factory=list)
     verdict: str = ""  # "context separates senses: yes (last layer ROC-AUC 0.712 > embedding output 0.620; ...)"
 
@@ -211,6 +221,9 @@ class SenseReport:
             f"({self.nn_queries} queries)",
             f"learned embedding: 0.5 by construction for the {self.learned_identical_token_pairs} pairs with "
             "identical tokens; measured over all pairs below",
+            *([f"sentence vector alone (last layer, mean over the whole sentence, the word not singled out): "
+               f"ROC-AUC {self.sentence_roc_auc:.4f}, within {self.sentence_roc_auc_within_group:.4f}: how far the "
+               "sentence's topic alone tells the senses apart"] if not math.isnan(self.sentence_roc_auc) else []),
             *([f"{self.subsampled_groups} group(s) with more than {self.max_pairs_per_group:,} pairs: scored on a "
                f"random sample of {self.max_pairs_per_group:,} of their pairs (seeded)"] if self.subsampled_groups
               else []),
@@ -265,6 +278,14 @@ def _word_vectors(extractor: Any, examples: list[SenseExample], layers: list[Any
     return vectors, [tuple(per_layer[0].location.token_ids) for per_layer in results]
 
 
+def _sentence_vectors(extractor: Any, examples: list[SenseExample]) -> torch.Tensor:
+    """``(occurrences, hidden)`` float64: each occurrence's sentence as one vector, the mean of the last layer over
+    the sentence's own tokens (special tokens left out, as they are from a word's vector)."""
+    pooled = extractor.sentence_embeddings([ex.sentence for ex in examples], pooling="mean", layer=-1,
+                                           exclude_special_tokens=True)
+    return pooled.vectors.double()
+
+
 def _layer_score(layer: Any, num_layers: int, raw: torch.Tensor, centred: torch.Tensor, groups: list[list[int]],
                  senses: list[Any], pairs: tuple[np.ndarray, np.ndarray], same: np.ndarray,
                  pair_group: np.ndarray) -> LayerScore:
@@ -307,6 +328,7 @@ def evaluate_senses(
     chance = nn_chance(groups, senses)
     scores = [_layer_score(layer, extractor.num_layers, raw[:, k], centred[:, k], groups, senses,
                            (pair_a, pair_b), same, group_of[pair_a]) for k, layer in enumerate(layers)]
+    sentence_cosines = pair_cosines(_sentence_vectors(extractor, [examples[i] for i in used]), pair_a, pair_b)
     return SenseReport(
         model=model_label or extractor.model_name,
         data=data_label,
@@ -322,6 +344,8 @@ def evaluate_senses(
         learned_identical_token_pairs=sum(token_ids[a] == token_ids[b] for a, b in zip(pair_a, pair_b)),
         max_pairs_per_group=MAX_PAIRS_PER_GROUP,
         subsampled_groups=sum(len(m) * (len(m) - 1) // 2 > MAX_PAIRS_PER_GROUP for m in groups),
+        sentence_roc_auc=roc_auc(same, sentence_cosines),
+        sentence_roc_auc_within_group=within_group_roc_auc(same, sentence_cosines, group_of[pair_a]),
         layers=scores,
         verdict=sense_score_verdict(scores),
     )
