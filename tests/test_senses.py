@@ -211,6 +211,9 @@ def test_sentence_vector_alone_is_scored_apart_from_the_word(tmp_path):
     del old["sentence_roc_auc"], old["sentence_roc_auc_within_group"]
     loaded = SenseReport.from_dict(old)  # a senses.json written before the sentence score existed
     assert np.isnan(loaded.sentence_roc_auc) and "sentence vector alone" not in loaded.table()
+    from scratchformer.analysis.plots import plot_senses
+
+    assert plot_senses([report, loaded], tmp_path / "both.png").stat().st_size > 1000  # one without the score plots too
 
 
 def test_sentence_vector_is_the_mean_over_the_sentence_s_own_tokens(tmp_path):

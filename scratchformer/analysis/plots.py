@@ -357,7 +357,7 @@ def plot_senses(reports: Sequence[SenseReport], path: str | Path) -> Path:
         line, = ax_auc.plot(x, [s.roc_auc for s in report.layers], marker="o", label=report.model)
         ax_auc.plot(x, [s.roc_auc_centred for s in report.layers], linestyle=":", color=line.get_color(),
                     label=f"{report.model}, mean-centred")
-        if report.sentence_roc_auc == report.sentence_roc_auc:  # not nan (reports from before it was measured)
+        if not math.isnan(report.sentence_roc_auc):  # nan in reports from before it was measured
             ax_auc.axhline(report.sentence_roc_auc, linestyle="-.", linewidth=1, color=line.get_color(),
                            label=f"{report.model}, sentence vector alone")
         ax_nn.plot(x, [s.nn_accuracy for s in report.layers], marker="o", label=report.model)
