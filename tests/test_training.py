@@ -473,9 +473,16 @@ def test_documented_commands_still_parse():
     (["--config-overrides", "d_modle=64"], "unknown ScratchformerConfig field(s) ['d_modle']"),
     (["--objective", "seq2seq"], "--objective seq2seq needs --source-column and --target-column"),
     (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--short-fraction", "0.5"],
-     "--short-fraction sets the noise of --objective denoise; a seq2seq run adds no noise, so leave it out"),
+     "--short-fraction belongs to --objective denoise; a seq2seq run adds no noise and no contrastive loss, so "
+     "leave it out"),
     (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--mask-ratio", "0.4"],
-     "--mask-ratio sets the noise of --objective denoise"),
+     "--mask-ratio belongs to --objective denoise"),
+    (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--contrastive-weight", "1"],
+     "--contrastive-weight belongs to --objective denoise"),
+    (["--contrastive-weight", "-1"], "--contrastive-weight must be >= 0 (0 = off), got -1"),
+    (["--contrastive-weight", "inf"], "--contrastive-weight must be a finite number, got inf"),
+    (["--contrastive-temperature", "0"], "--contrastive-temperature must be positive, got 0"),
+    (["--contrastive-target", "words"], "--contrastive-target: invalid choice: 'words'"),
 ])
 def test_bad_option_fails_fast_with_one_line(tmp_path, capsys, option, message):
     """A mistake in the options is one line on stderr and exit status 2, found before any data is read (the

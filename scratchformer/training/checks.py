@@ -50,6 +50,8 @@ RULES = (
     Rule("mask_ratio", lambda v: 0 <= v < 1, "in [0, 1)"),
     Rule("short_fraction", lambda v: 0 <= v <= 1, "in [0, 1]"),
     Rule("poisson_lambda", lambda v: v > 0, "positive"),
+    Rule("contrastive_weight", lambda v: v >= 0, ">= 0 (0 = off)"),
+    Rule("contrastive_temperature", lambda v: v > 0, "positive"),
     Rule("num_proc", _at_least(1), ">= 1"),
     Rule("tokenizer_vocab_size", _at_least(MIN_VOCAB_SIZE),
          f">= {MIN_VOCAB_SIZE} (the {len(SPECIAL_TOKENS)} special tokens and the 256 bytes)"),
@@ -169,18 +171,21 @@ def _check_data_source(options: TrainOptions) -> None:
         raise TrainingSetupError("--objective seq2seq needs --source-column and --target-column")
 
 
-DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction")  # what makes the noise of text infilling
+# what only denoising uses: the noise of text infilling, and the encoder's contrastive loss on windows of the text
+DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction", "contrastive_weight", "contrastive_target",
+                  "contrastive_temperature")
 
 
 def _check_noise_options(options: TrainOptions) -> None:
-    """The noise options shape text infilling only; given to a seq2seq run they would change nothing, silently."""
+    """The noise and contrastive options shape denoising only; given to a seq2seq run they would change nothing,
+    silently."""
     if options.objective == "denoise":
         return
     defaults = {spec.name: spec.default for spec in dataclasses.fields(options)}
     for name in DENOISING_ONLY:
         if getattr(options, name) != defaults[name]:
-            raise TrainingSetupError(f"{option_flag(name)} sets the noise of --objective denoise; a seq2seq run "
-                                     f"adds no noise, so leave it out")
+            raise TrainingSetupError(f"{option_flag(name)} belongs to --objective denoise; a seq2seq run adds no "
+                                     f"noise and no contrastive loss, so leave it out")
 
 
 def _check_grouping(options: TrainOptions) -> None:

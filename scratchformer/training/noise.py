@@ -104,6 +104,7 @@ class DataCollatorForTextInfilling:
     seed: int = 0
     epoch: int = 0
     pad_to_multiple_of: int | None = None
+    crop_pairs: bool = False  # also two clean windows of each long text, for --contrastive-weight
 
     def __post_init__(self):
         if not 0.0 <= self.mask_ratio < 1.0:
@@ -121,6 +122,12 @@ class DataCollatorForTextInfilling:
     def rng_for(self, ids: Sequence[int], epoch: int | None = None) -> np.random.Generator:
         key = zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes())
         return np.random.default_rng([self.seed, self.epoch if epoch is None else epoch, key, len(ids)])
+
+    def crop_rng(self, ids: Sequence[int], epoch: int | None = None) -> np.random.Generator:
+        """The windows' own random stream (a function of the same things as the noise, but apart from it: adding
+        the windows leaves the noise of every text as it was)."""
+        key = zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes())
+        return np.random.default_rng([self.seed, self.epoch if epoch is None else epoch, key, len(ids), 1])
 
     def noise(self, ids: Sequence[int], epoch: int | None = None) -> list[int]:
         ids = list(ids)
@@ -148,9 +155,24 @@ class DataCollatorForTextInfilling:
         decoder_input_ids = labels.new_full(labels.shape, self.pad_token_id)
         decoder_input_ids[:, 0] = self.decoder_start_token_id
         decoder_input_ids[:, 1:] = labels[:, :-1].masked_fill(labels[:, :-1] == -100, self.pad_token_id)
-        return {
+        batch = {
             "input_ids": input_ids,
             "attention_mask": attention_mask,
             "labels": labels,
             "decoder_input_ids": decoder_input_ids,
         }
+        if self.crop_pairs:
+            batch.update(self._crops(clean, features))
+        return batch
+
+    def _crops(self, clean: list[list[int]], features: list[dict[str, Any]]) -> dict[str, Any]:
+        """Two windows of each text that is long enough (:mod:`scratchformer.training.contrastive`)."""
+        from .contrastive import crop_pair, crops_batch
+
+        pairs = []
+        for ids, feature in zip(clean, features):
+            body = ids[:-1] if ids and ids[-1] == self.eos_token_id else ids
+            pair = crop_pair(body, self.crop_rng(ids, feature.get("epoch")))
+            if pair is not None:
+                pairs.append(pair)
+        return crops_batch(pairs, self.eos_token_id, self.pad_token_id)

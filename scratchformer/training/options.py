@@ -100,6 +100,13 @@ class TrainOptions:
     short_fraction: float = _option(0.0, "denoise: also train on a short window (3-20 consecutive words) of about "
                                          "this fraction of the training rows, so the model learns to read a "
                                          "phrase as well as a paragraph (BERT's short_seq_prob), in [0, 1]")
+    contrastive_weight: float = _option(0.0, "denoise: add a contrastive loss on the encoder with this weight: two "
+                                             "random windows of each text must find each other among the batch's "
+                                             "(Contriever's cropping, InfoNCE); 0 = off (docs/training.md, "
+                                             "'Objectives')")
+    contrastive_target: str = _option("tokens", "with --contrastive-weight: what must find the other window, each "
+                                                "token vector of a window or its mean", choices=("tokens", "sentence"))
+    contrastive_temperature: float = _option(0.05, "with --contrastive-weight: the InfoNCE temperature, > 0")
     num_proc: int | None = _option(None, "processes for datasets.map")
     cache_dir: str | None = _option(None, "datasets cache folder (default: the datasets default)")
     # --- model and tokenizer

@@ -1,0 +1,153 @@
+"""A contrastive loss on the encoder, added to denoising: two windows of one text must find each other.
+
+Denoising trains the encoder only through what the decoder needs to rebuild the text. ``--contrastive-weight``
+adds a loss that trains the encoder's own output to know what a text is about, Contriever's *independent cropping*
+(Izacard et al. 2022): from each training text of at least :data:`MIN_SOURCE_TOKENS` tokens the collator cuts two
+random windows of :data:`WINDOW_TOKENS` tokens (:func:`crop_pair`), the encoder reads both (clean, without noise),
+and InfoNCE (van den Oord et al. 2018) asks each window to pick its partner among the windows of the batch:
+
+    loss = -log( exp(cos(a_i, b_i) / t) / sum_j exp(cos(a_i, b_j) / t) ),   symmetric in a and b,
+
+with t the temperature (``--contrastive-temperature``). What ``a_i`` is (``--contrastive-target``):
+
+- ``sentence``: the mean of window i's last-layer vectors (the sentence vector, as ``sentence_embeddings`` pools it);
+- ``tokens``: *each* last-layer token vector of window i, against the other window's mean: every word's vector
+  has to carry the topic of its text, which is what the word-sense score asks of it (docs/training.md, "After v2").
+
+The negatives are the other windows of the same micro-batch. The loss is added to the denoising loss as
+``weight x loss / accumulation steps``, so an optimizer step sees the mean over its micro-batches; training logs
+``contrastive_loss`` (the mean since the last log). Evaluation reports the denoising loss alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+WINDOW_TOKENS = (6, 20)  # the length range of one window, in tokens (about 5-15 words)
+MIN_SOURCE_TOKENS = 30  # shorter texts give no pair: two windows would be most of the text
+TARGETS = ("tokens", "sentence")
+CROP_KEYS = ("crops_input_ids", "crops_attention_mask", "crops_token_mask")
+
+
+def crop_pair(body: Sequence[int], rng: np.random.Generator) -> tuple[list[int], list[int]] | None:
+    """Two independent random windows of ``body`` (token ids without ``</s>``), each 6-20 tokens long (and at most
+    half the text); ``None`` for a text under :data:`MIN_SOURCE_TOKENS` tokens. The windows may overlap."""
+    n = len(body)
+    if n < MIN_SOURCE_TOKENS:
+        return None
+    low, high = WINDOW_TOKENS
+    high = min(high, n // 2)
+
+    def window() -> list[int]:
+        length = int(rng.integers(low, high + 1))
+        start = int(rng.integers(0, n - length + 1))
+        return list(body[start:start + length])
+
+    return window(), window()
+
+
+def crops_batch(pairs: list[tuple[list[int], list[int]]], eos_token_id: int, pad_token_id: int
+                ) -> dict[str, torch.Tensor]:
+    """The encoder's inputs for the windows of a batch: rows ``a_0 .. a_(P-1), b_0 .. b_(P-1)``, each window
+    followed by ``</s>`` as the tokenizer ends a text. ``crops_token_mask`` marks the window's own tokens (the
+    ones that are pooled); ``</s>`` and padding are left out, as ``sentence_embeddings`` leaves special tokens
+    out. No pairs give tensors of no rows."""
+    rows = [a for a, _ in pairs] + [b for _, b in pairs]
+    width = max((len(r) for r in rows), default=0) + 1
+    input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+    token_mask = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, r in enumerate(rows):
+        input_ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+        input_ids[i, len(r)] = eos_token_id
+        attention_mask[i, :len(r) + 1] = 1
+        token_mask[i, :len(r)] = True
+    return {"crops_input_ids": input_ids, "crops_attention_mask": attention_mask, "crops_token_mask": token_mask}
+
+
+def info_nce(queries: torch.Tensor, keys: torch.Tensor, temperature: float,
+             query_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean InfoNCE loss of ``queries`` that must pick their own row of ``keys`` (``(P, hidden)``) by cosine.
+
+    ``queries`` is ``(P, hidden)`` (one query per row) or ``(P, T, hidden)`` (T queries per row, e.g. the tokens of
+    a window, with ``query_mask`` ``(P, T)`` saying which count)."""
+    keys = F.normalize(keys.float(), dim=-1)
+    if queries.dim() == 2:
+        logits = F.normalize(queries.float(), dim=-1) @ keys.T / temperature  # (P, P)
+        return F.cross_entropy(logits, torch.arange(len(keys), device=keys.device))
+    logits = torch.einsum("ptd,qd->ptq", F.normalize(queries.float(), dim=-1), keys) / temperature  # (P, T, P)
+    target = torch.arange(len(keys), device=keys.device).unsqueeze(1).expand(logits.shape[:2])  # (P, T)
+    per_token = F.cross_entropy(logits.reshape(-1, len(keys)), target.reshape(-1), reduction="none")
+    weights = query_mask.reshape(-1).float()
+    return (per_token * weights).sum() / weights.sum().clamp_min(1.0)
+
+
+@dataclass
+class CroppingLoss:
+    """The loss of the module docstring, from the encoder's last layer over the two windows of each text."""
+
+    weight: float
+    target: str = "tokens"
+    temperature: float = 0.05
+
+    def __post_init__(self):
+        if self.target not in TARGETS:
+            raise ValueError(f"target={self.target!r} must be one of {TARGETS}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature={self.temperature} must be positive")
+
+    def __call__(self, encoder: torch.nn.Module, crops: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The loss for one micro-batch's windows, or ``None`` when fewer than two texts gave a pair (no
+        negative to tell apart)."""
+        pairs = crops["crops_input_ids"].shape[0] // 2
+        if pairs < 2:
+            return None
+        hidden = encoder(input_ids=crops["crops_input_ids"],
+                         attention_mask=crops["crops_attention_mask"]).last_hidden_state  # (2P, T, hidden)
+        mask = crops["crops_token_mask"]
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        means = (hidden * weights).sum(1) / weights.sum(1)  # (2P, hidden); every window has >= 6 tokens
+        (means_a, means_b), (hidden_a, hidden_b), (mask_a, mask_b) = means.split(pairs), hidden.split(pairs), \
+            mask.split(pairs)
+        if self.target == "sentence":
+            return (info_nce(means_a, means_b, self.temperature) + info_nce(means_b, means_a, self.temperature)) / 2
+        return (info_nce(hidden_a, means_b, self.temperature, mask_a)
+                + info_nce(hidden_b, means_a, self.temperature, mask_b)) / 2
+
+
+class ContrastiveCrops:
+    """Trainer mixin: adds :class:`CroppingLoss` (``self.cropping_loss``, ``None`` = off) to the training loss and
+    logs its mean as ``contrastive_loss``. The window keys are always taken out of the inputs before the model
+    sees them; in evaluation they are dropped, so ``eval_loss`` stays the denoising loss."""
+
+    cropping_loss: CroppingLoss | None = None
+    _contrastive_sum: torch.Tensor | float = 0.0  # summed on the device: read only when logging (no host sync)
+    _contrastive_count: int = 0
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        crops = {key: inputs.pop(key) for key in CROP_KEYS if key in inputs}
+        result = super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                      num_items_in_batch=num_items_in_batch)
+        if not crops or self.cropping_loss is None or not model.training:
+            return result
+        extra = self.cropping_loss(self.accelerator.unwrap_model(model).get_encoder(), crops)
+        if extra is None:
+            return result
+        self._contrastive_sum = self._contrastive_sum + extra.detach()
+        self._contrastive_count += 1
+        steps = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
+        scaled = self.cropping_loss.weight * extra / steps
+        if return_outputs:
+            return result[0] + scaled, result[1]
+        return result + scaled
+
+    def log(self, logs: dict[str, float], *args, **kwargs) -> None:
+        if "loss" in logs and self._contrastive_count:
+            logs = {**logs, "contrastive_loss": round(float(self._contrastive_sum) / self._contrastive_count, 4)}
+            self._contrastive_sum, self._contrastive_count = 0.0, 0
+        super().log(logs, *args, **kwargs)
