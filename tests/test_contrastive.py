@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -133,3 +136,24 @@ def test_a_run_with_the_contrastive_loss_logs_it_and_trains_differently(tmp_path
     saved = json.loads((runs["contrastive"] / "train_config.json").read_text())
     assert (saved["contrastive_weight"], saved["contrastive_target"], saved["contrastive_temperature"]) == \
         (1.0, "tokens", 0.05)
+
+
+@pytest.mark.slow
+def test_two_processes_train_with_the_contrastive_loss(tmp_path, paragraphs):
+    """Under ``torchrun`` (gloo, 2 processes) the windows' encoder pass runs outside DDP's forward; the run must
+    still finish, log the loss, and leave finite weights (a gradient that DDP did not reduce would hang or fail)."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    out = tmp_path / "ddp"
+    command = [str(torchrun), "--standalone", "--nproc_per_node=2", "-m", "scratchformer.cli", "train",
+               "--train-files", str(paragraphs), "--output-dir", str(out), "--preset", "tiny",
+               "--tokenizer-vocab-size", "300", "--max-length", "64", "--batch-size", "4", "--max-steps", "3",
+               "--eval-steps", "0", "--save-steps", "1000", "--logging-steps", "1", "--learning-rate", "3e-3",
+               "--warmup-steps", "2", "--no-progress-bar", "--max-eval-samples", "16", "--contrastive-weight", "1",
+               "--cache-dir", str(tmp_path / "cache")]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=400,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    state = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text())
+    assert sum("contrastive_loss" in entry for entry in state["log_history"]) == 3
+    model = ScratchformerForConditionalGeneration.from_pretrained(out)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
