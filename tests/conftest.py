@@ -65,6 +65,8 @@ RELIABILITY = {
         "test_rotation_keeps_complete_checkpoints_only", "test_output_lock",
         "test_second_run_on_a_locked_folder_is_refused", "test_finished_model_folder_is_refused_without_flags",
         "test_resume_refuses_options_that_change_the_run", "test_torchrun_two_nodes_train_one_tokenizer",
+        "test_resume_of_a_run_recorded_before_an_option_existed_allows_only_its_default",
+        "test_resume_with_the_contrastive_loss_keeps_the_micro_batch",
     ],
     "no code run unasked": [
         "test_a_scratchformer_folder_never_runs_its_own_code", "test_booby_trapped_model_and_tokenizer_folders_never_run",

@@ -485,6 +485,42 @@ def test_resume_allows_and_records_what_does_not_change_the_run(stopped_run, cor
     continue_run_options(options, args, str(tmp_path / "checkpoint-4"), 1, said.append)  # only finishing the run
 
 
+def test_resume_of_a_run_recorded_before_an_option_existed_allows_only_its_default(stopped_run, corpus,  # noqa: F811
+                                                                                      tmp_path):
+    """A run recorded by an older version has no ``contrastive_weight``: it ran without the loss, so resuming it
+    with the loss on is refused, and resuming it without is the same run."""
+    tmp, run = stopped_run
+    saved = json.loads((run / "checkpoint-4" / "train_config.json").read_text())
+    old = {key: value for key, value in saved.items() if not key.startswith("contrastive_")}
+    (tmp_path / "checkpoint-4").mkdir()
+    (tmp_path / "checkpoint-4" / "train_config.json").write_text(json.dumps(old))
+    shutil.copy(run / "checkpoint-4" / "trainer_state.json", tmp_path / "checkpoint-4")
+    options, args = tiny(tmp, corpus, "run", save_steps=2, contrastive_weight=0.5)
+    with pytest.raises(TrainingSetupError, match=r"--contrastive-weight 0.5 \(the run: recorded before this option "
+                                                 r"existed, so 0\)"):
+        continue_run_options(options, args, str(tmp_path / "checkpoint-4"), 1)
+    options, args = tiny(tmp, corpus, "run", save_steps=2)
+    said = []
+    continue_run_options(options, args, str(tmp_path / "checkpoint-4"), 1, said.append)
+    assert said == []
+
+
+def test_resume_with_the_contrastive_loss_keeps_the_micro_batch(stopped_run, corpus, tmp_path):  # noqa: F811
+    """With the contrastive loss the micro-batch holds the negatives: 8 examples per step as 2 x 4 instead of 1 x 8
+    is another run then (without it, the same run: the test above)."""
+    tmp, run = stopped_run
+    saved = json.loads((run / "checkpoint-4" / "train_config.json").read_text())
+    (tmp_path / "checkpoint-4").mkdir()
+    (tmp_path / "checkpoint-4" / "train_config.json").write_text(json.dumps(dict(saved, contrastive_weight=1.0)))
+    shutil.copy(run / "checkpoint-4" / "trainer_state.json", tmp_path / "checkpoint-4")
+    options, args = tiny(tmp, corpus, "run", save_steps=2, contrastive_weight=1.0, per_device_train_batch_size=4,
+                         gradient_accumulation_steps=2)
+    with pytest.raises(TrainingSetupError, match="the micro-batch is the set of negatives: keep --batch-size 8"):
+        continue_run_options(options, args, str(tmp_path / "checkpoint-4"), 1)
+    options, args = tiny(tmp, corpus, "run", save_steps=2, contrastive_weight=1.0, per_device_train_batch_size=8)
+    continue_run_options(options, args, str(tmp_path / "checkpoint-4"), 1)  # the same split: the same run
+
+
 def test_resumed_run_records_the_options_it_used(tmp_path, corpus):  # noqa: F811
     options, args = tiny(tmp_path, corpus, "run", max_steps=4, save_steps=2, learning_rate=None, warmup_steps=None)
     assert run_training(options, args, callbacks=[StopAt(2)])["stopped"]

@@ -21,6 +21,7 @@ else the run's ``OUTPUT_DIR/train_config.json``) by :func:`continue_run_options`
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -145,6 +146,7 @@ def continue_run_options(options: TrainOptions, args: ScratchformerTrainingArgum
             continue
         change = f"{_flag(key)} {_shown(current[key])} (the run: {_shown(saved[key])})"
         (changed if _may_change(key, saved, current, finishing) else refused).append(change)
+    refused += _options_newer_than_the_run(options, current, saved)
     if refused:
         raise TrainingSetupError(
             f"--resume: these options differ from the run's ({source}) and would change the run: "
@@ -153,6 +155,16 @@ def continue_run_options(options: TrainOptions, args: ScratchformerTrainingArgum
     if changed:
         say(f"--resume: continuing {Path(resume_from).name} with {'; '.join(changed)} (these do not change the run)")
     return args
+
+
+def _options_newer_than_the_run(options: TrainOptions, current: dict[str, Any], saved: dict[str, Any]) -> list[str]:
+    """A run recorded by an older version lacks the options added since; it ran with their defaults, so a value
+    other than the default would change the run."""
+    defaults = {spec.name: spec.default for spec in dataclasses.fields(options)}
+    return [f"{_flag(key)} {_shown(current[key])} (the run: recorded before this option existed, so "
+            f"{_shown(defaults[key])})"
+            for key in sorted(set(defaults) & set(current) - set(saved) - FREE_TO_CHANGE)
+            if current[key] != _as_json({key: defaults[key]})[key]]
 
 
 def _with_the_runs_defaults(args: ScratchformerTrainingArguments,
@@ -185,7 +197,8 @@ def _length_is_free(saved: dict[str, Any]) -> bool:
 
 def _batch_change(saved: dict[str, Any], current: dict[str, Any]) -> tuple[list[str], list[str]]:
     """``(refused, changed)`` about the batch: the examples of one optimizer step (processes x batch x accumulation)
-    must stay the run's; how they are split may change (the seedable sampler gives the same examples to each step)."""
+    must stay the run's; how they are split may change (the seedable sampler gives the same examples to each step),
+    except the size of a micro-batch when the contrastive loss draws its negatives from it."""
     if WORLD_SIZE_KEY not in saved:
         return [], []  # a run recorded without its process count: the batch fields are compared one by one
 
@@ -200,6 +213,11 @@ def _batch_change(saved: dict[str, Any], current: dict[str, Any]) -> tuple[list[
               f"{now[0] * now[1] * now[2]} examples per optimizer step (the run: {before[0]} x {before[1]} x "
               f"{before[2]} = {before[0] * before[1] * before[2]})")
     same = now[0] * now[1] * now[2] == before[0] * before[1] * before[2]
+    if same and now[1] != before[1] and saved.get("contrastive_weight", 0) > 0:
+        # the contrastive loss tells each window apart from the others of its micro-batch: another micro-batch size
+        # is another loss
+        return [change + " (with --contrastive-weight the micro-batch is the set of negatives: keep "
+                         f"--batch-size {before[1]})"], []
     return ([], [change]) if same else ([change], [])
 
 
