@@ -75,7 +75,7 @@ def test_a_batch_without_long_texts_gives_no_windows_and_no_loss():
     assert batch["crops_input_ids"].shape[0] == 0
     model = ScratchformerForConditionalGeneration(tiny_config(vocab_size=64))
     crops = {key: value for key, value in batch.items() if key.startswith("crops_")}
-    assert CroppingLoss(1.0)(model.get_encoder(), crops) is None
+    assert CroppingLoss(1.0)(model, crops) is None
 
 
 def test_info_nce_is_near_zero_for_matching_rows_and_large_for_swapped_ones():
@@ -98,7 +98,7 @@ def test_cropping_loss_trains_the_encoder(target):
     model = ScratchformerForConditionalGeneration(tiny_config(vocab_size=600))
     batch = collator(crop_pairs=True)([{"input_ids": text(40, start=10 + 60 * i)} for i in range(4)])
     crops = {key: value for key, value in batch.items() if key.startswith("crops_")}
-    loss = CroppingLoss(1.0, target)(model.get_encoder(), crops)
+    loss = CroppingLoss(1.0, target)(model, crops)
     assert math.isfinite(float(loss.detach())) and float(loss.detach()) > 0
     loss.backward()
     encoder_grads = [p.grad for p in model.get_encoder().parameters() if p.grad is not None]
@@ -139,9 +139,10 @@ def test_a_run_with_the_contrastive_loss_logs_it_and_trains_differently(tmp_path
 
 
 @pytest.mark.slow
-def test_two_processes_train_with_the_contrastive_loss(tmp_path, paragraphs):
-    """Under ``torchrun`` (gloo, 2 processes) the windows' encoder pass runs outside DDP's forward; the run must
-    still finish, log the loss, and leave finite weights (a gradient that DDP did not reduce would hang or fail)."""
+def test_two_processes_train_with_the_encoder_losses(tmp_path, paragraphs):
+    """Under ``torchrun`` (gloo, 2 processes) the encoder passes of the contrastive and masked-token losses run
+    outside DDP's forward; the run must still finish, log both losses, and leave finite weights (a gradient that DDP
+    did not reduce would hang or fail)."""
     torchrun = Path(sys.executable).with_name("torchrun")
     out = tmp_path / "ddp"
     command = [str(torchrun), "--standalone", "--nproc_per_node=2", "-m", "scratchformer.cli", "train",
@@ -149,11 +150,12 @@ def test_two_processes_train_with_the_contrastive_loss(tmp_path, paragraphs):
                "--tokenizer-vocab-size", "300", "--max-length", "64", "--batch-size", "4", "--max-steps", "3",
                "--eval-steps", "0", "--save-steps", "1000", "--logging-steps", "1", "--learning-rate", "3e-3",
                "--warmup-steps", "2", "--no-progress-bar", "--max-eval-samples", "16", "--contrastive-weight", "1",
-               "--cache-dir", str(tmp_path / "cache")]
+               "--encoder-mlm-weight", "1", "--cache-dir", str(tmp_path / "cache")]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=400,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     state = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text())
-    assert sum("contrastive_loss" in entry for entry in state["log_history"]) == 3
+    for key in ("contrastive_loss", "encoder_mlm_loss"):
+        assert sum(key in entry for entry in state["log_history"]) == 3, key
     model = ScratchformerForConditionalGeneration.from_pretrained(out)
     assert all(torch.isfinite(p).all() for p in model.parameters())

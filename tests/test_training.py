@@ -473,7 +473,7 @@ def test_documented_commands_still_parse():
     (["--config-overrides", "d_modle=64"], "unknown ScratchformerConfig field(s) ['d_modle']"),
     (["--objective", "seq2seq"], "--objective seq2seq needs --source-column and --target-column"),
     (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--short-fraction", "0.5"],
-     "--short-fraction belongs to --objective denoise; a seq2seq run adds no noise and no contrastive loss, so "
+     "--short-fraction belongs to --objective denoise; a seq2seq run adds no noise and no encoder loss, so "
      "leave it out"),
     (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--mask-ratio", "0.4"],
      "--mask-ratio belongs to --objective denoise"),
@@ -483,6 +483,11 @@ def test_documented_commands_still_parse():
     (["--contrastive-weight", "inf"], "--contrastive-weight must be a finite number, got inf"),
     (["--contrastive-temperature", "0"], "--contrastive-temperature must be positive, got 0"),
     (["--contrastive-target", "words"], "--contrastive-target: invalid choice: 'words'"),
+    (["--encoder-mlm-weight", "-0.5"], "--encoder-mlm-weight must be >= 0 (0 = off), got -0.5"),
+    (["--encoder-mlm-probability", "1"], "--encoder-mlm-probability must be in (0, 1), got 1"),
+    (["--encoder-mlm-probability", "0"], "--encoder-mlm-probability must be in (0, 1), got 0"),
+    (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--encoder-mlm-weight", "1"],
+     "--encoder-mlm-weight belongs to --objective denoise"),
 ])
 def test_bad_option_fails_fast_with_one_line(tmp_path, capsys, option, message):
     """A mistake in the options is one line on stderr and exit status 2, found before any data is read (the

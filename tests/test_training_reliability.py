@@ -435,6 +435,7 @@ def test_killed_saves_resume_to_the_uninterrupted_weights(tmp_path, corpus, caps
     (dict(mask_ratio=0.5), "--mask-ratio 0.5 (the run: 0.3)"),
     (dict(short_fraction=0.5), "--short-fraction 0.5 (the run: 0)"),
     (dict(contrastive_weight=0.5), "--contrastive-weight 0.5 (the run: 0)"),
+    (dict(encoder_mlm_weight=0.5), "--encoder-mlm-weight 0.5 (the run: 0)"),
     (dict(preset="mini"), "--preset mini (the run: tiny)"),
 ])
 def test_resume_refuses_options_that_change_the_run(stopped_run, corpus, changes, refused):  # noqa: F811

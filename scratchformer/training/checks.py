@@ -52,6 +52,8 @@ RULES = (
     Rule("poisson_lambda", lambda v: v > 0, "positive"),
     Rule("contrastive_weight", lambda v: v >= 0, ">= 0 (0 = off)"),
     Rule("contrastive_temperature", lambda v: v > 0, "positive"),
+    Rule("encoder_mlm_weight", lambda v: v >= 0, ">= 0 (0 = off)"),
+    Rule("encoder_mlm_probability", lambda v: 0 < v < 1, "in (0, 1)"),
     Rule("num_proc", _at_least(1), ">= 1"),
     Rule("tokenizer_vocab_size", _at_least(MIN_VOCAB_SIZE),
          f">= {MIN_VOCAB_SIZE} (the {len(SPECIAL_TOKENS)} special tokens and the 256 bytes)"),
@@ -171,13 +173,13 @@ def _check_data_source(options: TrainOptions) -> None:
         raise TrainingSetupError("--objective seq2seq needs --source-column and --target-column")
 
 
-# what only denoising uses: the noise of text infilling, and the encoder's contrastive loss on windows of the text
+# what only denoising uses: the noise of text infilling, and the encoder's own losses (contrastive, masked tokens)
 DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction", "contrastive_weight", "contrastive_target",
-                  "contrastive_temperature")
+                  "contrastive_temperature", "encoder_mlm_weight", "encoder_mlm_probability")
 
 
 def _check_noise_options(options: TrainOptions) -> None:
-    """The noise and contrastive options shape denoising only; given to a seq2seq run they would change nothing,
+    """The noise and encoder-loss options shape denoising only; given to a seq2seq run they would change nothing,
     silently."""
     if options.objective == "denoise":
         return
@@ -185,7 +187,7 @@ def _check_noise_options(options: TrainOptions) -> None:
     for name in DENOISING_ONLY:
         if getattr(options, name) != defaults[name]:
             raise TrainingSetupError(f"{option_flag(name)} belongs to --objective denoise; a seq2seq run adds no "
-                                     f"noise and no contrastive loss, so leave it out")
+                                     f"noise and no encoder loss, so leave it out")
 
 
 def _check_grouping(options: TrainOptions) -> None:

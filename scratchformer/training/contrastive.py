@@ -16,7 +16,8 @@ with t the temperature (``--contrastive-temperature``). What ``a_i`` is (``--con
 
 The negatives are the other windows of the same micro-batch. The loss is added to the denoising loss as
 ``weight x loss / accumulation steps``, so an optimizer step sees the mean over its micro-batches; training logs
-``contrastive_loss`` (the mean since the last log). Evaluation reports the denoising loss alone.
+``contrastive_loss`` (the mean since the last log). Evaluation reports the denoising loss alone
+(:mod:`scratchformer.training.encoder_losses` adds it to the Trainer's loss).
 """
 
 from __future__ import annotations
@@ -89,11 +90,14 @@ def info_nce(queries: torch.Tensor, keys: torch.Tensor, temperature: float,
 
 @dataclass
 class CroppingLoss:
-    """The loss of the module docstring, from the encoder's last layer over the two windows of each text."""
+    """The loss of the module docstring, from the encoder's last layer over the two windows of each text (an
+    :class:`~scratchformer.training.encoder_losses.EncoderLoss`, logged as ``contrastive_loss``)."""
 
     weight: float
     target: str = "tokens"
     temperature: float = 0.05
+    name = "contrastive"
+    keys = CROP_KEYS
 
     def __post_init__(self):
         if self.target not in TARGETS:
@@ -101,14 +105,14 @@ class CroppingLoss:
         if not self.temperature > 0:
             raise ValueError(f"temperature={self.temperature} must be positive")
 
-    def __call__(self, encoder: torch.nn.Module, crops: dict[str, torch.Tensor]) -> torch.Tensor | None:
-        """The loss for one micro-batch's windows, or ``None`` when fewer than two texts gave a pair (no
-        negative to tell apart)."""
+    def __call__(self, model: torch.nn.Module, crops: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The loss for one micro-batch's windows, read by ``model.get_encoder()``, or ``None`` when fewer than two
+        texts gave a pair (no negative to tell apart)."""
         pairs = crops["crops_input_ids"].shape[0] // 2
         if pairs < 2:
             return None
-        hidden = encoder(input_ids=crops["crops_input_ids"],
-                         attention_mask=crops["crops_attention_mask"]).last_hidden_state  # (2P, T, hidden)
+        hidden = model.get_encoder()(input_ids=crops["crops_input_ids"],
+                                     attention_mask=crops["crops_attention_mask"]).last_hidden_state  # (2P, T, d)
         mask = crops["crops_token_mask"]
         weights = mask.unsqueeze(-1).to(hidden.dtype)
         means = (hidden * weights).sum(1) / weights.sum(1)  # (2P, hidden); every window has >= 6 tokens
@@ -118,36 +122,3 @@ class CroppingLoss:
             return (info_nce(means_a, means_b, self.temperature) + info_nce(means_b, means_a, self.temperature)) / 2
         return (info_nce(hidden_a, means_b, self.temperature, mask_a)
                 + info_nce(hidden_b, means_a, self.temperature, mask_b)) / 2
-
-
-class ContrastiveCrops:
-    """Trainer mixin: adds :class:`CroppingLoss` (``self.cropping_loss``, ``None`` = off) to the training loss and
-    logs its mean as ``contrastive_loss``. The window keys are always taken out of the inputs before the model
-    sees them; in evaluation they are dropped, so ``eval_loss`` stays the denoising loss."""
-
-    cropping_loss: CroppingLoss | None = None
-    _contrastive_sum: torch.Tensor | float = 0.0  # summed on the device: read only when logging (no host sync)
-    _contrastive_count: int = 0
-
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        crops = {key: inputs.pop(key) for key in CROP_KEYS if key in inputs}
-        result = super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                      num_items_in_batch=num_items_in_batch)
-        if not crops or self.cropping_loss is None or not model.training:
-            return result
-        extra = self.cropping_loss(self.accelerator.unwrap_model(model).get_encoder(), crops)
-        if extra is None:
-            return result
-        self._contrastive_sum = self._contrastive_sum + extra.detach()
-        self._contrastive_count += 1
-        steps = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
-        scaled = self.cropping_loss.weight * extra / steps
-        if return_outputs:
-            return result[0] + scaled, result[1]
-        return result + scaled
-
-    def log(self, logs: dict[str, float], *args, **kwargs) -> None:
-        if "loss" in logs and self._contrastive_count:
-            logs = {**logs, "contrastive_loss": round(float(self._contrastive_sum) / self._contrastive_count, 4)}
-            self._contrastive_sum, self._contrastive_count = 0.0, 0
-        super().log(logs, *args, **kwargs)

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from collections.abc import Sequence
@@ -105,19 +106,27 @@ class DataCollatorForTextInfilling:
     epoch: int = 0
     pad_to_multiple_of: int | None = None
     crop_pairs: bool = False  # also two clean windows of each long text, for --contrastive-weight
+    encoder_mlm_probability: float = 0.0  # > 0: also a BERT-masked copy of each text, for --encoder-mlm-weight
+    vocab_size: int | None = None  # with encoder_mlm_probability: the ids a random replacement is drawn from ...
+    special_ids: tuple[int, ...] = ()  # ... except these
 
     def __post_init__(self):
         if not 0.0 <= self.mask_ratio < 1.0:
             raise ValueError(f"mask_ratio={self.mask_ratio} must be in [0, 1)")
         if not self.poisson_lambda > 0:
             raise ValueError(f"poisson_lambda={self.poisson_lambda} must be positive")
+        if not 0.0 <= self.encoder_mlm_probability < 1.0:
+            raise ValueError(f"encoder_mlm_probability={self.encoder_mlm_probability} must be in [0, 1)")
+        if self.encoder_mlm_probability > 0 and self.vocab_size is None:
+            raise ValueError("encoder_mlm_probability > 0 needs vocab_size (the ids random replacements come from)")
 
     @classmethod
     def from_tokenizer(cls, tokenizer, decoder_start_token_id: int, **kwargs) -> DataCollatorForTextInfilling:
         if tokenizer.mask_token_id is None:
             raise DataError("the tokenizer has no <mask> token; text infilling needs one")
         return cls(pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
-                   eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=decoder_start_token_id, **kwargs)
+                   eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=decoder_start_token_id,
+                   vocab_size=len(tokenizer), special_ids=tuple(sorted(set(tokenizer.all_special_ids))), **kwargs)
 
     def rng_for(self, ids: Sequence[int], epoch: int | None = None) -> np.random.Generator:
         key = zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes())
@@ -128,6 +137,16 @@ class DataCollatorForTextInfilling:
         the windows leaves the noise of every text as it was)."""
         key = zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes())
         return np.random.default_rng([self.seed, self.epoch if epoch is None else epoch, key, len(ids), 1])
+
+    @functools.cached_property
+    def ordinary_ids(self) -> np.ndarray:
+        """The ids that are not special tokens, sorted: what a masked copy may choose, and draw random tokens from."""
+        return np.setdiff1d(np.arange(self.vocab_size or 0), np.asarray(self.special_ids, dtype=np.int64))
+
+    def mlm_rng(self, ids: Sequence[int], epoch: int | None = None) -> np.random.Generator:
+        """The masked copy's own random stream (apart from the noise and the windows, as :meth:`crop_rng`)."""
+        key = zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes())
+        return np.random.default_rng([self.seed, self.epoch if epoch is None else epoch, key, len(ids), 2])
 
     def noise(self, ids: Sequence[int], epoch: int | None = None) -> list[int]:
         ids = list(ids)
@@ -163,6 +182,8 @@ class DataCollatorForTextInfilling:
         }
         if self.crop_pairs:
             batch.update(self._crops(clean, features))
+        if self.encoder_mlm_probability > 0:
+            batch.update(self._masked_copies(clean, features))
         return batch
 
     def _crops(self, clean: list[list[int]], features: list[dict[str, Any]]) -> dict[str, Any]:
@@ -176,3 +197,11 @@ class DataCollatorForTextInfilling:
             if pair is not None:
                 pairs.append(pair)
         return crops_batch(pairs, self.eos_token_id, self.pad_token_id)
+
+    def _masked_copies(self, clean: list[list[int]], features: list[dict[str, Any]]) -> dict[str, Any]:
+        """A BERT-masked copy of each text (:mod:`scratchformer.training.encoder_mlm`)."""
+        from .encoder_mlm import mask_tokens, mlm_batch
+
+        copies = [mask_tokens(ids, self.mlm_rng(ids, feature.get("epoch")), self.encoder_mlm_probability,
+                              self.mask_token_id, self.ordinary_ids) for ids, feature in zip(clean, features)]
+        return mlm_batch(clean, [c for c, _ in copies], [p for _, p in copies], self.pad_token_id)

@@ -107,6 +107,12 @@ class TrainOptions:
     contrastive_target: str = _option("tokens", "with --contrastive-weight: what must find the other window, each "
                                                 "token vector of a window or its mean", choices=("tokens", "sentence"))
     contrastive_temperature: float = _option(0.05, "with --contrastive-weight: the InfoNCE temperature, > 0")
+    encoder_mlm_weight: float = _option(0.0, "denoise: add BERT's masked-token loss on the encoder with this weight: "
+                                             "the encoder reads a second, BERT-masked copy of each text and its "
+                                             "last layer predicts the masked tokens through the tied output "
+                                             "projection; 0 = off (docs/training.md, 'Objectives')")
+    encoder_mlm_probability: float = _option(0.15, "with --encoder-mlm-weight: the share of tokens chosen (80 %% "
+                                                   "become <mask>, 10 %% a random token, 10 %% stay), in (0, 1)")
     num_proc: int | None = _option(None, "processes for datasets.map")
     cache_dir: str | None = _option(None, "datasets cache folder (default: the datasets default)")
     # --- model and tokenizer

@@ -33,7 +33,9 @@ from . import data, streaming
 from .callbacks import RUN_RECORD, EpochCallback, RunRecord, TimeLimit
 from .checkpoints import CrashSafeCheckpoints
 from .checks import check_batch_size, check_options, check_tokenizer_matches
-from .contrastive import ContrastiveCrops, CroppingLoss
+from .contrastive import CROP_KEYS, CroppingLoss
+from .encoder_losses import EncoderLosses
+from .encoder_mlm import MLM_KEYS, MaskedTokenLoss
 from .history import loss_history, write_loss_curve
 from .metrics import GenerationMetrics, Seq2SeqLoss, argmax_logits, token_accuracy
 from .model_setup import build_model, check_model_sources, load_tokenizer
@@ -49,12 +51,14 @@ LOG_PREFIX = "[scratchformer train]"
 
 
 class ScratchformerTrainer(CrashSafeCheckpoints, SavesPlainModelClass, SeededSampling, streaming.StreamedTrainData,
-                           ContrastiveCrops, Seq2SeqTrainer):
+                           EncoderLosses, Seq2SeqTrainer):
     """``Seq2SeqTrainer`` whose checkpoints appear only complete (:mod:`scratchformer.training.checkpoints`), that
     trains from a stream when given one (:mod:`scratchformer.training.streaming`), shuffles with the run's seed
     (:mod:`scratchformer.training.sampling`), saves a sharded model as our own class
-    (:mod:`scratchformer.training.sharding`) and adds the encoder's contrastive loss when asked
-    (:mod:`scratchformer.training.contrastive`)."""
+    (:mod:`scratchformer.training.sharding`) and adds the encoder's contrastive and masked-token losses when asked
+    (:mod:`scratchformer.training.encoder_losses`)."""
+
+    extra_keys = CROP_KEYS + MLM_KEYS
 
 
 def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
@@ -198,7 +202,8 @@ def _objective_parts(options: TrainOptions, args: ScratchformerTrainingArguments
     if options.objective == "denoise":
         collator = DataCollatorForTextInfilling.from_tokenizer(
             tokenizer, model.config.decoder_start_token_id, mask_ratio=options.mask_ratio,
-            poisson_lambda=options.poisson_lambda, seed=args.seed, crop_pairs=options.contrastive_weight > 0)
+            poisson_lambda=options.poisson_lambda, seed=args.seed, crop_pairs=options.contrastive_weight > 0,
+            encoder_mlm_probability=options.encoder_mlm_probability if options.encoder_mlm_weight > 0 else 0.0)
         return collator, token_accuracy, argmax_logits
     model.generation_config.max_length = args.generation_max_length
     return DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100), GenerationMetrics(tokenizer), None
@@ -222,9 +227,11 @@ def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, 
         preprocess_logits_for_metrics=preprocess,
         callbacks=own_callbacks + list(callbacks or []),
     )
-    if options.objective == "denoise" and options.contrastive_weight > 0:
-        trainer.cropping_loss = CroppingLoss(options.contrastive_weight, options.contrastive_target,
-                                             options.contrastive_temperature)
+    if options.objective == "denoise":
+        trainer.encoder_losses = tuple(
+            ([CroppingLoss(options.contrastive_weight, options.contrastive_target, options.contrastive_temperature)]
+             if options.contrastive_weight > 0 else [])
+            + ([MaskedTokenLoss(options.encoder_mlm_weight)] if options.encoder_mlm_weight > 0 else []))
     return trainer, time_limit
 
 

@@ -1,0 +1,69 @@
+"""Losses on the encoder's own output, added to denoising by the Trainer: the contrastive loss of
+``--contrastive-weight`` (:mod:`scratchformer.training.contrastive`) and the masked-token loss of
+``--encoder-mlm-weight`` (:mod:`scratchformer.training.encoder_mlm`).
+
+Denoising trains the encoder only through what the decoder needs to rebuild the text. Each loss here reads extra
+inputs that the collator put into the batch (its ``keys``) with the encoder, and the Trainer adds
+``weight x loss / accumulation steps`` to the micro-batch's loss, so an optimizer step sees the mean over its
+micro-batches. Training logs ``<name>_loss`` (the mean since the last log); in evaluation the extra inputs are
+dropped, so ``eval_loss`` stays the denoising loss.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+
+class EncoderLoss(Protocol):
+    """What :class:`EncoderLosses` needs of a loss."""
+
+    name: str  # logged as ``<name>_loss``
+    keys: tuple[str, ...]  # the batch keys it reads (taken out of the model's inputs)
+    weight: float
+
+    def __call__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The loss of one micro-batch (``model`` unwrapped from DDP and the like), or ``None`` when the batch
+        gives it nothing to learn from."""
+
+
+class EncoderLosses:
+    """Trainer mixin: adds each loss of ``self.encoder_losses`` to the training loss and logs its mean. The keys of
+    every known loss are always taken out of the inputs before the model sees them, whether the loss is on or not."""
+
+    encoder_losses: tuple[EncoderLoss, ...] = ()
+    extra_keys: tuple[str, ...] = ()  # every key a collator may add (set by the pipeline)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        extra = {key: inputs.pop(key) for key in self.extra_keys if key in inputs}
+        result = super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                      num_items_in_batch=num_items_in_batch)
+        if not extra or not self.encoder_losses or not model.training:
+            return result
+        unwrapped = self.accelerator.unwrap_model(model)
+        steps = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
+        added = 0.0
+        for loss_fn in self.encoder_losses:
+            value = loss_fn(unwrapped, {key: extra[key] for key in loss_fn.keys if key in extra})
+            if value is None:
+                continue
+            self._remember(loss_fn.name, value.detach())
+            added = added + loss_fn.weight * value / steps
+        if return_outputs:
+            return result[0] + added, result[1]
+        return result + added
+
+    def _remember(self, name: str, value: torch.Tensor) -> None:
+        """Sum on the device; read only when logging (no host sync per step)."""
+        sums = self.__dict__.setdefault("_encoder_loss_sums", {})
+        total, count = sums.get(name, (0.0, 0))
+        sums[name] = (total + value, count + 1)
+
+    def log(self, logs: dict[str, float], *args, **kwargs) -> None:
+        sums = self.__dict__.get("_encoder_loss_sums")
+        if "loss" in logs and sums:
+            logs = {**logs, **{f"{name}_loss": round(float(total) / count, 4)
+                               for name, (total, count) in sums.items()}}
+            sums.clear()
+        super().log(logs, *args, **kwargs)

@@ -1,0 +1,84 @@
+"""A masked-token loss on the encoder (BERT's masked language model, Devlin et al. 2019), added to denoising.
+
+In text infilling (BART's denoising) the decoder rebuilds the text, and the encoder learns only what the decoder
+needs from it. BERT trains the encoder's own output: with ``--encoder-mlm-weight W`` the collator also gives the
+encoder a second, BERT-masked copy of each training text (:func:`mask_tokens`). Each ordinary token is chosen with
+probability ``--encoder-mlm-probability`` (0.15); a chosen token becomes ``<mask>`` (80 %), a random ordinary token
+(10 %) or stays as it is (10 %). The encoder reads the copy, and the model's own output projection (``lm_head``,
+tied to the token embedding) predicts each chosen token from the last layer at its position:
+
+    loss = - mean over the chosen positions i of log softmax(lm_head(h_i))[x_i]
+
+The decoder takes no part. The copy is a function of ``(seed, epoch, token ids)``, drawn from a random stream of
+its own (the noise and the contrastive windows of a text stay as they were), so a resumed run sees the same copies.
+The Trainer adds ``W x loss / accumulation steps`` and logs ``encoder_mlm_loss``
+(:mod:`scratchformer.training.encoder_losses`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MLM_KEYS = ("mlm_input_ids", "mlm_attention_mask", "mlm_positions", "mlm_targets")
+REPLACE_WITH_MASK, REPLACE_WITH_RANDOM = 0.8, 0.1  # of the chosen tokens; the other 10 % stay (BERT, appendix A.1)
+
+
+def mask_tokens(ids: Sequence[int], rng: np.random.Generator, probability: float, mask_token_id: int,
+                ordinary_ids: np.ndarray) -> tuple[list[int], list[int]]:
+    """BERT's masking of one text: ``(the encoder's input, the chosen positions)``. Only ordinary tokens (those in
+    ``ordinary_ids``, sorted) are chosen, each with ``probability``; special tokens such as ``</s>`` stay."""
+    ids_array = np.asarray(ids, dtype=np.int64)
+    is_ordinary = np.isin(ids_array, ordinary_ids, assume_unique=False)
+    draw = rng.random((3, len(ids_array)))  # chosen?, what becomes of it, which random token
+    chosen = np.flatnonzero(is_ordinary & (draw[0] < probability))
+    masked = ids_array.copy()
+    what = draw[1, chosen]
+    masked[chosen[what < REPLACE_WITH_MASK]] = mask_token_id
+    random_rows = chosen[(what >= REPLACE_WITH_MASK) & (what < REPLACE_WITH_MASK + REPLACE_WITH_RANDOM)]
+    masked[random_rows] = ordinary_ids[(draw[2, random_rows] * len(ordinary_ids)).astype(np.int64)]
+    return masked.tolist(), chosen.tolist()
+
+
+def mlm_batch(texts: list[list[int]], masked: list[list[int]], chosen: list[list[int]], pad_token_id: int
+              ) -> dict[str, torch.Tensor]:
+    """The encoder's inputs for the masked copies, padded to the longest, and what to predict:
+    ``mlm_positions`` are flat indices into the ``(rows x width)`` positions (so the loss gathers them without a
+    host sync) and ``mlm_targets`` the original tokens there."""
+    width = max((len(r) for r in masked), default=0)
+    input_ids = torch.full((len(masked), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(masked), width), dtype=torch.long)
+    positions, targets = [], []
+    for row, (original, copy, picked) in enumerate(zip(texts, masked, chosen)):
+        input_ids[row, :len(copy)] = torch.tensor(copy, dtype=torch.long)
+        attention_mask[row, :len(copy)] = 1
+        positions.extend(row * width + p for p in picked)
+        targets.extend(original[p] for p in picked)
+    return {"mlm_input_ids": input_ids, "mlm_attention_mask": attention_mask,
+            "mlm_positions": torch.tensor(positions, dtype=torch.long),
+            "mlm_targets": torch.tensor(targets, dtype=torch.long)}
+
+
+@dataclass
+class MaskedTokenLoss:
+    """The loss of the module docstring (an :class:`~scratchformer.training.encoder_losses.EncoderLoss`, logged as
+    ``encoder_mlm_loss``)."""
+
+    weight: float
+    name = "encoder_mlm"
+    keys = MLM_KEYS
+
+    def __call__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The mean cross-entropy over the chosen tokens of one micro-batch, or ``None`` when none was chosen."""
+        positions = batch["mlm_positions"]
+        if positions.numel() == 0:  # a shape, known on the host: no sync
+            return None
+        hidden = model.get_encoder()(input_ids=batch["mlm_input_ids"],
+                                     attention_mask=batch["mlm_attention_mask"]).last_hidden_state  # (B, T, d)
+        chosen = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)  # (N, d), N chosen tokens
+        logits = model.get_output_embeddings()(chosen)  # (N, V)
+        return F.cross_entropy(logits.float(), batch["mlm_targets"])

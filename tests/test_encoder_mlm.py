@@ -1,0 +1,132 @@
+"""The encoder's masked-token loss (``--encoder-mlm-weight``): the masking, the collator, the loss, the run."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from model_fixtures import tiny_config
+from test_contrastive import EOS, MASK, PAD, paragraphs, text  # noqa: F401  (paragraphs is a fixture)
+from test_training import tiny
+
+from scratchformer import ScratchformerForConditionalGeneration
+from scratchformer.training import run_training
+from scratchformer.training.encoder_mlm import MaskedTokenLoss, mask_tokens
+from scratchformer.training.noise import DataCollatorForTextInfilling
+
+SPECIALS = (0, 1, 2, 3, 4)
+VOCAB = 600
+
+
+def collator(**overrides) -> DataCollatorForTextInfilling:
+    return DataCollatorForTextInfilling(pad_token_id=PAD, mask_token_id=MASK, eos_token_id=EOS,
+                                        decoder_start_token_id=EOS, seed=3, vocab_size=VOCAB,
+                                        special_ids=SPECIALS, **overrides)
+
+
+def test_mask_tokens_follows_berts_proportions_and_never_touches_special_tokens():
+    """Over 200,000 tokens at probability 0.15: the chosen share, and of those the <mask> / random / kept shares,
+    are within 0.01 of 0.15, 0.8, 0.1, 0.1 (a binomial standard error is below 0.002); </s> is never chosen; a
+    random replacement is never a special token."""
+    rng = np.random.default_rng(0)
+    ordinary = np.arange(5, VOCAB)
+    chosen_count = total = masked = random_count = kept = 0
+    for start in range(0, 2000):
+        ids = [5 + (start * 7 + i) % (VOCAB - 5) for i in range(100)] + [EOS]
+        copy, chosen = mask_tokens(ids, rng, 0.15, MASK, ordinary)
+        assert len(copy) == len(ids) and len(ids) - 1 not in chosen and copy[-1] == EOS
+        unchosen = set(range(len(ids))) - set(chosen)
+        assert all(copy[i] == ids[i] for i in unchosen)
+        for i in chosen:
+            masked += copy[i] == MASK
+            kept += copy[i] == ids[i]
+            random_count += copy[i] not in (MASK, ids[i])
+            assert copy[i] not in SPECIALS or copy[i] == MASK
+        chosen_count += len(chosen)
+        total += len(ids) - 1
+    assert chosen_count / total == pytest.approx(0.15, abs=0.01)
+    # a random draw equal to the original counts as kept: 1 in 595, far below the tolerance
+    assert (masked / chosen_count, random_count / chosen_count, kept / chosen_count) == \
+        pytest.approx((0.8, 0.1, 0.1), abs=0.01)
+
+
+def test_the_collator_adds_masked_copies_only_when_asked_and_leaves_the_rest_as_it_was():
+    features = [{"input_ids": text(40)}, {"input_ids": text(8)}, {"input_ids": text(60, start=300)}]
+    plain = collator()(features)
+    both = collator(crop_pairs=True, encoder_mlm_probability=0.3)(features)
+    cropped = collator(crop_pairs=True)(features)
+    assert not any(key.startswith("mlm_") for key in plain)
+    for key, value in cropped.items():  # the noise and the windows are unchanged by the masked copies
+        assert torch.equal(both[key], value), key
+    ids, attention = both["mlm_input_ids"], both["mlm_attention_mask"]
+    positions, targets = both["mlm_positions"], both["mlm_targets"]
+    assert ids.shape == plain["labels"].shape and torch.equal(attention.bool(), plain["labels"] != -100)
+    assert len(positions) == len(targets) > 0
+    originals = plain["labels"].reshape(-1)
+    assert torch.equal(originals[positions], targets)  # each target is the clean token at its position
+    unchosen = torch.ones(ids.numel(), dtype=torch.bool)
+    unchosen[positions] = False
+    assert torch.equal(ids.reshape(-1)[unchosen & attention.reshape(-1).bool()],
+                       originals[unchosen & attention.reshape(-1).bool()])
+    again = collator(encoder_mlm_probability=0.3)(features)
+    assert torch.equal(again["mlm_input_ids"], ids)  # a function of seed, epoch and text: resumable
+    assert not torch.equal(collator(encoder_mlm_probability=0.3, epoch=1)(features)["mlm_input_ids"], ids)
+
+
+def test_the_collator_needs_the_vocabulary_for_masked_copies():
+    with pytest.raises(ValueError, match="needs vocab_size"):
+        DataCollatorForTextInfilling(pad_token_id=PAD, mask_token_id=MASK, eos_token_id=EOS,
+                                     decoder_start_token_id=EOS, encoder_mlm_probability=0.15)
+    with pytest.raises(ValueError, match=r"encoder_mlm_probability=1.0 must be in \[0, 1\)"):
+        collator(encoder_mlm_probability=1.0)
+
+
+def test_masked_token_loss_is_the_cross_entropy_at_the_chosen_positions_and_trains_only_the_encoder():
+    """The loss equals a direct computation (within 1e-5): every position's logits through ``lm_head``, the
+    cross-entropy at the chosen ones. The gradient reaches the encoder and the tied embedding, not the decoder."""
+    torch.manual_seed(0)
+    model = ScratchformerForConditionalGeneration(tiny_config(vocab_size=VOCAB))
+    batch = collator(encoder_mlm_probability=0.3)([{"input_ids": text(40, start=10 + 60 * i)} for i in range(4)])
+    loss = MaskedTokenLoss(1.0)(model, batch)
+    hidden = model.get_encoder()(input_ids=batch["mlm_input_ids"],
+                                 attention_mask=batch["mlm_attention_mask"]).last_hidden_state
+    logits = model.lm_head(hidden).reshape(-1, VOCAB)
+    direct = torch.nn.functional.cross_entropy(logits[batch["mlm_positions"]], batch["mlm_targets"])
+    assert float(loss.detach()) == pytest.approx(float(direct.detach()), abs=1e-5)
+    assert float(loss.detach()) == pytest.approx(math.log(VOCAB), rel=0.2)  # an untrained model: near uniform
+    loss.backward()
+    assert float(model.get_input_embeddings().weight.grad.abs().sum()) > 0
+    assert any(float(p.grad.abs().sum()) > 0 for p in model.get_encoder().layers.parameters() if p.grad is not None)
+    assert all(p.grad is None for p in model.get_decoder().layers.parameters())
+
+
+def test_a_batch_with_nothing_chosen_gives_no_loss():
+    model = ScratchformerForConditionalGeneration(tiny_config(vocab_size=VOCAB))
+    batch = collator(encoder_mlm_probability=1e-9)([{"input_ids": text(10)}])
+    assert batch["mlm_positions"].numel() == 0
+    assert MaskedTokenLoss(1.0)(model, batch) is None
+
+
+def test_a_run_with_the_masked_token_loss_logs_it_next_to_the_contrastive_one(tmp_path, paragraphs):  # noqa: F811
+    """Both encoder losses reach one run: each is logged at every step, the weights differ from the same run with
+    the contrastive loss alone, and the options are recorded for ``--resume``."""
+    runs = {}
+    for name, weight in (("contrastive", 0.0), ("both", 1.0)):
+        options, args = tiny(tmp_path, paragraphs, name, max_length=64, contrastive_weight=1.0, max_steps=3,
+                             encoder_mlm_weight=weight, save_steps=100, config_overrides="dropout=0.0")
+        runs[name] = Path(run_training(options, args)["output_dir"])
+    state = json.loads((runs["both"] / "checkpoint-3" / "trainer_state.json").read_text())
+    for key in ("encoder_mlm_loss", "contrastive_loss"):
+        logged = [entry[key] for entry in state["log_history"] if key in entry]
+        assert len(logged) == 3 and all(math.isfinite(v) and v > 0 for v in logged), key
+    only = json.loads((runs["contrastive"] / "checkpoint-3" / "trainer_state.json").read_text())
+    assert not any("encoder_mlm_loss" in entry for entry in only["log_history"])
+    weights = {name: ScratchformerForConditionalGeneration.from_pretrained(folder).model.encoder.layers[0]
+               .self_attn.q_proj.weight for name, folder in runs.items()}
+    assert not torch.allclose(weights["contrastive"], weights["both"])
+    saved = json.loads((runs["both"] / "train_config.json").read_text())
+    assert (saved["encoder_mlm_weight"], saved["encoder_mlm_probability"]) == (1.0, 0.15)
