@@ -120,6 +120,23 @@ def data_description(train_config: dict, corpus_sources: dict | None) -> str:
             f"{train_config['max_eval_samples']} chunks scored).")
 
 
+def objective_description(train_config: dict) -> str:
+    """The card's **Objective** line, from the run's own options: the noise, label smoothing and encoder losses."""
+    line = (f"- **Objective**: text infilling (BART): Poisson({train_config.get('poisson_lambda', 3.0):g}) spans "
+            f"covering {train_config.get('mask_ratio', 0.3):.0%} of the tokens, each replaced by one `<mask>`; the "
+            f"decoder reconstructs the original. Label smoothing {train_config.get('label_smoothing_factor', 0.0):g}.")
+    if train_config.get("encoder_mlm_weight", 0.0) > 0:
+        line += (f" Plus BERT's masked-token loss on the encoder, weight {train_config['encoder_mlm_weight']:g}: "
+                 f"{train_config['encoder_mlm_probability']:.0%} of the uncorrupted source's tokens chosen (80% "
+                 f"`<mask>`, 10% a random token, 10% kept), predicted from the last encoder layer through the tied "
+                 f"embedding.")
+    if train_config.get("contrastive_weight", 0.0) > 0:
+        line += (f" Plus a contrastive loss between two cropped windows of each text (the encoder's "
+                 f"{train_config['contrastive_target']} vectors), weight {train_config['contrastive_weight']:g}, temperature "
+                 f"{train_config['contrastive_temperature']:g}.")
+    return line
+
+
 def bank_line(bank: dict | None) -> list[str]:
     """The "bank" study of ``scratchformer compare`` on this model, at its headline (last) layer."""
     if not bank:
@@ -147,8 +164,7 @@ def card_description(run: Path, command: str, minutes: float, model, results: di
         "## Training",
         "",
         data_description(train_config, corpus_sources),
-        "- **Objective**: text infilling (BART): Poisson(3) spans covering 30% of the tokens, each replaced by one "
-        "`<mask>`; the decoder reconstructs the original. Label smoothing 0.1.",
+        objective_description(train_config),
         f"- **Tokenizer**: byte-level BPE, {config.vocab_size} tokens, trained on the training split.",
         f"- **Model**: d_model {config.d_model}, {config.encoder_layers} encoder / {config.decoder_layers} decoder "
         f"layers, {config.encoder_attention_heads} heads, FFN {config.encoder_ffn_dim}, "

@@ -107,3 +107,18 @@ def test_cpu_line_states_the_accumulation_and_the_expected_time():
     (line,) = cpu_lines({"per_device_train_batch_size": 32, "gradient_accumulation_steps": 4}, 3000, 3.4, 32)
     assert "(how this run was made): the command above, 32 x 4 sequences" in line and "`--resume`" in line
     assert "**2.8 hours** for 3000 steps" in line and "instead of" not in line
+
+
+def test_objective_line_follows_the_run_options():
+    """The card's objective line states the run's own noise and encoder losses, not a fixed recipe: v2's defaults,
+    and a run with half the tokens masked and the masked-token loss."""
+    objective = runpy.run_path(str(REPO_ROOT / "scripts" / "package_checkpoint.py"))["objective_description"]
+    v2 = objective({"poisson_lambda": 3.0, "mask_ratio": 0.3, "label_smoothing_factor": 0.1,
+                    "encoder_mlm_weight": 0.0, "contrastive_weight": 0.0})
+    assert "Poisson(3) spans covering 30% of the tokens" in v2 and "Label smoothing 0.1." in v2
+    assert "masked-token" not in v2 and "contrastive" not in v2
+    v3 = objective({"poisson_lambda": 3.0, "mask_ratio": 0.5, "label_smoothing_factor": 0.1,
+                    "encoder_mlm_weight": 1.0, "encoder_mlm_probability": 0.15, "contrastive_weight": 0.5,
+                    "contrastive_target": "sentence", "contrastive_temperature": 0.05})
+    assert "covering 50% of the tokens" in v3 and "masked-token loss on the encoder, weight 1: 15%" in v3
+    assert "(the encoder's sentence vectors), weight 0.5, temperature 0.05" in v3
