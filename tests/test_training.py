@@ -164,6 +164,9 @@ def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
     args.resume_from_checkpoint, args.max_steps = str(resumed_dir / "checkpoint-4"), 4
     early = run_training(options, args)
     assert early["global_step"] == 4 and "eval_loss" in early["metrics"]
+    # the run folder's record is the checkpoint's: how the weights it now holds were trained
+    record = json.loads((resumed_dir / "run_record.json").read_text())
+    assert [(i["start_step"], i["end_step"]) for i in record["invocations"]] == [(0, 4)] and record["final_step"] == 4
     c = ScratchformerForConditionalGeneration.from_pretrained(resumed_dir)
     d = ScratchformerForConditionalGeneration.from_pretrained(resumed_dir / "checkpoint-4")
     for (name, pc), pd in zip(c.state_dict().items(), d.state_dict().values()):

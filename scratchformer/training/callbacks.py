@@ -118,8 +118,9 @@ class RunRecord(TrainerCallback):
                 "examples_per_step": self.examples_per_step, **self.hardware}
 
     def record(self, step: int) -> dict[str, Any]:
-        """The whole record up to ``step``: every invocation and the totals."""
-        invocations = [*self.earlier, self.current(step)]
+        """The whole record up to ``step``: every invocation and the totals (a run finished from a checkpoint
+        without training: the checkpoint's record)."""
+        invocations = [*self.earlier, self.current(step)] if self.started is not None else list(self.earlier)
         total = sum(i["seconds"] for i in invocations)
         return {"invocations": invocations, "total_seconds": round(total, 2), "final_step": step}
 

@@ -311,10 +311,12 @@ def _finish(options: TrainOptions, args: ScratchformerTrainingArguments, trainer
 def _report_speed(trainer: ScratchformerTrainer, out: Path) -> None:
     """Write ``run_record.json`` and say how fast this invocation trained, on what."""
     record = getattr(trainer, "run_record", None)
-    if record is None or record.started is None:  # finished from a checkpoint: nothing was trained now
+    if record is None:
         return
     step = trainer.state.global_step
     record.write(out, step)
+    if record.started is None:  # finished from a checkpoint: nothing was trained now, its record is the run's
+        return
     now = record.current(step)
     print(f"{LOG_PREFIX} trained steps {now['start_step']}-{step} in {now['seconds'] / 60:.1f} min: "
           f"{now['steps_per_second']:.3g} steps/s, {now['examples_per_second']:.3g} examples/s on {now['device']} "
