@@ -3,7 +3,7 @@
 This is ``scratchformer train --objective denoise`` with the options of docs/training.md filled in; any option given
 here is passed on and wins over the defaults (see ``scratchformer train --help``):
 
-    python examples/pretrain_denoising.py                                   # the shipped recipe (~3 h on 2 quiet cores)
+    python examples/pretrain_denoising.py                                   # the shipped recipe (~2 h 50 min, 2 cores)
     python examples/pretrain_denoising.py --max-steps 50 --output-dir outputs/smoke --eval-steps 25
     python examples/pretrain_denoising.py --resume                          # continue an interrupted run
     python examples/pretrain_denoising.py --overwrite_output_dir            # start over in the same folder
@@ -22,19 +22,21 @@ from scratchformer.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 
-# The recipe of the shipped checkpoint, as it ran on 2 CPU cores (docs/training.md explains every choice): 128
+# The recipe of the shipped checkpoint (v3), as it ran on 2 CPU cores (docs/training.md explains every choice): 128
 # sequences per optimizer step as 32 x 4 gradient accumulation, `batch_rebalance` splitting each step's random draw
-# by length so that less of the work is padding, bf16 autocast (1.24x on a CPU with AMX; drop it on one without),
-# stopping with a checkpoint after 125 minutes (--resume continues). On a GPU add --batch-size 128
-# --gradient-accumulation-steps 1 --tf32 true --dataloader-num-workers 4 (about 3 minutes on one H100).
+# by length so that less of the work is padding, half the tokens masked for the decoder and BERT's masked-token loss
+# on the encoder beside it (what lifts the word-sense score), bf16 autocast (1.24x on a CPU with AMX; drop it on one
+# without), stopping with a checkpoint after 85 minutes (--resume continues). v3 itself reused v2's tokenizer, which
+# was trained as here. On a GPU add --batch-size 128 --gradient-accumulation-steps 1 --tf32 true
+# --dataloader-num-workers 4.
 DEFAULTS = [
     "--objective", "denoise",
     "--train-files", str(REPO.parent / "shared" / "data" / "corpus_en.txt.gz"),
-    "--output-dir", str(REPO / "outputs" / "pretrain-v2"),
+    "--output-dir", str(REPO / "outputs" / "pretrain-v3"),
     "--preset", "small",
     "--config-overrides", "pre_layer_norm=true,dropout=0.0,position_embedding_type=rope",
     "--tokenizer-vocab-size", "16000",
-    "--max-steps", "3000",
+    "--max-steps", "2250",
     "--batch-size", "32",
     "--gradient-accumulation-steps", "4",
     "--learning-rate", "2e-3",
@@ -42,8 +44,11 @@ DEFAULTS = [
     "--train-sampling-strategy", "batch_rebalance",
     "--seed", "42",
     "--bf16",
+    "--save-steps", "250",
     "--save-total-limit", "20",
-    "--max-minutes", "125",
+    "--max-minutes", "85",
+    "--mask-ratio", "0.5",
+    "--encoder-mlm-weight", "1",
 ]
 
 

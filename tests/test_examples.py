@@ -61,6 +61,8 @@ def test_pretrain_denoising_example_runs(tmp_path, corpus):
     # the recipe's overrides are applied
     assert config["pre_layer_norm"] is True and config["dropout"] == 0.0
     assert config["position_embedding_type"] == "rope"
+    trained = json.loads((out / "train_config.json").read_text())  # and the shipped recipe's objective
+    assert trained["mask_ratio"] == 0.5 and trained["encoder_mlm_weight"] == 1.0
 
 
 def test_finetune_kjv_to_web_example_scores_held_out_books(tmp_path):
