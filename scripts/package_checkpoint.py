@@ -121,10 +121,11 @@ def data_description(train_config: dict, corpus_sources: dict | None) -> str:
 
 
 def objective_description(train_config: dict) -> str:
-    """The card's **Objective** line, from the run's own options: the noise, label smoothing and encoder losses."""
+    """The card's **Objective** line, from the run's own options: the noise, label smoothing and encoder losses
+    (a run recorded before an option existed had its default, which the fallbacks here repeat)."""
     line = (f"- **Objective**: text infilling (BART): Poisson({train_config.get('poisson_lambda', 3.0):g}) spans "
             f"covering {train_config.get('mask_ratio', 0.3):.0%} of the tokens, each replaced by one `<mask>`; the "
-            f"decoder reconstructs the original. Label smoothing {train_config.get('label_smoothing_factor', 0.0):g}.")
+            f"decoder reconstructs the original. Label smoothing {train_config.get('label_smoothing_factor', 0.1):g}.")
     if train_config.get("encoder_mlm_weight", 0.0) > 0:
         line += (f" Plus BERT's masked-token loss on the encoder, weight {train_config['encoder_mlm_weight']:g}: "
                  f"{train_config['encoder_mlm_probability']:.0%} of the uncorrupted source's tokens chosen (80% "

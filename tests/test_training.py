@@ -454,7 +454,7 @@ def test_documented_commands_still_parse():
 
     # the example runs the shipped checkpoint's recipe: the model card's command, but for the tokenizer, which the
     # example trains (--tokenizer-vocab-size) where the card's run reused v2's, trained that way
-    card = training_commands((sources[2]).read_text())[0]
+    card = training_commands(sources[2].read_text())[0]
     assert run_shape(recipe) == run_shape(card)
     assert "--tokenizer-vocab-size" in recipe and run_shape(card)[2:5] == (0.5, 1.0, 0.0)
 
