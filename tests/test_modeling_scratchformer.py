@@ -381,6 +381,97 @@ def test_no_host_syncs_on_a_gpu():
         torch.cuda.set_sync_debug_mode("default")
 
 
+# ------------------------------------------------------------------------------------------------ per-call costs
+# A small model on a GPU is bound by what each call costs on the host (benchmarks/RESULTS.md, the overhead group).
+
+
+def _count_dropout_calls(model: nn.Module) -> list[nn.Module]:
+    calls: list[nn.Module] = []
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.register_forward_hook(lambda dropout, inputs, output: calls.append(dropout))
+    return calls
+
+
+def test_dropout_modules_are_skipped_where_dropout_is_the_identity():
+    ids = random_batch(2, 6)
+    model = make_model(dropout=0.5, activation_dropout=0.5)
+    calls = _count_dropout_calls(model)
+    with torch.no_grad():
+        inference = model(input_ids=ids, decoder_input_ids=ids).logits
+    assert calls == []  # eval: dropout is the identity, and no module is called
+    model.train()
+    torch.manual_seed(0)
+    trained = model(input_ids=ids, decoder_input_ids=ids).logits
+    # one per embedding sum, and per layer one per residual block and one after the FFN activation: 3 per encoder
+    # layer, 4 per decoder layer
+    config = model.config
+    assert len(calls) == 2 + 3 * config.encoder_layers + 4 * config.decoder_layers
+    assert not torch.allclose(trained, inference, atol=1e-3)
+    # Monte Carlo dropout: the model in eval mode with its dropout modules switched back on still drops
+    model.eval()
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.train()
+    calls.clear()
+    with torch.no_grad():
+        sampled = model(input_ids=ids, decoder_input_ids=ids).logits
+    assert calls and not torch.allclose(sampled, inference, atol=1e-3)
+
+
+def test_dropout_of_zero_calls_no_module_and_changes_nothing_in_training():
+    ids = random_batch(2, 6)
+    model = make_model(dropout=0.0)
+    calls = _count_dropout_calls(model)
+    with torch.no_grad():
+        inference = model(input_ids=ids, decoder_input_ids=ids).logits
+        trained = model.train()(input_ids=ids, decoder_input_ids=ids).logits
+    assert calls == [] and torch.equal(trained, inference)
+
+
+def _backward_node_names(tensor: torch.Tensor) -> set[str]:
+    names, todo, seen = set(), [tensor.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.add(type(node).__name__)
+        todo.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+def test_relu_is_in_place_at_inference_only():
+    """In place at inference (no second (B, T, d_ff) tensor); under autograd an in-place op on the linear layer's
+    output (a view) would make the backward copy the whole activation (CopySlices)."""
+    model = make_model()
+    ffn = model.model.encoder.layers[0].feed_forward
+    seen = []
+    ffn.fc1.register_forward_hook(lambda module, inputs, output: seen.append(output))
+    x = torch.randn(2, 5, model.config.d_model)
+    with torch.no_grad():
+        out = ffn(x)
+    assert seen[-1].min() >= 0  # fc1's own output was overwritten by the ReLU
+    grad_out = ffn(x)
+    assert torch.allclose(grad_out, out, atol=ATOL)
+    assert seen[-1].min() < 0  # kept: the ReLU made a new tensor
+    assert "CopySlices" not in _backward_node_names(grad_out)
+    loss = make_model().train()(input_ids=random_batch(2, 6), labels=random_batch(2, 4)).loss
+    assert {"CopySlices", "AsStridedBackward0"}.isdisjoint(_backward_node_names(loss))
+
+
+def test_the_signature_generate_reads_at_every_step_is_computed_once_and_true():
+    import inspect
+
+    forward = ScratchformerForConditionalGeneration.forward
+    code = forward.__code__
+    assert "__signature__" in vars(forward)
+    assert list(inspect.signature(forward).parameters) == list(
+        code.co_varnames[:code.co_argcount + code.co_kwonlyargcount + 1])  # + **kwargs
+    bound = inspect.signature(make_model().forward)  # what generate() reads
+    assert list(bound.parameters) == list(inspect.signature(forward).parameters)[1:]  # without self
+
+
 # ------------------------------------------------------------------------------------------------ tying, save/load
 
 
