@@ -460,6 +460,21 @@ def test_relu_is_in_place_at_inference_only():
     assert {"CopySlices", "AsStridedBackward0"}.isdisjoint(_backward_node_names(loss))
 
 
+def test_a_forward_with_a_cache_does_not_copy_the_config(monkeypatch):
+    def refuse(config, memo):
+        raise AssertionError("the config was deep-copied during a forward")
+
+    model = make_model()
+    ids = random_batch(2, 6)
+    monkeypatch.setattr(type(model.config), "__deepcopy__", refuse, raising=False)
+    with torch.no_grad():
+        out = model(input_ids=ids, decoder_input_ids=ids[:, :3], use_cache=True)
+        step = model(encoder_outputs=(out.encoder_last_hidden_state,), decoder_input_ids=ids[:, 3:4],
+                     past_key_values=getattr(out, CACHE_NAME), use_cache=True)
+        full = model(input_ids=ids, decoder_input_ids=ids[:, :4], use_cache=False)
+    assert torch.allclose(step.logits[:, -1], full.logits[:, -1], atol=ATOL)
+
+
 def test_the_signature_generate_reads_at_every_step_is_computed_once_and_true():
     import inspect
 

@@ -869,7 +869,10 @@ class ScratchformerDecoder(ScratchformerStack):
             # Checkpointing runs each layer again in the backward pass, which would fill a cache twice.
             use_cache, past_key_values = False, None
         if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
+            # Every layer is full attention, so the layers are made as they are first filled. (DynamicCache(config=...)
+            # would deep-copy this encoder-decoder config into a decoder config at every forward: 10% of a small
+            # model's forward, measured in the overhead group of benchmarks/RESULTS.md.)
+            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
         explicit = output_attentions or config._attn_implementation != "sdpa"
         if past_key_values is not None and past_key_values.is_compileable:
             position_ids, self_mask, total = _static_cache_layout(attention_mask, past_key_values, batch, length, device)
