@@ -99,6 +99,13 @@ def shipped_checkpoint(_work: Path) -> None:
     cached = model.generate(**batch, max_new_tokens=8, do_sample=False)
     recomputed = model.generate(**batch, max_new_tokens=8, do_sample=False, use_cache=False)
     assert cached.tolist() == recomputed.tolist(), "cached greedy generation differs from recomputing every step"
+    # the static cache (what compiled generation uses), with and without a decoder mask (our create_masks_for_generate)
+    static = model.generate(**batch, max_new_tokens=8, do_sample=False, cache_implementation="static")
+    assert static.tolist() == cached.tolist(), "static-cache greedy generation differs from the dynamic cache"
+    start = torch.full((2, 1), model.config.decoder_start_token_id)
+    masked = model.generate(**batch, decoder_input_ids=start, decoder_attention_mask=torch.ones_like(start),
+                            max_new_tokens=8, do_sample=False, cache_implementation="static")
+    assert masked.tolist() == cached.tolist(), "static-cache generation with a decoder mask differs"
     encoder, _ = load_pretrained("small", encoder_only=True)
     with torch.no_grad():
         states = encoder(**batch).last_hidden_state

@@ -745,6 +745,28 @@ def test_an_argument_forward_does_not_take_is_named_in_a_warning_not_dropped_in_
         assert captured.out == ""
 
 
+def test_static_cache_generation_builds_no_decoder_mask_on_the_host(monkeypatch):
+    """generate() would make a 4-D causal mask at every step, outside the compiled step; the decoder masks the empty
+    slots and the future itself, so none is made unless a decoder mask is given (which still goes through)."""
+    import transformers.generation.utils as generation_utils
+
+    model = make_model()
+    ids = random_batch(2, 5)
+    expected = model.generate(ids, max_new_tokens=5, do_sample=False)
+    made = []
+    original = generation_utils.create_masks_for_generate
+    monkeypatch.setattr(generation_utils, "create_masks_for_generate",
+                        lambda *args, **kwargs: made.append(1) or original(*args, **kwargs))
+    monkeypatch.setattr("transformers.masking_utils.create_masks_for_generate",
+                        generation_utils.create_masks_for_generate)
+    static = model.generate(ids, max_new_tokens=5, do_sample=False, cache_implementation="static")
+    assert torch.equal(static, expected) and made == []
+    start = torch.full((2, 1), model.config.decoder_start_token_id)
+    masked = model.generate(ids, decoder_input_ids=start, decoder_attention_mask=torch.ones(2, 1, dtype=torch.long),
+                            max_new_tokens=5, do_sample=False, cache_implementation="static")
+    assert torch.equal(masked, expected) and len(made) == 5  # one per step
+
+
 def test_static_cache_step_refuses_a_mask_of_the_wrong_size():
     from transformers.cache_utils import EncoderDecoderCache, StaticCache
 
