@@ -135,12 +135,13 @@ def test_dtypes_and_sizes_are_parsed_with_device_defaults(bench):
     assert bench.parse_dtypes(None, "cpu") == ("fp32",)
     assert bench.parse_dtypes(None, "cuda") == ("fp32", "bf16")
     assert bench.parse_dtypes(" bf16, fp32,bf16 ", "cpu") == ("bf16", "fp32")
-    assert bench.parse_sizes(None, "cpu") == bench.parse_sizes(None, "cuda") == ("d256", "base")
+    assert bench.parse_sizes(None, "cpu") == ("d256", "base", "overhead")
+    assert bench.parse_sizes(None, "cuda") == ("d256", "base")  # on a GPU d256 is itself bound by per-call costs
     assert bench.parse_sizes("base", "cuda") == ("base",)
     for bad in ("fp16", "", "fp32,float8"):
         with pytest.raises(ValueError, match="--dtype"):
             bench.parse_dtypes(bad, "cuda")
-    with pytest.raises(ValueError, match="choose from d256, base"):
+    with pytest.raises(ValueError, match="choose from d256, base, overhead"):
         bench.parse_sizes("quick", "cpu")  # only through --quick
 
 
@@ -168,6 +169,12 @@ def test_the_sizes_are_the_issue_sizes_and_workloads(bench):
     assert (gpu.s2s_batch, gpu.s2s_source, gpu.s2s_target) == (64, 128, 128)
     assert (gpu.generate_batches, gpu.generate_new, gpu.compiled_batches) == ((1, 32), 64, (1, 32))
     assert bench.SIZES["cpu"]["d256"].compiled_batches == (1,) and not bench.SIZES["cpu"]["quick"].compiled_batches
+    overhead = bench.SIZES["cpu"]["overhead"]  # tiny: per-call costs, no matmul-throughput target
+    assert overhead.overhead_bound and overhead.d_model <= 64 and overhead.generate_batches == (1, 8)
+    assert not any(size.overhead_bound for device in ("cpu", "cuda") for name, size in bench.SIZES[device].items()
+                   if name != "overhead")
+    assert bench.matmul_summary(overhead, [], "cpu", "fp32")["target"] is None
+    assert bench.matmul_summary(bench.SIZES["cpu"]["d256"], [], "cpu", "fp32")["target"] == bench.MATMUL_TARGET
     cpu_d256 = bench.SIZES["cpu"]["d256"]  # the CPU run as it was
     assert (cpu_d256.encoder_batch, cpu_d256.encoder_lengths, cpu_d256.encoder_pad_half) == (32, (32, 128), False)
 
@@ -180,6 +187,19 @@ def test_the_gpu_plan_has_every_issue_workload_for_both_sizes_and_dtypes(bench):
     assert ids >= {"encoder_b64_s128_vs_bart", "train_step_vs_bart", "generate_b1_vs_bart", "generate_b32_vs_bart",
                    "compiled_b1_vs_bart", "compiled_b32_vs_bart", "compiled_b1_vs_eager", "compiled_b32_vs_eager"}
     assert {item["id"] for item in bench.plan("cpu") if "compiled" in item["id"]} == {"compiled_b1_vs_eager"}
+
+
+def test_the_overhead_group_measures_no_memory(bench, monkeypatch):
+    """A tiny model's peak resident set is library code paged in, not data: no memory children for that group."""
+    measured = []
+    monkeypatch.setattr(bench, "measure_memory", lambda *args: measured.append(args) or ([], []))
+    monkeypatch.setattr(bench, "run_cpu_pairs", lambda *args: [])
+    monkeypatch.setattr(bench, "in_child", lambda *args: {})
+    group = bench.run_group(bench.parse_args(["--sizes", "overhead"]), "overhead", "fp32", 1)
+    assert measured == [] and group["memory"] == []
+    assert "not measured in this group" in "\n".join(bench._memory_section(group))
+    bench.run_group(bench.parse_args(["--sizes", "d256"]), "d256", "fp32", 1)
+    assert len(measured) == 1  # the other groups still measure it
 
 
 def test_encoder_inputs_pad_half_the_rows_on_the_gpu_sizes(bench):
