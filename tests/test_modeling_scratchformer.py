@@ -368,17 +368,26 @@ def test_forward_and_cached_decoding_make_no_host_synchronisation(implementation
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_no_host_syncs_on_a_gpu():
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
     model = make_model().cuda()
     ids = random_batch(2, 6).cuda()
     mask = torch.ones_like(ids)
     mask[0, :2] = 0
     model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3])  # warm-up (lazy initialisation)
+    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
         model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3], labels=ids[:, :3])
+        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        for _ in range(3):  # cached decoding, as generate() steps
+            step = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=ids[:, :1],
+                         past_key_values=cache, use_cache=True)
+            cache = getattr(step, CACHE_NAME)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+    assert cache.get_seq_length() == 3
 
 
 # ------------------------------------------------------------------------------------------------ per-call costs
