@@ -805,18 +805,55 @@ def test_compiled_static_generation_equals_eager_generation():
         assert torch.equal(compiled, eager)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="flex attention needs a GPU (torch's CPU flex fails on "
-                    "short sequences)")
-def test_flex_attention_agrees_with_sdpa_on_a_gpu():
-    model = make_model(seed=7).cuda()
-    ids = random_batch(2, 9).cuda()
+def test_flex_attention_is_given_block_masks_and_the_other_kernels_additive_masks():
+    from torch.nn.attention.flex_attention import BlockMask
+
+    from scratchformer.models.modeling_scratchformer import _kernel_mask
+
+    blocked = torch.zeros(1, 1, 1, 5, dtype=torch.bool)
+    blocked[..., 3:] = True  # the last two keys are padding, for every row
+    config = tiny_config()
+    config._attn_implementation = "flex_attention"
+    block_mask = _kernel_mask(blocked, 2, 4, torch.float32, config, output_attentions=False)
+    assert isinstance(block_mask, BlockMask)
+    assert block_mask.shape == (2, 1, 4, 5)  # made for every row and query (see _flex_block_mask)
+    assert torch.equal(block_mask.to_dense().bool()[..., 0, 0], torch.ones(2, 1, dtype=torch.bool))
+    additive = _kernel_mask(blocked, 2, 4, torch.float32, config, output_attentions=True)  # eager kernel
+    assert torch.equal(additive[0, 0, 0], torch.tensor([0, 0, 0, torch.finfo(torch.float32).min,
+                                                         torch.finfo(torch.float32).min]))
+    assert _kernel_mask(None, 2, 4, torch.float32, config, output_attentions=False) is None
+    config._attn_implementation = "sdpa"
+    assert torch.equal(_kernel_mask(blocked, 2, 4, torch.float32, config, output_attentions=False), additive)
+
+
+FLEX_DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", FLEX_DEVICES)
+def test_flex_attention_agrees_with_sdpa(device):
+    """flex attention (compiled by transformers on first use) gives sdpa's logits and greedy tokens, with padding in
+    the source, a causal decoder and a cache; and one layer given an additive mask directly converts it.
+    Tolerance 1e-4 (fp32: the kernels sum in different orders)."""
+    model = make_model(seed=7).to(device)
+    ids = random_batch(2, 9).to(device)
     mask = torch.ones_like(ids)
     mask[0, :3] = 0
+    layer = model.model.encoder.layers[0]
+    hidden = torch.randn(2, 9, 32, device=device)
+    additive = torch.zeros(2, 1, 1, 9, device=device).masked_fill(~mask.bool()[:, None, None], -1e9)
     with torch.no_grad():
         reference = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5]).logits
+        reference_tokens = model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False)
+        reference_layer = layer(hidden, attention_mask=additive)[0]
         model.set_attn_implementation("flex_attention")
         flex = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5]).logits
+        flex_tokens = model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False)
+        flex_layer = layer(hidden, attention_mask=additive)[0]
+    assert model.config._attn_implementation == "flex_attention"
     assert torch.allclose(flex, reference, atol=1e-4)
+    assert torch.equal(flex_tokens, reference_tokens)
+    assert torch.allclose(flex_layer, reference_layer, atol=1e-4)
 
 
 # ------------------------------------------------------------------------------------------------ training utilities

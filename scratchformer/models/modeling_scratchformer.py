@@ -34,6 +34,7 @@ import inspect
 import math
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -54,6 +55,9 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
 from .configuration_scratchformer import ScratchformerConfig
+
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import BlockMask
 
 logger = logging.get_logger(__name__)
 
@@ -246,7 +250,7 @@ class ScratchformerAttention(nn.Module):
         self,
         hidden_states: torch.Tensor,
         key_value_states: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | BlockMask | None = None,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         past_key_values: Cache | None = None,
         output_attentions: bool = False,
@@ -277,9 +281,9 @@ class ScratchformerAttention(nn.Module):
 
         # The attention weights only exist in the eager kernel: fall back to it for calls that ask for them.
         implementation = "eager" if output_attentions else self.config._attn_implementation
-        if implementation == "flex_attention" and attention_mask is not None:
-            # flex reads the mask per (batch, query, key) in its score_mod: give it every index, not a broadcast view
-            attention_mask = attention_mask.expand(query.shape[0], 1, query.shape[2], key.shape[2])
+        if implementation == "flex_attention" and isinstance(attention_mask, torch.Tensor):
+            # an additive mask given to this layer directly (the stacks give flex a BlockMask)
+            attention_mask = _flex_block_mask(attention_mask != 0, query.shape[0], query.shape[2])
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         output, weights = attention_interface(
             self, query, key, value, attention_mask,
@@ -349,7 +353,7 @@ class ScratchformerEncoderLayer(GradientCheckpointingLayer):
         self.feed_forward_residual = ScratchformerResidual(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | BlockMask | None = None,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None, output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         attended, weights = self.self_attn(
@@ -381,8 +385,8 @@ class ScratchformerDecoderLayer(GradientCheckpointingLayer):
         self,
         hidden_states: torch.Tensor,
         encoder_hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | BlockMask | None = None,
+        encoder_attention_mask: torch.Tensor | BlockMask | None = None,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         past_key_values: EncoderDecoderCache | None = None,
         use_cache: bool = False,
@@ -547,10 +551,36 @@ def _additive(blocked: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor 
     return torch.zeros(blocked.shape, dtype=dtype, device=blocked.device).masked_fill(blocked, torch.finfo(dtype).min)
 
 
-def _additive_mask(key_padding_mask: torch.Tensor | None, query_length: int, key_length: int, causal: bool,
-                   dtype: torch.dtype, device: torch.device, explicit: bool) -> torch.Tensor | None:
-    """:func:`_blocked_keys` in additive form, for the attention kernels."""
-    return _additive(_blocked_keys(key_padding_mask, query_length, key_length, causal, device, explicit), dtype)
+def _flex_block_mask(blocked: torch.Tensor, batch: int, query_length: int) -> BlockMask:
+    """flex attention's own form of a boolean mask ``(B or 1, 1, T or 1, S)`` (``True`` = masked) for ``B`` rows of
+    ``T`` queries: a ``BlockMask``, with which flex skips whole blocks of masked keys (padding, the future) instead of
+    adding a bias to every score.
+
+    It is also the form transformers' own models give flex. (For a tensor mask, transformers' flex path reads
+    ``mask[b][0][q][k]`` in its ``score_mod``, which torch 2.13's CPU flex kernel crashes on with a segmentation
+    fault.) The mask is made for every row even where one row would do: after a few shapes, torch 2.13 compiles flex
+    for dynamic shapes, and its CPU code for a one-row (broadcast) mask then fails to build. A query that may see no
+    key at all, e.g. a padded position under a causal mask, gets zeros from flex where the additive mask gives it
+    uniform weights; either is ignored, neither is NaN.
+    """
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    allowed = (~blocked).expand(batch, 1, query_length, -1)  # (B, 1, T, S)
+
+    def mask_mod(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return allowed[b, 0, q, k]
+
+    return create_block_mask(mask_mod, batch, None, query_length, allowed.shape[-1], device=blocked.device)
+
+
+def _kernel_mask(blocked: torch.Tensor | None, batch: int, query_length: int, dtype: torch.dtype,
+                 config: ScratchformerConfig, output_attentions: bool) -> torch.Tensor | BlockMask | None:
+    """A :func:`_blocked_keys` mask in the form the configured attention kernel reads: a ``BlockMask`` for flex
+    attention, the additive form for the others (and for calls that return the weights: they run the eager kernel).
+    """
+    if blocked is not None and config._attn_implementation == "flex_attention" and not output_attentions:
+        return _flex_block_mask(blocked, batch, query_length)
+    return _additive(blocked, dtype)
 
 
 def _static_cache_layout(attention_mask: torch.Tensor | None, past_key_values: EncoderDecoderCache, batch: int,
@@ -640,7 +670,7 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
     _skip_keys_device_placement = ["past_key_values", "cache"]  # the cache's name before and from transformers 5.24
     _supports_sdpa = True
     _supports_attention_backend = True
-    _supports_flex_attn = True  # our 4-D additive masks become its score_mod (tested on the CPU)
+    _supports_flex_attn = True  # our boolean masks become BlockMasks (_flex_block_mask)
 
     def post_init(self) -> None:
         """Initialise and tie as usual, then list the tied copies (e.g. ``lm_head.weight``) as keys that are never
@@ -786,7 +816,8 @@ class ScratchformerEncoder(ScratchformerStack):
         hidden_states = self.embeddings(input_ids, position_ids, inputs_embeds, num_positions=length)
         rotary = self.rotary(position_ids) if self.rotary is not None else None
         explicit = output_attentions or config._attn_implementation != "sdpa"
-        mask = _additive_mask(attention_mask, length, length, False, hidden_states.dtype, device, explicit)
+        mask = _kernel_mask(_blocked_keys(attention_mask, length, length, False, device, explicit),
+                            batch, length, hidden_states.dtype, config, output_attentions)
 
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
@@ -882,9 +913,10 @@ class ScratchformerDecoder(ScratchformerStack):
         self._check_positions(total, "generate fewer tokens")
         hidden_states = self.embeddings(input_ids, position_ids, inputs_embeds, num_positions=total)
         rotary = self.rotary(position_ids) if self.rotary is not None else None
-        self_mask = _additive(self_mask, hidden_states.dtype)
-        cross_mask = _additive_mask(encoder_attention_mask, length, encoder_hidden_states.shape[1], False,
-                                    hidden_states.dtype, device, explicit)
+        self_mask = _kernel_mask(self_mask, batch, length, hidden_states.dtype, config, output_attentions)
+        cross_mask = _kernel_mask(
+            _blocked_keys(encoder_attention_mask, length, encoder_hidden_states.shape[1], False, device, explicit),
+            batch, length, hidden_states.dtype, config, output_attentions)
 
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_self, all_cross = ([], []) if output_attentions else (None, None)
