@@ -833,7 +833,7 @@ FLEX_DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 @pytest.mark.parametrize("device", FLEX_DEVICES)
 def test_flex_attention_agrees_with_sdpa(device):
     """flex attention (compiled by transformers on first use) gives sdpa's logits and greedy tokens, with padding in
-    the source, a causal decoder and a cache; and one layer given an additive mask directly converts it.
+    the source, a causal decoder and a cache (growing and static); and one layer given an additive mask directly converts it.
     Tolerance 1e-4 (fp32: the kernels sum in different orders)."""
     model = make_model(seed=7).to(device)
     ids = random_batch(2, 9).to(device)
@@ -849,10 +849,13 @@ def test_flex_attention_agrees_with_sdpa(device):
         model.set_attn_implementation("flex_attention")
         flex = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5]).logits
         flex_tokens = model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False)
+        flex_static_tokens = model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False,
+                                            cache_implementation="static", disable_compile=True)
         flex_layer = layer(hidden, attention_mask=additive)[0]
     assert model.config._attn_implementation == "flex_attention"
     assert torch.allclose(flex, reference, atol=1e-4)
     assert torch.equal(flex_tokens, reference_tokens)
+    assert torch.equal(flex_static_tokens, reference_tokens)
     assert torch.allclose(flex_layer, reference_layer, atol=1e-4)
 
 
