@@ -286,6 +286,30 @@ def test_time_pair_reports_gpu_peak_memory_and_no_page_faults_with_the_cuda_time
     assert result["a"]["page_faults_per_call"] is None and len(result["a"]["times_s"]) == 3
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_gpu_run_measures_every_uncompiled_pair_end_to_end_when_its_models_run_on_the_cpu(bench, monkeypatch, dtype):
+    """``--device cuda`` as far as it goes without a GPU: the GPU plan's pairs at the quick size, built and run with
+    their workloads (padded encoder batches, bf16 autocast, training steps, generation), timed by the CUDA-event
+    timer on a stand-in for ``torch.cuda``. The compiled pairs are left out (compiling takes minutes here; the CPU
+    groups measure them)."""
+
+    class OnTheCpu(bench.Workloads):
+        def __init__(self, size, device="cpu", dtype="fp32"):
+            super().__init__(size, "cpu", dtype)
+
+    quick = bench.SIZES["cuda"]["quick"]
+    uncompiled = [p.id for p in bench.make_pairs(bench.Workloads(quick, "cuda", dtype)) if p.group != "compiled"]
+    monkeypatch.setattr(bench, "Workloads", OnTheCpu)
+    pairs = bench.run_cuda_pairs(quick, dtype, ",".join(uncompiled), timer=bench.CudaEventTimer(FakeCuda()))
+    assert [pair["id"] for pair in pairs] == uncompiled
+    assert {pair["group"] for pair in pairs} == {"encoder", "s2s_forward", "train_step", "generate", "cache",
+                                                 "attention", "matmul"}
+    for pair in pairs:
+        assert "skipped" not in pair, pair
+        assert pair["a"]["median_s"] > 0 and pair["b"]["median_s"] > 0 and pair["ratio"] > 0
+        assert pair["a"]["page_faults_per_call"] is None  # the CUDA timer counts no page faults
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_event_timer_on_a_real_gpu(bench):
     timer = bench.make_timer("cuda")
