@@ -349,13 +349,16 @@ def bart_config(size: Size) -> BartConfig:
         attn_implementation="sdpa")
 
 
+_ATTENTION = {"eager": "eager", "flex": "flex_attention"}  # the model-key suffix -> attn_implementation
+
+
 def build_model(key: str, size: Size) -> torch.nn.Module:
     """Every model, from a config with random weights (seeded). ``*_train`` models are in train mode."""
     torch.manual_seed(0)
     if key == "ours_encoder":
         return ScratchformerEncoderModel(ours_config(size)).eval()
-    if key == "ours_encoder_eager":
-        return ScratchformerEncoderModel(ours_config(size, "eager")).eval()
+    if key in ("ours_encoder_eager", "ours_encoder_flex"):
+        return ScratchformerEncoderModel(ours_config(size, _ATTENTION[key.split("_")[-1]])).eval()
     if key == "bart_encoder":
         return BartEncoder(bart_config(size)).eval()
     if key == "bert":
@@ -371,8 +374,8 @@ def build_model(key: str, size: Size) -> torch.nn.Module:
             attn_implementation="sdpa")).eval()
     if key in ("ours_s2s", "ours_train"):
         return ScratchformerForConditionalGeneration(ours_config(size)).train(key.endswith("train"))
-    if key == "ours_train_eager":
-        return ScratchformerForConditionalGeneration(ours_config(size, "eager")).train()
+    if key in ("ours_train_eager", "ours_train_flex"):
+        return ScratchformerForConditionalGeneration(ours_config(size, _ATTENTION[key.split("_")[-1]])).train()
     if key in ("bart_s2s", "bart_train"):
         return BartForConditionalGeneration(bart_config(size)).train(key.endswith("train"))
     raise KeyError(key)
@@ -804,7 +807,7 @@ def _attention_pairs(w: Workloads) -> list[Pair]:
     s = w.size
     tokens = s.s2s_batch * (s.s2s_source + s.s2s_target)
     padded = f", half the rows padded to {s.long // 2}" if s.encoder_pad_half else ""
-    return [
+    pairs = [
         Pair(f"attention_encoder_b{s.encoder_batch}_s{s.long}", "attention",
              f"ours, encoder forward, batch {s.encoder_batch} x {s.long}{padded}", "sdpa", "eager",
              lambda: w.encoder("ours_encoder", s.long), lambda: w.encoder("ours_encoder_eager", s.long),
@@ -813,6 +816,17 @@ def _attention_pairs(w: Workloads) -> list[Pair]:
              lambda: w.train_step("ours_train"), lambda: w.train_step("ours_train_eager"), tokens, None, s.repeats,
              ratio_name="sdpa/eager tokens/s"),
     ]
+    if w.device.type == "cuda":  # flex: compiled by transformers on first use (the warm-up); CPU flex has no backward
+        pairs += [
+            Pair(f"attention_encoder_b{s.encoder_batch}_s{s.long}_flex", "attention",
+                 f"ours, encoder forward, batch {s.encoder_batch} x {s.long}{padded}", "sdpa", "flex_attention",
+                 lambda: w.encoder("ours_encoder", s.long), lambda: w.encoder("ours_encoder_flex", s.long),
+                 s.encoder_batch * s.long, None, s.repeats, ratio_name="sdpa/flex tokens/s", optional=True),
+            Pair("attention_train_step_flex", "attention", f"ours, training step, {_s2s_shape(s)}", "sdpa",
+                 "flex_attention", lambda: w.train_step("ours_train"), lambda: w.train_step("ours_train_flex"),
+                 tokens, None, s.repeats, ratio_name="sdpa/flex tokens/s", optional=True),
+        ]
+    return pairs
 
 
 def _matmul_pair(w: Workloads) -> Pair:

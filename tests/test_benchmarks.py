@@ -187,6 +187,8 @@ def test_the_gpu_plan_has_every_issue_workload_for_both_sizes_and_dtypes(bench):
     assert ids >= {"encoder_b64_s128_vs_bart", "train_step_vs_bart", "generate_b1_vs_bart", "generate_b32_vs_bart",
                    "compiled_b1_vs_bart", "compiled_b32_vs_bart", "compiled_b1_vs_eager", "compiled_b32_vs_eager"}
     assert {item["id"] for item in bench.plan("cpu") if "compiled" in item["id"]} == {"compiled_b1_vs_eager"}
+    assert ids >= {"attention_encoder_b64_s128_flex", "attention_train_step_flex"}  # issue: flex tested on a GPU
+    assert not any("flex" in item["id"] for item in bench.plan("cpu"))
 
 
 def test_the_overhead_group_measures_no_memory(bench, monkeypatch):
@@ -291,14 +293,16 @@ def test_the_gpu_run_measures_every_uncompiled_pair_end_to_end_when_its_models_r
     """``--device cuda`` as far as it goes without a GPU: the GPU plan's pairs at the quick size, built and run with
     their workloads (padded encoder batches, bf16 autocast, training steps, generation), timed by the CUDA-event
     timer on a stand-in for ``torch.cuda``. The compiled pairs are left out (compiling takes minutes here; the CPU
-    groups measure them)."""
+    groups measure them), and the flex-attention pairs, which a CPU plan does not make (flex is tested in
+    test_modeling_scratchformer.py)."""
 
     class OnTheCpu(bench.Workloads):
         def __init__(self, size, device="cpu", dtype="fp32"):
             super().__init__(size, "cpu", dtype)
 
     quick = bench.SIZES["cuda"]["quick"]
-    uncompiled = [p.id for p in bench.make_pairs(bench.Workloads(quick, "cuda", dtype)) if p.group != "compiled"]
+    uncompiled = [p.id for p in bench.make_pairs(bench.Workloads(quick, "cuda", dtype))
+                  if p.group != "compiled" and not p.id.endswith("_flex")]  # flex pairs: GPU only (no CPU backward)
     monkeypatch.setattr(bench, "Workloads", OnTheCpu)
     pairs = bench.run_cuda_pairs(quick, dtype, ",".join(uncompiled), timer=bench.CudaEventTimer(FakeCuda()))
     assert [pair["id"] for pair in pairs] == uncompiled
