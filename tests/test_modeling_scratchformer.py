@@ -808,7 +808,7 @@ def test_compiled_static_generation_equals_eager_generation():
 def test_flex_attention_is_given_block_masks_and_the_other_kernels_additive_masks():
     from torch.nn.attention.flex_attention import BlockMask
 
-    from scratchformer.models.modeling_scratchformer import _kernel_mask
+    from scratchformer.models.modeling_scratchformer import _flex_block_mask, _kernel_mask
 
     blocked = torch.zeros(1, 1, 1, 5, dtype=torch.bool)
     blocked[..., 3:] = True  # the last two keys are padding, for every row
@@ -824,6 +824,8 @@ def test_flex_attention_is_given_block_masks_and_the_other_kernels_additive_mask
     assert _kernel_mask(None, 2, 4, torch.float32, config, output_attentions=False) is None
     config._attn_implementation = "sdpa"
     assert torch.equal(_kernel_mask(blocked, 2, 4, torch.float32, config, output_attentions=False), additive)
+    # made on the meta device, where every host synchronisation raises: building it never stalls a GPU
+    assert _flex_block_mask(blocked.to("meta"), 2, 4).shape == (2, 1, 4, 5)
 
 
 FLEX_DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
