@@ -9,15 +9,17 @@ The package is layered; imports only go down:
   analysis, Hub export and upload;
 - :mod:`scratchformer.cli` - the ``scratchformer`` command, one module per subcommand.
 
-``import scratchformer`` itself is instant: the names below load on first use (PEP 562), so that
-``scratchformer --help`` does not wait for torch. The first use of a model class, the config, the tokenizer or the
-loader imports :mod:`scratchformer.models`, which registers the classes with transformers' ``Auto*`` factories;
-call :func:`register` to do that explicitly before using only the ``Auto*`` classes.
+``import scratchformer`` registers the classes with transformers' ``Auto*`` factories (``AutoConfig``, ``AutoModel``,
+``AutoModelForSeq2SeqLM``, ``AutoModelForMaskedLM``, the task heads and ``AutoTokenizer``), so that our folders load
+with our classes with no flag and no prompt. The other names load on first use (PEP 562). The ``scratchformer``
+command starts from ``scratchformer_launcher``, which defers the registration (and torch) to the subcommands that
+load a model, so that ``scratchformer --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -27,6 +29,7 @@ _LAZY = {
     "ScratchformerConfig": ".models",
     "ScratchformerEncoderModel": ".models",
     "ScratchformerForConditionalGeneration": ".models",
+    "ScratchformerForMaskedLM": ".models",
     "ScratchformerForSequenceClassification": ".models",
     "ScratchformerForTokenClassification": ".models",
     "ScratchformerModel": ".models",
@@ -43,6 +46,7 @@ __all__ = [
     "ScratchformerEncoderModel",
     "ScratchformerError",
     "ScratchformerForConditionalGeneration",
+    "ScratchformerForMaskedLM",
     "ScratchformerForSequenceClassification",
     "ScratchformerForTokenClassification",
     "ScratchformerModel",
@@ -62,6 +66,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below d
         ScratchformerConfig,
         ScratchformerEncoderModel,
         ScratchformerForConditionalGeneration,
+        ScratchformerForMaskedLM,
         ScratchformerForSequenceClassification,
         ScratchformerForTokenClassification,
         ScratchformerModel,
@@ -71,8 +76,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below d
 
 
 def register() -> None:
-    """Register the Scratchformer classes with ``AutoConfig``, ``AutoModel``, ``AutoModelForSeq2SeqLM``,
-    ``AutoModelForSequenceClassification``, ``AutoModelForTokenClassification`` and ``AutoTokenizer`` (idempotent). Touching any class of this package does it too."""
+    """Register the Scratchformer classes with transformers' ``Auto*`` factories (idempotent). ``import
+    scratchformer`` does it, except under the ``scratchformer`` command, where the first use of a class does."""
     importlib.import_module(".models", __name__)
 
 
@@ -86,3 +91,7 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+if not getattr(sys.modules.get("scratchformer_launcher"), "DEFER_REGISTRATION", False):
+    register()

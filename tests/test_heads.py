@@ -107,6 +107,41 @@ def test_heads_load_from_the_seq2seq_checkpoint_through_the_auto_classes():
     assert isinstance(full, ScratchformerForConditionalGeneration)
 
 
+def test_masked_lm_is_the_trained_encoder_and_tied_projection_with_the_training_loss(batch, tmp_path):
+    """ScratchformerForMaskedLM from a seq2seq save: its projection *is* the token table (tied, nothing new to
+    learn), its logits are the seq2seq model's lm_head over the encoder output, and its loss over the labelled
+    positions equals the masked-token loss that `train --encoder-mlm-weight` optimises (atol 1e-5)."""
+    from transformers import AutoModelForMaskedLM
+    from transformers.modeling_outputs import MaskedLMOutput
+
+    from scratchformer import ScratchformerForMaskedLM
+    from scratchformer.training.encoder_mlm import MaskedTokenLoss
+
+    torch.manual_seed(0)
+    full = ScratchformerForConditionalGeneration(tiny_config()).eval()
+    full.save_pretrained(tmp_path)
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    assert type(model) is ScratchformerForMaskedLM
+    assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    labels = torch.full_like(batch["input_ids"], -100)
+    labels[0, 1], labels[0, 3], labels[1, 0] = 6, 8, 9
+    with torch.no_grad():
+        out = model(**batch, labels=labels)
+        expected = full.lm_head(full.get_encoder()(**batch).last_hidden_state)
+        positions = torch.tensor([1, 3, 5])  # flat indices of the labelled tokens, as the training batch holds them
+        training_loss = MaskedTokenLoss(weight=1.0)(full, {
+            "mlm_input_ids": batch["input_ids"], "mlm_attention_mask": batch["attention_mask"],
+            "mlm_positions": positions, "mlm_targets": torch.tensor([6, 8, 9])})
+    assert isinstance(out, MaskedLMOutput) and out.logits.shape == (2, 5, full.config.vocab_size)
+    assert torch.allclose(out.logits, expected, atol=1e-5)
+    assert torch.allclose(out.loss, training_loss, atol=1e-5)
+    assert model(**batch, labels=torch.full_like(labels, -100)).loss.item() == 0.0
+    model.save_pretrained(tmp_path / "mlm")
+    again = ScratchformerForMaskedLM.from_pretrained(tmp_path / "mlm").eval()
+    with torch.no_grad():
+        assert torch.equal(again(**batch).logits, out.logits)
+
+
 # ---------------------------------------------------------------------------------------------------- fine-tuning
 
 

@@ -147,22 +147,42 @@ def test_check_tokenizer_matches_lists_every_problem():
     assert "vocab_size" in message
 
 
-def test_importing_the_package_and_the_cli_loads_no_torch():
-    """`scratchformer --help` must not wait for torch and transformers (seconds on a small machine)."""
-    code = ("import sys, scratchformer, scratchformer.cli; scratchformer.cli.build_parser(); "
+def test_the_command_loads_no_torch_until_a_subcommand_needs_it():
+    """`scratchformer --help` must not wait for torch and transformers (seconds on a small machine): the command
+    starts from scratchformer_launcher, which defers the registration that `import scratchformer` does."""
+    code = ("import sys, scratchformer_launcher, scratchformer, scratchformer.cli; scratchformer.cli.build_parser(); "
             "heavy = [m for m in ('torch', 'transformers', 'datasets', 'matplotlib') if m in sys.modules]; "
             "print(heavy)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+    help_run = subprocess.run([sys.executable, "-m", "scratchformer_launcher", "--help"], capture_output=True,
+                              text=True, timeout=120)
+    assert help_run.returncode == 0 and "usage: scratchformer" in help_run.stdout, help_run.stderr
 
 
-def test_package_names_load_on_first_use_and_register_the_auto_classes():
-    code = ("import scratchformer; from transformers import AutoConfig; "
-            "print(scratchformer.ScratchformerConfig.__name__, type(AutoConfig.for_model('scratchformer')).__name__)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+def test_importing_the_package_registers_every_auto_class(tmp_path):
+    """`import scratchformer` alone is enough: each Auto class loads a saved folder with our class, with no
+    trust_remote_code flag, no prompt and no warning."""
+    model = ScratchformerForConditionalGeneration(tiny_config()).eval()
+    model.save_pretrained(tmp_path)
+    code = f"""
+import scratchformer
+from transformers import (AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSeq2SeqLM,
+                          AutoModelForSequenceClassification, AutoModelForTokenClassification)
+for auto in (AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoModelForMaskedLM, AutoModelForSequenceClassification,
+             AutoModelForTokenClassification):
+    loaded = auto.from_pretrained({str(tmp_path)!r})
+    print(type(loaded).__module__.split(".")[0], type(loaded).__name__)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                          cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["ScratchformerConfig", "ScratchformerConfig"]
+    assert done.stdout.split("\n")[:-1] == [
+        "scratchformer ScratchformerConfig", "scratchformer ScratchformerEncoderModel",
+        "scratchformer ScratchformerForConditionalGeneration", "scratchformer ScratchformerForMaskedLM",
+        "scratchformer ScratchformerForSequenceClassification", "scratchformer ScratchformerForTokenClassification"]
+    assert "custom code" not in done.stderr and "instantiate a model of type" not in done.stderr, done.stderr
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         import scratchformer
 

@@ -121,3 +121,59 @@ def test_classification_pipelines_run_the_saved_heads_without_our_package(tmp_pa
     assert abs(classified[0]["score"] - float(probabilities[best])) < 1e-5
     assert [(word, label) for word, label, _ in tagged] == [(word, label) for word, label, _ in expected_tokens]
     assert max(abs(a[2] - b[2]) for a, b in zip(tagged, expected_tokens)) < 1e-5
+
+
+FILL_MASK_TEXT = "The fisherman sat on the <mask> of the river."
+
+
+def test_fill_mask_on_the_shipped_checkpoint_in_process_and_through_remote_code(tmp_path):
+    """`pipeline("fill-mask")` loads the shipped checkpoint as ScratchformerForMaskedLM (the encoder + the tied
+    projection the masked-token loss trained), in-process and, without our package, through remote code: the same
+    top-5 as the model's own logits at the mask (scores within 1e-5)."""
+    from transformers import pipeline
+
+    from scratchformer import ScratchformerForMaskedLM
+
+    folder = str(pretrained_path("small"))
+    fill = pipeline("fill-mask", model=folder)
+    assert type(fill.model) is ScratchformerForMaskedLM
+    top = fill(FILL_MASK_TEXT)
+    tok = tokenizer()
+    encoded = tok(FILL_MASK_TEXT, return_tensors="pt")
+    with torch.no_grad():
+        logits = ScratchformerForMaskedLM.from_pretrained(folder).eval()(**encoded).logits
+    at_mask = logits[0, encoded["input_ids"][0].tolist().index(tok.mask_token_id)].float().softmax(-1)
+    scores, ids = at_mask.topk(5)
+    assert [r["token"] for r in top] == ids.tolist()
+    assert torch.allclose(torch.tensor([r["score"] for r in top]), scores, atol=1e-5)
+    result = run_without_scratchformer(
+        f"""
+        import json
+        from transformers import pipeline
+        fill = pipeline("fill-mask", model={folder!r}, trust_remote_code=True)
+        print("RESULT", json.dumps([type(fill.model).__module__, fill({FILL_MASK_TEXT!r})]))
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    module, remote = json.loads(result.stdout.split("RESULT ", 1)[1])
+    assert module.startswith("transformers_modules.") and module.endswith("modeling_scratchformer")
+    assert [r["token"] for r in remote] == [r["token"] for r in top]
+    assert max(abs(a["score"] - b["score"]) for a, b in zip(remote, top, strict=True)) < 1e-5
+    assert not [word for word in PROMPT_WORDS if word in result.stderr], result.stderr[-2000:]
+
+
+def test_readme_shows_the_real_fill_mask_top_5():
+    """The README's fill-mask example: its sentence and printed top-5 are what the shipped checkpoint gives
+    (scores as printed, to 3 decimals)."""
+    import re
+    from pathlib import Path
+
+    from transformers import pipeline
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    found = re.search(r'fill\("(?P<text>[^"]+)"\)\n# (?P<top>.+)\n', readme)
+    assert found, "the README's fill-mask example is missing"
+    shown = [item.rsplit(" ", 1) for item in found["top"].split(" | ")]
+    got = pipeline("fill-mask", model=str(pretrained_path("small")))(found["text"])
+    assert [(r["token_str"].strip(), f"{r['score']:.3f}") for r in got] == [(w, s) for w, s in shown]

@@ -195,6 +195,10 @@ def test_save_and_load_in_process_with_auto_tokenizer(tok, tmp_path):
     text = "the <mask> river bank 😀"
     assert loaded(text)["input_ids"] == tok(text)["input_ids"]
     assert loaded.model_max_length == 512 and loaded.mask_token_id == 4
+    loaded.save_pretrained(tmp_path / "again")  # from_pretrained records is_local/local_files_only: not saved
+    again = json.loads((tmp_path / "again" / "tokenizer_config.json").read_text())
+    assert not {"is_local", "local_files_only"} & set(again), again
+    assert {k: v for k, v in again.items()} == config
 
 
 FRESH_PROCESS = textwrap.dedent("""
@@ -219,7 +223,9 @@ FRESH_PROCESS = textwrap.dedent("""
 def test_fresh_process_loads_it_without_the_package_and_without_code(tok, tmp_path, trust):
     """A Hub user's view: tokenizer + config in one folder, no scratchformer installed, offline, empty HF_HOME. The
     tokenizer is transformers' built-in backend whatever trust_remote_code says: no code of the folder runs for it
-    (with trust_remote_code=True the config's code does)."""
+    (with trust_remote_code=True the config's code does). With the flag the load says nothing; without it,
+    transformers' AutoTokenizer first reads the model config through AutoConfig, which asks whether to run the
+    config's code (declined here: no terminal) and warns, then gives the same ids."""
     folder = tmp_path / "checkpoint"
     tok.save_pretrained(folder)
     ScratchformerConfig(vocab_size=len(tok)).save_pretrained(folder)
@@ -235,6 +241,8 @@ def test_fresh_process_loads_it_without_the_package_and_without_code(tok, tmp_pa
     assert out["ids"] == out["labels"] == expected["input_ids"]
     assert [tuple(o) for o in out["offsets"]] == expected["offset_mapping"]
     assert out["max_len"] == 512 and out["decoded"] == text
+    if trust == "trust":
+        assert "custom code" not in result.stderr and "instantiate a model of type" not in result.stderr, result.stderr
 
 
 # --- bad input --------------------------------------------------------------------------------------------------

@@ -527,7 +527,7 @@ def test_train_help_shows_every_default_and_top_level_help_stays_light(capsys):
                      "--gradient_accumulation_steps", "--report-to", "(default: 500)", "(default: mini)",
                      "(default: 0.98)", "--resume"):
         assert expected in help_text, expected
-    probe = ("import sys; from scratchformer.cli import build_parser; build_parser(); "
+    probe = ("import sys, scratchformer_launcher; from scratchformer.cli import build_parser; build_parser(); "
              "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})

@@ -14,6 +14,7 @@ the model classes for remote-code export, so that ``save_pretrained`` writes an 
 from transformers import (
     AutoConfig,
     AutoModel,
+    AutoModelForMaskedLM,
     AutoModelForSeq2SeqLM,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
@@ -24,6 +25,7 @@ from .configuration_scratchformer import CHECKPOINT_FORMAT, ScratchformerConfig
 from .modeling_scratchformer import (
     ScratchformerEncoderModel,
     ScratchformerForConditionalGeneration,
+    ScratchformerForMaskedLM,
     ScratchformerForSequenceClassification,
     ScratchformerForTokenClassification,
     ScratchformerModel,
@@ -37,6 +39,7 @@ MODEL_CLASSES = {
     AutoModelForSeq2SeqLM: ScratchformerForConditionalGeneration,
     AutoModelForSequenceClassification: ScratchformerForSequenceClassification,
     AutoModelForTokenClassification: ScratchformerForTokenClassification,
+    AutoModelForMaskedLM: ScratchformerForMaskedLM,
 }
 
 AutoConfig.register(ScratchformerConfig.model_type, ScratchformerConfig, exist_ok=True)
@@ -51,6 +54,7 @@ __all__ = [
     "ScratchformerConfig",
     "ScratchformerEncoderModel",
     "ScratchformerForConditionalGeneration",
+    "ScratchformerForMaskedLM",
     "ScratchformerForSequenceClassification",
     "ScratchformerForTokenClassification",
     "ScratchformerModel",

@@ -33,8 +33,18 @@ import dataclasses
 import inspect
 import math
 import os
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+import transformers
+
+# Hub users run this file with the transformers they have: say what it needs before an import below fails with a
+# bare "cannot import name ..." (transformers 4.x). 5.4 is scratchformer's floor (pyproject.toml); this check uses
+# only the standard library and transformers.__version__.
+if tuple(int(part) for part in re.findall(r"\d+", transformers.__version__)[:2]) < (5, 4):
+    raise ImportError(f"Scratchformer's model code (modeling_scratchformer.py) needs transformers >= 5.4, but "
+                      f"transformers {transformers.__version__} is installed: pip install -U \"transformers>=5.4\"")
 
 import torch
 from torch import nn
@@ -46,6 +56,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
     BaseModelOutputWithPastAndCrossAttentions,
+    MaskedLMOutput,
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
     SequenceClassifierOutput,
@@ -641,6 +652,7 @@ AUTO_MAP = {
     "AutoModelForSeq2SeqLM": "modeling_scratchformer.ScratchformerForConditionalGeneration",
     "AutoModelForSequenceClassification": "modeling_scratchformer.ScratchformerForSequenceClassification",
     "AutoModelForTokenClassification": "modeling_scratchformer.ScratchformerForTokenClassification",
+    "AutoModelForMaskedLM": "modeling_scratchformer.ScratchformerForMaskedLM",
 }
 # Formats that unpickle on load (torch.load, pickle, joblib, numpy with allow_pickle): never written, never read.
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz")
@@ -679,13 +691,15 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         super().post_init()
         self._keys_to_ignore_on_save = set(self.all_tied_weights_keys) or None
 
+    _auto_classes_also_served = ("AutoModel",)  # auto_map entries a saved folder gets besides its own class
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save as usual, with our ``auto_map`` only: transformers lists just the class being saved (Hub users also
         need ``AutoModel`` -> the encoder, for embeddings and the feature-extraction pipeline), and keeps any
         foreign entry a loaded config carried in (code we never reviewed would then run for Hub users)."""
         ours = {key: value for key, value in (getattr(self.config, "auto_map", None) or {}).items()
                 if AUTO_MAP.get(key) == value}
-        self.config.auto_map = {**ours, "AutoModel": AUTO_MAP["AutoModel"]}
+        self.config.auto_map = {**ours, **{key: AUTO_MAP[key] for key in self._auto_classes_also_served}}
         return super().save_pretrained(save_directory, *args, **kwargs)
 
     def push_to_hub(self, repo_id: str, **kwargs):
@@ -1056,6 +1070,7 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
     """
 
     _tied_weights_keys = {"lm_head.weight": "model.encoder.embeddings.word_embeddings.weight"}
+    _auto_classes_also_served = ("AutoModel", "AutoModelForMaskedLM")  # the encoder + this LM head = fill-mask
 
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
@@ -1379,6 +1394,59 @@ class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
             loss = mean_over_labelled(total, labels, num_items_in_batch)
         output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
                                        attentions=encoded.attentions)
+        return output if return_dict else output.to_tuple()
+
+
+class ScratchformerForMaskedLM(ScratchformerEncoderWithHead):
+    """The encoder with the tied output projection, for ``fill-mask``: BERT's masked-token prediction.
+
+    The same weights the encoder's masked-token loss trains (``scratchformer train --encoder-mlm-weight``): each
+    vector of the last encoder layer times the shared token table gives one score per token. Loads from a full
+    encoder-decoder checkpoint with nothing new to learn (the decoder is skipped; the projection is the token table).
+    """
+
+    _tied_weights_keys = {"lm_head.weight": "model.encoder.embeddings.word_embeddings.weight"}
+    _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\."]
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> MaskedLMOutput | tuple:
+        """labels: ``(B, S)`` token ids to predict, ``-100`` where there is nothing to predict; the loss is their
+        mean cross-entropy (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
+        _warn_ignored(self, kwargs)
+        return_dict = _flag(return_dict, self.config, "return_dict", True)
+        encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                             return_dict=True)
+        logits = self.lm_head(encoded.last_hidden_state)  # (B, S, V)
+        loss = None
+        if labels is not None:
+            labels = labels.to(logits.device).reshape(-1)
+            total = nn.functional.cross_entropy(logits.float().view(-1, self.config.vocab_size), labels,
+                                                ignore_index=-100, reduction="sum")
+            loss = mean_over_labelled(total, labels, num_items_in_batch)
+        output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                attentions=encoded.attentions)
         return output if return_dict else output.to_tuple()
 
 

@@ -19,6 +19,9 @@ from transformers.tokenization_utils_base import TOKENIZER_CONFIG_FILE
 
 # tokenizer_config.json keys that name code to run: a saved ScratchformerTokenizer writes none of them.
 CODE_KEYS = ("auto_map",)
+# keys from_pretrained records about the load itself (where the files came from), not about the tokenizer
+LOAD_TIME_KEYS = ("is_local", "local_files_only", "cache_dir", "revision", "token", "trust_remote_code",
+                  "_commit_hash", "_from_auto")
 MODEL_INPUT_NAMES = ["input_ids", "attention_mask"]
 
 
@@ -84,13 +87,14 @@ class ScratchformerTokenizer(TokenizersBackend):
 
     def _save_pretrained(self, save_directory, file_names, *args, **kwargs):
         """Make the ``tokenizer_config.json`` that ``save_pretrained`` has just written (before any upload) load without
-        this file: drop ``auto_map`` (an older folder's config carries one), and state the model inputs, which the
-        built-in backend would otherwise extend with ``token_type_ids``."""
+        this file: drop ``auto_map`` (an older folder's config carries one) and what ``from_pretrained`` recorded
+        about its own load (``is_local``, ``local_files_only``), and state the model inputs, which the built-in
+        backend would otherwise extend with ``token_type_ids``."""
         for name in file_names:
             if os.path.basename(name).endswith(TOKENIZER_CONFIG_FILE):
                 with open(name, encoding="utf-8") as handle:
                     config = json.load(handle)
-                for key in CODE_KEYS:
+                for key in (*CODE_KEYS, *LOAD_TIME_KEYS):
                     config.pop(key, None)
                 config["model_input_names"] = list(self.model_input_names)
                 with open(name, "w", encoding="utf-8") as handle:

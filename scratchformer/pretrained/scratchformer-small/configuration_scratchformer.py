@@ -12,6 +12,16 @@ This file is copied next to the weights by ``save_pretrained`` so that a Hub use
 from __future__ import annotations
 
 import os
+import re
+
+import transformers
+
+# Hub users run this file with the transformers they have: say what it needs before an import below fails with a
+# bare "cannot import name ..." (transformers 4.x). 5.4 is scratchformer's floor (pyproject.toml); this check uses
+# only the standard library and transformers.__version__.
+if tuple(int(part) for part in re.findall(r"\d+", transformers.__version__)[:2]) < (5, 4):
+    raise ImportError(f"Scratchformer's model code (configuration_scratchformer.py) needs transformers >= 5.4, but "
+                      f"transformers {transformers.__version__} is installed: pip install -U \"transformers>=5.4\"")
 
 from transformers import PreTrainedConfig
 
