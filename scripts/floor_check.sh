@@ -24,7 +24,7 @@ sed -n '/^# \[train\]/,$p' scripts/floor-constraints.txt > "$work/train.txt"
 echo "floor check: building the wheel"
 # A copy of what the wheel is built from, so that the build writes nothing into the repository
 mkdir "$work/src"
-cp -r pyproject.toml LICENSE docs scratchformer "$work/src/"
+cp -r pyproject.toml LICENSE docs scratchformer scratchformer_launcher.py "$work/src/"
 find "$work/src" -name __pycache__ -type d -prune -exec rm -rf {} +
 "${BUILD_PYTHON:-.venv/bin/python}" -m pip wheel -q --no-deps --no-build-isolation "$work/src" -w "$work/dist"
 wheel=$(ls "$work"/dist/scratchformer-*.whl)

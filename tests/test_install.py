@@ -45,7 +45,7 @@ def _build_wheel(tmp: Path) -> Path:
     """The wheel, built from a copy of the sources (the build writes build/ and *.egg-info next to them)."""
     source = tmp / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "LICENSE"):
+    for name in ("pyproject.toml", "LICENSE", "scratchformer_launcher.py"):
         shutil.copy2(REPO_ROOT / name, source / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(REPO_ROOT / "docs", source / "docs", ignore=ignore)
