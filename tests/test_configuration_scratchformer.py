@@ -48,6 +48,10 @@ def test_attribute_map_lets_generic_code_find_the_sizes():
         ("layer_norm_eps", 0.0, "positive number"),
         ("init_std", -1.0, "positive number"),
         ("max_position_embeddings", 0, "positive integer"),
+        ("init_std", float("inf"), "finite positive number"),  # NaN weights
+        ("layer_norm_eps", float("inf"), "finite positive number"),  # the same output for every input
+        ("rope_theta", float("inf"), "finite positive number"),
+        ("rope_theta", float("nan"), "finite positive number"),
     ],
 )
 def test_invalid_values_raise_a_value_error_naming_field_value_and_rule(field, value, rule):
@@ -143,3 +147,40 @@ def test_update_checks_the_values_together_and_is_all_or_nothing():
 def test_a_folder_without_config_json_is_an_error_not_the_defaults(tmp_path):
     with pytest.raises(OSError, match="has no config.json"):
         ScratchformerConfig.from_pretrained(tmp_path)
+
+
+def test_an_alias_beside_its_field_with_another_value_is_refused():
+    with pytest.raises(ValueError, match="d_model=32 and its alias hidden_size=64"):
+        ScratchformerConfig(d_model=32, hidden_size=64, encoder_attention_heads=4, decoder_attention_heads=4)
+    agreeing = ScratchformerConfig(d_model=64, hidden_size=64, encoder_attention_heads=4, decoder_attention_heads=4)
+    assert agreeing.d_model == 64
+    assert ScratchformerConfig(hidden_size=64, encoder_attention_heads=4, decoder_attention_heads=4).d_model == 64
+
+
+def test_an_unknown_key_is_warned_about_naming_the_closest_field():
+    from transformers.testing_utils import CaptureLogger
+    from transformers.utils import logging
+
+    logger = logging.get_logger("scratchformer.models.configuration_scratchformer")
+    with CaptureLogger(logger) as captured:
+        config = ScratchformerConfig(encoder_layer=3)
+    assert "unknown key 'encoder_layer'" in captured.out and "Did you mean 'encoder_layers'?" in captured.out
+    assert config.encoder_layers == 6  # kept as it was: the warning is the point
+    with CaptureLogger(logger) as captured:  # the base class's keys and generation settings are not unknown
+        ScratchformerConfig(num_labels=3, max_length=20, num_beams=2, hidden_size=64, encoder_attention_heads=4,
+                            decoder_attention_heads=4)
+    assert "unknown key" not in captured.out, captured.out
+
+
+def test_parameter_count_is_exact_and_a_model_too_big_for_memory_is_refused_before_it_is_built():
+    from scratchformer import ScratchformerForConditionalGeneration
+
+    for overrides in ({}, {"tie_word_embeddings": False, "position_embedding_type": "learned",
+                           "attention_bias": False, "pre_layer_norm": True}):
+        config = ScratchformerConfig(vocab_size=100, d_model=16, encoder_layers=2, decoder_layers=3,
+                                     encoder_attention_heads=2, decoder_attention_heads=4, encoder_ffn_dim=24,
+                                     decoder_ffn_dim=40, max_position_embeddings=32, **overrides)
+        assert config.parameter_count() == ScratchformerForConditionalGeneration(config).num_parameters()
+    for overrides in ({"vocab_size": 10**9}, {"encoder_layers": 10**5}):
+        with pytest.raises(ValueError, match=r"parameters, [\d,.]+ GiB at 4 bytes each, more than this machine's"):
+            ScratchformerForConditionalGeneration(ScratchformerConfig(**overrides))

@@ -90,6 +90,21 @@ def test_token_classification_ignores_minus_100(batch):
     assert model(**batch, labels=torch.full_like(labels, -100)).loss.item() == 0.0
 
 
+def test_labels_outside_the_classes_and_no_labels_at_all_are_refused(batch):
+    """cross-entropy would fail obscurely (or index garbage on a GPU) on a label >= num_labels."""
+    torch.manual_seed(0)
+    classifier = ScratchformerForSequenceClassification(tiny_config(num_labels=3)).eval()
+    with pytest.raises(ValueError, match=r"labels must be class ids in 0..2 \(num_labels=3\); they span \[0, 3\]"):
+        classifier(**batch, labels=torch.tensor([0, 3]))
+    with pytest.raises(ValueError, match="labels must be class ids in 0..2"):
+        classifier(**batch, labels=torch.tensor([-1, 0]))
+    tagger = ScratchformerForTokenClassification(tiny_config(num_labels=2)).eval()
+    with pytest.raises(ValueError, match=r"labels must be class ids in 0..1 \(num_labels=2\) or -100"):
+        tagger(**batch, labels=torch.tensor([[0, 1, 2, 0, -100], [1, 0, -100, -100, -100]]))
+    with pytest.raises(ValueError, match="num_labels=0 is invalid: a task head needs at least one label"):
+        tiny_config(num_labels=0)
+
+
 def test_heads_load_from_the_seq2seq_checkpoint_through_the_auto_classes():
     """The encoder comes from the checkpoint (equal to the seq2seq model's), only the head is new."""
     folder = pretrained_path("small")

@@ -290,6 +290,45 @@ def test_bad_generation_counts_raise_value_errors(settings):
             model.generate(random_batch(1, 5), generation_config=config)
 
 
+@pytest.mark.parametrize("settings, message", [
+    ({"max_new_tokens": 2.5}, "max_new_tokens=2.5 must be a positive integer"),
+    ({"do_sample": True, "top_p": 0.0}, r"top_p=0.0 must be a finite number in \(0.0, 1.0\]"),
+    ({"do_sample": True, "temperature": float("nan")}, "temperature=nan must be a finite number"),
+    ({"eos_token_id": -1}, r"eos_token_id=-1 must be a token id in \[0, "),
+    ({"eos_token_id": [2, 10**6]}, r"eos_token_id=\[2, 1000000\] must be a token id"),
+    ({"no_repeat_ngram_size": -1}, "no_repeat_ngram_size=-1 must be an integer >= 0"),
+    ({"max_new_tokens": 10**12}, r"need a key/value cache of [\d,.]+ GiB, more than the [\d,.]+ GiB of cpu"),
+    ({"max_new_tokens": None, "max_length": 10**10, "num_beams": 4, "cache_implementation": "static"},
+     "4 sequences of up to 10000000000 tokens"),
+])
+def test_generate_settings_that_mean_nothing_or_cannot_fit_are_refused_up_front(settings, message):
+    """What transformers accepts (or only warns about), and lengths whose cache alone exceeds the memory: refused
+    before any token is made (the static cache would otherwise allocate it first)."""
+    model = make_model()
+    with pytest.raises(ValueError, match=message):
+        model.generate(random_batch(1, 5), **{"max_new_tokens": 3, **settings})
+
+
+def test_generating_past_learned_positions_is_refused_up_front():
+    model = ScratchformerForConditionalGeneration(tiny_config(position_embedding_type="learned",
+                                                              max_position_embeddings=8)).eval()
+    with pytest.raises(ValueError, match="up to 9 decoder tokens, but learned positions stop at max_position_"):
+        model.generate(random_batch(1, 5), max_new_tokens=8)
+    assert model.generate(random_batch(1, 5), max_new_tokens=7, min_new_tokens=7).shape == (1, 8)
+
+
+def test_embeddings_of_another_dtype_and_ids_without_values_are_refused():
+    model = make_model()
+    embeds = model.get_input_embeddings()(random_batch(2, 5))
+    with pytest.raises(ValueError, match=r"inputs_embeds has dtype torch.float16 but the model computes in "
+                                         r"torch.float32: convert them with inputs_embeds.to\(torch.float32\)"):
+        model(inputs_embeds=embeds.half(), decoder_input_ids=random_batch(2, 3))
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # under autocast any float is fine: it casts per op
+        assert torch.isfinite(model(inputs_embeds=embeds.bfloat16(), decoder_input_ids=random_batch(2, 3)).logits).all()
+    with pytest.raises(ValueError, match="input_ids are on the meta device"):
+        model(input_ids=random_batch(2, 5).to("meta"), decoder_input_ids=random_batch(2, 3))
+
+
 def test_bad_decoder_inputs_and_labels_raise_value_errors():
     model = make_model()
     ids = random_batch(2, 5)
@@ -330,14 +369,20 @@ def test_all_labels_ignored_gives_a_zero_loss_not_nan():
     assert all(p.grad is None or not p.grad.any() for p in model.parameters())
 
 
-def test_a_mask_of_zeros_and_twos_means_what_zeros_and_ones_mean():
+def test_a_mask_that_is_not_zeros_and_ones_is_refused():
+    """0/1 (any dtype) and booleans mean the same; 0.5, 2 or -1 mean nothing and are refused, in either mask."""
     model = make_model()
     ids = random_batch(2, 6)
     mask = torch.ones(2, 6, dtype=torch.long)
     mask[0, :2] = 0
     ones = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3]).logits
-    twos = model(input_ids=ids, attention_mask=mask * 2, decoder_input_ids=ids[:, :3]).logits
-    assert torch.equal(ones, twos)
+    for same in (mask.bool(), mask.float()):
+        assert torch.equal(model(input_ids=ids, attention_mask=same, decoder_input_ids=ids[:, :3]).logits, ones)
+    for bad in (mask * 2, mask * 0.5, mask - 2 * (1 - mask)):
+        with pytest.raises(ValueError, match=r"attention_mask must hold only 1 \(a real token\) and 0"):
+            model(input_ids=ids, attention_mask=bad, decoder_input_ids=ids[:, :3])
+        with pytest.raises(ValueError, match=r"decoder_attention_mask must hold only 1"):
+            model(input_ids=ids, decoder_input_ids=ids, decoder_attention_mask=bad)
 
 
 # ------------------------------------------------------------------------------------------------ no host syncs
@@ -563,6 +608,7 @@ def test_auto_classes_and_auto_map(tmp_path):
     assert config["auto_map"] == {
         "AutoConfig": "configuration_scratchformer.ScratchformerConfig",
         "AutoModel": "modeling_scratchformer.ScratchformerEncoderModel",
+        "AutoModelForMaskedLM": "modeling_scratchformer.ScratchformerForMaskedLM",  # the encoder + its LM head
         "AutoModelForSeq2SeqLM": "modeling_scratchformer.ScratchformerForConditionalGeneration",
     }
     assert (tmp_path / "modeling_scratchformer.py").exists()

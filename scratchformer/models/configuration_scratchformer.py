@@ -11,6 +11,9 @@ This file is copied next to the weights by ``save_pretrained`` so that a Hub use
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import math
 import os
 import re
 
@@ -23,7 +26,10 @@ if tuple(int(part) for part in re.findall(r"\d+", transformers.__version__)[:2])
     raise ImportError(f"Scratchformer's model code (configuration_scratchformer.py) needs transformers >= 5.4, but "
                       f"transformers {transformers.__version__} is installed: pip install -U \"transformers>=5.4\"")
 
-from transformers import PreTrainedConfig
+from transformers import GenerationConfig, PreTrainedConfig
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
 
 ACTIVATIONS = ("relu", "gelu")
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned", "rope")
@@ -41,6 +47,13 @@ _CHOICES = {"activation_function": ACTIVATIONS, "position_embedding_type": POSIT
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 _CHECKED_FIELDS = frozenset({*_POSITIVE_INTS, *_FLAGS, *_PROBABILITIES, *_POSITIVE_NUMBERS, *_CHOICES, *_TOKEN_IDS,
                              "scratchformer_format"})
+
+
+# keys besides the fields that a config takes on purpose: the base class's own (labels, dtype, attention kernel, the
+# names a saved config.json carries) and generation settings, which transformers moves to the generation config
+_KNOWN_KEYS = frozenset({"auto_map", "model_type", "num_labels", "torch_dtype", "name_or_path", "output_attentions",
+                         "attn_implementation", "experts_implementation", "rope_scaling", "rope_parameters",
+                         "per_layer_config", "_commit_hash", "_name_or_path", "_attn_implementation_autoset"})
 
 
 def _is_int(value: object) -> bool:
@@ -139,8 +152,28 @@ class ScratchformerConfig(PreTrainedConfig):
     scratchformer_format: int = CHECKPOINT_FORMAT
 
     def __post_init__(self, **kwargs):
+        self._check_extra_keys(kwargs)
         super().__post_init__(**kwargs)  # sets the alias names (hidden_size=... -> d_model) and extra kwargs
         self.validate_values()  # after it, so that values given under an alias are checked too
+
+    def _check_extra_keys(self, kwargs: dict) -> None:
+        """Refuse an alias given beside its field with another value (``d_model=32, hidden_size=64``), and warn
+        about a key that is neither a field nor known to transformers, naming the closest field (``encoder_layer``
+        would otherwise be kept silently while the model gets the default number of layers)."""
+        fields = {field.name: field.default for field in dataclasses.fields(self)}
+        for alias, value in kwargs.items():
+            target = self.attribute_map.get(alias)
+            if target is not None and getattr(self, target) != fields[target] and getattr(self, target) != value:
+                raise ValueError(f"ScratchformerConfig got {target}={getattr(self, target)!r} and its alias "
+                                 f"{alias}={value!r}: give one of them")
+        generation_keys = set(getattr(GenerationConfig, "_get_default_generation_params", dict)())
+        for key in kwargs:
+            if key in fields or key in self.attribute_map or key in _KNOWN_KEYS or key in generation_keys:
+                continue
+            close = difflib.get_close_matches(key, [*fields, *self.attribute_map], n=1, cutoff=0.75)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            logger.warning(f"ScratchformerConfig got an unknown key {key!r}: it is kept as an attribute, but no part "
+                           f"of the model reads it.{hint}")
 
     def __setattr__(self, name: str, value: object) -> None:
         """Assignments after construction (``config.d_model = 30``, ``config.update({...})``) are checked like the
@@ -183,6 +216,36 @@ class ScratchformerConfig(PreTrainedConfig):
             self.__dict__.update(before)
             raise
 
+    def parameter_count(self) -> int:
+        """The number of parameters of the encoder-decoder with its LM head, from the sizes alone (before anything
+        is built): what :meth:`check_fits_in_memory` weighs."""
+        d, bias = self.d_model, self.attention_bias
+        attention = 4 * d * d + (4 * d if bias else 0)
+
+        def ffn(inner: int) -> int:
+            return 2 * d * inner + inner + d
+
+        stacks = (self.encoder_layers * (attention + ffn(self.encoder_ffn_dim) + 2 * 2 * d)
+                  + self.decoder_layers * (2 * attention + ffn(self.decoder_ffn_dim) + 3 * 2 * d)
+                  + (2 * 2 * d if self.pre_layer_norm else 0))
+        tables = self.vocab_size * d * (1 if self.tie_word_embeddings else 3)
+        positions = 2 * self.max_position_embeddings * d if self.position_embedding_type == "learned" else 0
+        return stacks + tables + positions
+
+    def check_fits_in_memory(self, bytes_per_parameter: int = 4) -> None:
+        """Refuse, before anything is built, a model whose parameters alone exceed this machine's memory
+        (``vocab_size=10**9`` or ``encoder_layers=10**5`` would otherwise allocate for minutes, then fail)."""
+        try:
+            memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):  # not a POSIX system: nothing to compare with
+            return
+        needed = self.parameter_count() * bytes_per_parameter
+        if needed > memory:
+            raise ValueError(f"this ScratchformerConfig makes a model of {self.parameter_count():,} parameters, "
+                             f"{needed / 2**30:,.1f} GiB at {bytes_per_parameter} bytes each, more than this "
+                             f"machine's {memory / 2**30:,.1f} GiB of memory: check vocab_size, d_model, the layer "
+                             "counts and the FFN sizes")
+
     def validate_values(self) -> None:
         """Raise ``ValueError`` naming the field, its value and the rule it breaks."""
 
@@ -201,7 +264,8 @@ class ScratchformerConfig(PreTrainedConfig):
             _is_number(self.classifier_dropout) and 0.0 <= self.classifier_dropout < 1.0),
               "must be a probability in [0, 1), or null to use dropout")
         for field in _POSITIVE_NUMBERS:
-            check(field, _is_number(getattr(self, field)) and getattr(self, field) > 0, "must be a positive number")
+            value = getattr(self, field)
+            check(field, _is_number(value) and math.isfinite(value) and value > 0, "must be a finite positive number")
         for field, choices in _CHOICES.items():
             check(field, getattr(self, field) in choices, f"must be one of {choices}")
         for side in ("encoder", "decoder"):
@@ -217,5 +281,6 @@ class ScratchformerConfig(PreTrainedConfig):
                   f"must be a token id in [0, vocab_size={self.vocab_size})")
         check("decoder_start_token_id", self.decoder_start_token_id is not None,
               "must be set: the decoder needs a first input token")
+        check("num_labels", self.num_labels >= 1, "a task head needs at least one label")
         problem = checkpoint_format_problem(self.scratchformer_format)
         check("scratchformer_format", problem is None, problem or "")

@@ -64,6 +64,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
+from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_scratchformer import ScratchformerConfig
 
@@ -446,32 +447,45 @@ def _check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
                          f"convert with {name}.long()")
     if torch.compiler.is_compiling() or ids.device.type == "meta":
         return
-    in_range = ((ids >= 0) & (ids < vocab_size)).all()
-    message = (f"{name} has token ids outside 0..{vocab_size - 1} (the vocabulary has {vocab_size} tokens); was it "
-               "made by a different tokenizer?")
-    if ids.device.type != "cpu":
-        torch._assert_async(in_range, message)
-    elif not in_range:
-        raise ValueError(f"{message} Its ids span [{int(ids.min())}, {int(ids.max())}].")
+    _check_values(((ids >= 0) & (ids < vocab_size)).all(),
+                  f"{name} has token ids outside 0..{vocab_size - 1} (the vocabulary has {vocab_size} tokens); was it "
+                  "made by a different tokenizer?", lambda: f" Its ids span [{int(ids.min())}, {int(ids.max())}].")
 
 
-def _check_embeds(name: str, embeds: torch.Tensor, d_model: int) -> None:
+def _check_values(ok: torch.Tensor, message: str, detail: Callable[[], str] = str) -> None:
+    """Raise ``ValueError(message + detail())`` unless ``ok``; on an accelerator a device-side assert instead, so
+    that the host never waits for the device (see :func:`_check_ids`)."""
+    if ok.device.type != "cpu":
+        torch._assert_async(ok, message)
+    elif not ok:
+        raise ValueError(message + detail())
+
+
+def _check_embeds(name: str, embeds: torch.Tensor, d_model: int, dtype: torch.dtype) -> None:
+    """Embeddings are ``(batch, length, d_model)`` floats of the model's dtype (or any float under autocast)."""
     if not isinstance(embeds, torch.Tensor) or embeds.dim() != 3 or embeds.shape[-1] != d_model:
         shape = tuple(embeds.shape) if isinstance(embeds, torch.Tensor) else type(embeds).__name__
         raise ValueError(f"{name} must have shape (batch, sequence_length, d_model={d_model}), got {shape}")
     if embeds.shape[0] == 0 or embeds.shape[1] == 0:
         raise ValueError(f"{name} is empty (shape {tuple(embeds.shape)})")
+    if embeds.dtype != dtype and not (embeds.is_floating_point() and torch.is_autocast_enabled(embeds.device.type)):
+        raise ValueError(f"{name} has dtype {embeds.dtype} but the model computes in {dtype}: convert them with "
+                         f"{name}.to({dtype}) (or run under torch.autocast)")
 
 
 def _check_mask(name: str, mask: torch.Tensor | None, batch: int, lengths: tuple[int, ...]) -> None:
-    """A padding mask is ``(batch, length)``: 0 marks padding, and any other value a real token (a mask of 0/2 then
-    means what 0/1 means: every use of it goes through ``mask.bool()``)."""
+    """A padding mask is ``(batch, length)`` of 1 (a real token) and 0 (padding), or booleans; 0.5, 2 or -1 mean
+    nothing, so they are refused rather than read as ``mask.bool()``."""
     if mask is None:
         return
     if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.shape[0] != batch or mask.shape[1] not in lengths:
         shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
         expected = " or ".join(f"({batch}, {n})" for n in lengths)
         raise ValueError(f"{name} must have shape {expected} to match the input ids, got {shape}")
+    if mask.dtype == torch.bool or torch.compiler.is_compiling() or mask.device.type == "meta":
+        return
+    _check_values(((mask == 0) | (mask == 1)).all(), f"{name} must hold only 1 (a real token) and 0 (padding), or "
+                  "booleans", lambda: f"; it holds {sorted({float(v) for v in mask.unique()[:6].tolist()})}")
 
 
 # transformers 5.24 renamed the key/value cache from ``past_key_values`` to ``cache``: in the output classes, in
@@ -512,6 +526,25 @@ def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | No
                          f"and cross-attention caches), got {type(cache).__name__}; pass none with use_cache=True "
                          "to start one")
     return cache
+
+
+def _forward_took(self: nn.Module, **kwargs) -> None:
+    """Does nothing: transformers' ``deprecate_kwarg`` around it says what a ``forward`` was given (see below)."""
+
+
+_forward_took.__name__ = "forward"  # the warning names "<model class>.forward"
+_old_cache_name_notice = deprecate_kwarg("past_key_values", "6.0.0", additional_message="Use `cache` instead.")(
+    _forward_took)
+
+
+def _warn_old_cache_name(model: nn.Module, past_key_values: Cache | None) -> None:
+    """From transformers 5.24 on, ``past_key_values=`` is the old name of ``cache=``: ``forward`` still takes it
+    (:func:`_one_cache`), and warns as transformers' own models do, with their helper: a ``FutureWarning``
+    "`past_key_values` is deprecated ... for `ScratchformerModel.forward`. Use `cache` instead." Before 5.24 it is the
+    current name (``generate()`` passes it at every step), and nothing is said. (Not a decorator on ``forward``:
+    that would hide its signature's code, which generate() reads.)"""
+    if past_key_values is not None and CACHE_NAME == "cache":
+        _old_cache_name_notice(model, past_key_values=past_key_values)
 
 
 def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, past_length: int,
@@ -693,6 +726,10 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
 
     _auto_classes_also_served = ("AutoModel",)  # auto_map entries a saved folder gets besides its own class
 
+    def __init__(self, config: ScratchformerConfig, *args, **kwargs):
+        config.check_fits_in_memory(torch.finfo(torch.get_default_dtype()).bits // 8)  # the dtype it is built in
+        super().__init__(config, *args, **kwargs)
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save as usual, with our ``auto_map`` only: transformers lists just the class being saved (Hub users also
         need ``AutoModel`` -> the encoder, for embeddings and the feature-extraction pipeline), and keeps any
@@ -714,7 +751,9 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         is never unpickled, unless the caller passes ``use_safetensors=False``), and an unreadable weights file gives
         an error that names it."""
         kwargs.setdefault("use_safetensors", True)
-        if kwargs["use_safetensors"] and os.path.isdir(pretrained_model_name_or_path):
+        # None: no folder or repo at all, the weights come as state_dict= (a form transformers supports)
+        if (kwargs["use_safetensors"] and pretrained_model_name_or_path is not None
+                and os.path.isdir(pretrained_model_name_or_path)):
             problem = safetensors_problem(pretrained_model_name_or_path)
             if problem:
                 raise OSError(problem)
@@ -780,10 +819,14 @@ class ScratchformerStack(nn.Module):
         """Check the token ids (or embeddings) this stack reads; return batch size, length and device."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(f"pass exactly one of {names[0]} or {names[1]} to the {self.side}")
+        given = input_ids if input_ids is not None else inputs_embeds
+        if isinstance(given, torch.Tensor) and given.device.type == "meta" != self.embeddings.word_embeddings.weight.device.type:
+            raise ValueError(f"{names[0] if input_ids is not None else names[1]} are on the meta device (shapes "
+                             "without values): make them on the model's device")
         if input_ids is not None:
             _check_ids(names[0], input_ids, self.config.vocab_size)
             return input_ids.shape[0], input_ids.shape[1], input_ids.device
-        _check_embeds(names[1], inputs_embeds, self.config.d_model)
+        _check_embeds(names[1], inputs_embeds, self.config.d_model, self.embeddings.word_embeddings.weight.dtype)
         return inputs_embeds.shape[0], inputs_embeds.shape[1], inputs_embeds.device
 
     def _check_positions(self, length: int, advice: str) -> None:
@@ -1026,6 +1069,7 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
         """Encode the source (unless ``encoder_outputs`` are given) and decode. Without decoder inputs, the
         decoder reads the source shifted right (as BART does), which makes the bare model usable on one text."""
         _warn_ignored(self, kwargs)
+        _warn_old_cache_name(self, past_key_values)
         return_dict = _flag(return_dict, self.config, "return_dict", True)
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             if input_ids is None:
@@ -1094,13 +1138,14 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
     def generate(self, *args, **kwargs):
-        """``GenerationMixin.generate``, with a clear error for counts that would otherwise fail deep inside it
-        (``num_beams=0`` divides by zero there)."""
-        settings = getattr(kwargs.get("generation_config"), "to_dict", dict)()
-        for name in ("num_beams", "num_return_sequences", "num_beam_groups"):
-            value = kwargs.get(name, settings.get(name))
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"generate: {name}={value!r} must be a positive integer")
+        """``GenerationMixin.generate``, with its settings checked first (:func:`_check_generation`): counts that
+        would fail deep inside it (``num_beams=0`` divides by zero there), values it accepts but cannot mean
+        (``top_p=0``, ``max_new_tokens=2.5``, ``eos_token_id=-1``), and lengths past the positions or the memory."""
+        base = kwargs.get("generation_config") or self.generation_config
+        settings = {**base.to_dict(), **{key: value for key, value in kwargs.items() if hasattr(base, key)}}
+        inputs = args[0] if args else kwargs.get("input_ids", kwargs.get("inputs", kwargs.get("inputs_embeds")))
+        _check_generation(settings, self.config, batch=inputs.shape[0] if isinstance(inputs, torch.Tensor) else 1,
+                          device=self.device, dtype=self.dtype)
         return super().generate(*args, **kwargs)
 
     def create_masks_for_generate(self, config, inputs_embeds, attention_mask, *args, **kwargs):
@@ -1137,6 +1182,7 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         """``labels`` give the mean cross-entropy over the labelled target tokens (see :func:`mean_over_labelled`
         for ``num_items_in_batch``)."""
         _warn_ignored(self, kwargs)
+        _warn_old_cache_name(self, past_key_values)
         return_dict = _flag(return_dict, self.config, "return_dict", True)
         if labels is not None:
             if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
@@ -1148,7 +1194,7 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         outputs = self.model(
             input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
-            past_key_values=_one_cache(cache, past_key_values), inputs_embeds=inputs_embeds,
+            cache=_one_cache(cache, past_key_values), inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds, use_cache=use_cache, output_attentions=output_attentions,
             output_hidden_states=output_hidden_states, return_dict=True)
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
@@ -1240,6 +1286,72 @@ def mean_over_tokens(hidden_states: torch.Tensor, attention_mask: torch.Tensor |
     return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 
 
+# generate() counts and their smallest meaningful value
+_GENERATION_COUNTS = {"max_new_tokens": 1, "max_length": 1, "min_length": 0, "min_new_tokens": 0, "top_k": 0,
+                      "no_repeat_ngram_size": 0, "encoder_no_repeat_ngram_size": 0, "num_beams": 1,
+                      "num_return_sequences": 1, "num_beam_groups": 1}
+_GENERATION_TOKEN_IDS = ("eos_token_id", "pad_token_id", "bos_token_id", "decoder_start_token_id")
+
+
+def _check_generation(settings: dict, config: ScratchformerConfig, batch: int, device: torch.device,
+                      dtype: torch.dtype) -> None:
+    """Refuse generate() settings that transformers accepts but cannot mean (it warns at most), and a length that
+    runs past learned positions or whose key/value cache alone would not fit in the device's memory."""
+    for name, least in _GENERATION_COUNTS.items():
+        value = settings.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            rule = "a positive integer" if least == 1 else f"an integer >= {least}"
+            raise ValueError(f"generate: {name}={value!r} must be {rule}")
+    for name, low, high in (("top_p", 0.0, 1.0), ("temperature", 0.0, math.inf), ("repetition_penalty", 0.0, math.inf)):
+        value = settings.get(name)
+        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and low < value <= high):
+            raise ValueError(f"generate: {name}={value!r} must be a finite number in ({low}, {high}]")
+    for name in _GENERATION_TOKEN_IDS:
+        ids = settings.get(name)
+        for token in ids if isinstance(ids, (list, tuple)) else [ids]:
+            if token is not None and (isinstance(token, bool) or not isinstance(token, int)
+                                      or not 0 <= token < config.vocab_size):
+                raise ValueError(f"generate: {name}={ids!r} must be a token id in [0, {config.vocab_size})")
+    new_tokens = settings.get("max_new_tokens")
+    length = new_tokens + 1 if new_tokens is not None else settings.get("max_length") or 1  # + the start token
+    if config.position_embedding_type == "learned" and length > config.max_position_embeddings:
+        raise ValueError(f"generate: up to {length} decoder tokens, but learned positions stop at "
+                         f"max_position_embeddings={config.max_position_embeddings}: ask for fewer new tokens")
+    rows = batch * max(settings.get("num_beams") or 1, settings.get("num_return_sequences") or 1)
+    cache = rows * config.decoder_layers * 2 * length * config.d_model * torch.finfo(dtype).bits // 8
+    memory = _device_memory(device)
+    if memory is not None and cache > memory:
+        raise ValueError(f"generate: {rows} sequences of up to {length} tokens need a key/value cache of "
+                         f"{cache / 2**30:,.1f} GiB, more than the {memory / 2**30:,.1f} GiB of {device.type}: ask "
+                         "for fewer new tokens, beams or sequences")
+
+
+def _device_memory(device: torch.device) -> int | None:
+    """The memory of ``device`` in bytes (a property lookup: no synchronisation), or ``None`` where unknown."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    if device.type != "cpu":
+        return None
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _check_labels(labels: torch.Tensor, num_labels: int, ignored: int | None = None) -> None:
+    """Class labels are integers in ``0..num_labels-1`` (or ``ignored``); cross-entropy fails obscurely otherwise."""
+    if labels.is_floating_point() or labels.dtype == torch.bool:
+        raise ValueError(f"labels must be integer class ids in 0..{num_labels - 1}, got dtype {labels.dtype}")
+    if torch.compiler.is_compiling() or labels.device.type == "meta":
+        return
+    ok = (labels >= 0) & (labels < num_labels)
+    if ignored is not None:
+        ok |= labels == ignored
+    _check_values(ok.all(), f"labels must be class ids in 0..{num_labels - 1} (num_labels={num_labels})"
+                  + (f" or {ignored}" if ignored is not None else ""),
+                  lambda: f"; they span [{int(labels.min())}, {int(labels.max())}]")
+
+
 def _classifier_dropout(config: ScratchformerConfig) -> float:
     return config.dropout if config.classifier_dropout is None else config.classifier_dropout
 
@@ -1272,6 +1384,8 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, con
         else:
             config.problem_type = "multi_label_classification"
     labels = labels.to(logits.device)
+    if config.problem_type == "single_label_classification":
+        _check_labels(labels, num_labels)
     if config.problem_type == "regression":
         if num_labels == 1:
             return nn.functional.mse_loss(logits.squeeze(-1).float(), labels.squeeze(-1).float())
@@ -1389,6 +1503,7 @@ class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
         loss = None
         if labels is not None:
             labels = labels.to(logits.device).reshape(-1)
+            _check_labels(labels, self.num_labels, ignored=-100)
             total = nn.functional.cross_entropy(logits.float().view(-1, self.num_labels), labels, ignore_index=-100,
                                                 reduction="sum")
             loss = mean_over_labelled(total, labels, num_items_in_batch)

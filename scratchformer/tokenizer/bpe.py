@@ -19,7 +19,7 @@ paper's listing, easy to check), and :func:`learn_merges` updates the counts inc
 that contain the merged pair (tens of times faster; see ``benchmarks/BPE_SPEED.md``).
 
 This module is the specification that the fast tokenizer (``tokenizers`` library, built by
-:mod:`scratchformer.tokenizer_training`) is tested against token for token; it needs only the standard library and
+:mod:`scratchformer.tokenizer.training`) is tested against token for token; it needs only the standard library and
 ``regex`` (for the Unicode classes ``\\p{L}`` and ``\\p{N}`` of the GPT-2 pre-tokenizer).
 """
 
