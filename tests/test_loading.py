@@ -221,3 +221,107 @@ def test_compare_and_senses_never_run_a_model_folders_code(tmp_path):
                  str(tmp_path / "c")]) == 0
     assert main(["senses", "--data", str(tsv), "--model", str(folder), "--output", str(tmp_path / "s")]) == 0
     assert not marker.exists()
+
+
+# ------------------------------------------------------------------------------ Hub ids without network (loopback)
+
+LOAD_AND_TIME = """
+import json, sys, time
+import torch, transformers  # imported before the clock starts: the bound is on what load() does
+from scratchformer.errors import ScratchformerError
+from scratchformer.loading import load
+results = {}
+for name in sys.argv[1:]:
+    start = time.monotonic()
+    try:
+        model, tokenizer = load(name, task="seq2seq")
+        results[name] = {"loaded": type(model).__name__, "vocabulary": len(tokenizer)}
+    except ScratchformerError as error:
+        results[name] = {"error": str(error)}
+    results[name]["seconds"] = time.monotonic() - start
+print(json.dumps(results))
+"""
+OFFLINE_BOUND_S = 15  # measured: 0.1 s refused, HUB_TIMEOUT (5 s) for a server that never answers; was 23-31 s
+
+
+def closed_loopback_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on (bound, then released): connecting to it is refused."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def load_in_a_process(names: list[str], endpoint: str, hf_home: Path) -> dict:
+    """``load(name)`` of each name in a fresh process whose Hub is ``endpoint`` (read when huggingface_hub is
+    imported) and whose cache is ``hf_home``: ``{name: {"loaded" | "error", "seconds"}}``."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN")}
+    env.update(HF_ENDPOINT=endpoint, HF_HOME=str(hf_home), HF_HUB_DISABLE_TELEMETRY="1")
+    done = subprocess.run([sys.executable, "-c", LOAD_AND_TIME, *names], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def assert_offline_error(result: dict, name: str, endpoint: str) -> None:
+    assert result["seconds"] < OFFLINE_BOUND_S, result
+    message = result["error"]
+    assert message.startswith(f"cannot reach the Hugging Face Hub at {endpoint} to download {name!r}"), message
+    assert "and it is not in the cache: check the network connection" in message
+    assert "set HF_HUB_OFFLINE=1" in message
+
+
+def test_a_hub_id_without_network_fails_fast_with_a_hint_and_a_cached_one_loads(tmp_path):
+    """No retries with back-off (23 s when refused, 31 s and more when nothing answers): one request, then the
+    cache (``local_files_only``) or one clear line. The Hub is a fake on 127.0.0.1, then a closed port there."""
+    from fake_hub import FakeHub, FakeRepo
+
+    _, tokenizer = load("random-scratchformer")
+    folder = _saved_tiny(tmp_path / "tiny", tokenizer)
+    files = {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()}
+    hf_home = tmp_path / "hf_home"
+    with FakeHub() as hub:
+        hub.repos["alice/tiny"] = FakeRepo(files=files, commits=[{"oid": "a1" * 20, "summary": "up",
+                                                                  "files": sorted(files)}])
+        online = load_in_a_process(["alice/tiny"], hub.url, hf_home)
+    assert online["alice/tiny"]["loaded"] == "ScratchformerForConditionalGeneration", online
+
+    endpoint = f"http://127.0.0.1:{closed_loopback_port()}"
+    offline = load_in_a_process(["alice/tiny", "alice/never-downloaded"], endpoint, hf_home)
+    assert offline["alice/tiny"]["loaded"] == "ScratchformerForConditionalGeneration", offline  # from the cache
+    assert offline["alice/tiny"]["seconds"] < OFFLINE_BOUND_S
+    assert_offline_error(offline["alice/never-downloaded"], "alice/never-downloaded", endpoint)
+
+
+def test_a_hub_that_never_answers_is_given_up_after_the_timeout(tmp_path, monkeypatch):
+    """A listening socket that never answers (a network that drops packets): one request, cut at HUB_TIMEOUT."""
+    import socket
+    import time
+
+    from huggingface_hub import constants
+
+    import scratchformer.loading as loading
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the connection; nothing ever reads or answers
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        monkeypatch.setattr(constants, "ENDPOINT", endpoint)  # what HF_ENDPOINT sets when huggingface_hub loads
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+        monkeypatch.delenv("HF_HUB_ETAG_TIMEOUT", raising=False)
+        monkeypatch.setattr(loading, "HUB_TIMEOUT", 1.0)
+        start = time.monotonic()
+        with pytest.raises(ScratchformerError) as caught:
+            loading.hub_options("alice/silent")
+        seconds = time.monotonic() - start
+    assert seconds < 5, seconds
+    assert_offline_error({"error": str(caught.value), "seconds": seconds}, "alice/silent", endpoint)
+    assert "ReadTimeout" in str(caught.value)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert loading.hub_options("alice/silent") == {}  # HF_HUB_OFFLINE=1: nothing asked, the cache only
+    assert loading.hub_options(str(tmp_path)) == {}  # a folder

@@ -8,7 +8,9 @@ vectors close to float32: docs/hub.md states the bound this test holds.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import sys
 
 import pytest
 import torch
@@ -17,6 +19,7 @@ from scratchformer import load_pretrained
 from scratchformer.hub import check_folder, export
 from scratchformer.hub.layout import ONNX_FILE
 from scratchformer.hub.onnx import export_onnx
+from scratchformer.loading import pretrained_path
 from scratchformer.models.modeling_scratchformer import mean_over_tokens
 
 needs_onnx = pytest.mark.skipif(
@@ -64,15 +67,45 @@ def test_exported_encoder_matches_pytorch_on_an_unseen_shape(small, tmp_path):
 
 @needs_onnx
 def test_export_onnx_option_writes_a_checked_folder(small, tmp_path):
-    folder = export(load_pretrained("small")[0], tmp_path / "export", small[1], onnx=True)
+    """From the shipped folder, whose weights are stored in float16 (and stay so): the graph is float32 and gives
+    what the float32 model gives."""
+    folder = export(pretrained_path("small"), tmp_path / "export", onnx=True)
     check_folder(folder)
     assert (folder / ONNX_FILE).is_file()
     assert "onnx" in (folder / "README.md").read_text().split("tags:")[1].split("---")[0]
+    model, tokenizer = small
+    batch = tokenizer(SENTENCES[:2], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = model.get_encoder()(**batch).last_hidden_state
+    states = run_onnx(folder / ONNX_FILE, batch)
+    assert states.dtype == torch.float32 and (states - expected).abs().max().item() < 1e-4
 
 
+@pytest.mark.parametrize("missing", ["onnxscript", "onnxruntime"])
+def test_onnx_export_names_the_extra_before_loading_or_writing_anything(tmp_path, monkeypatch, capsys, missing):
+    """--onnx without its packages: one line naming the extra, before the model is loaded or OUT is made."""
+    from scratchformer.cli import main as cli_main
+    from scratchformer.errors import MissingDependencyError
+    from scratchformer.hub import push
+
+    monkeypatch.setitem(sys.modules, missing, None)  # find_spec treats a None entry as not installed
+    export_module = importlib.import_module("scratchformer.hub.export")  # the module: hub.export is the function
+    monkeypatch.setattr(export_module, "model_and_tokenizer", lambda *args, **kwargs: pytest.fail("loaded a model"))
+    out = tmp_path / "out"
+    assert cli_main(["export", str(pretrained_path("small")), str(out), "--onnx"]) == 2
+    assert capsys.readouterr().err == (f"scratchformer export: error: the ONNX export (--onnx) needs {missing}, which "
+                                       'is not installed: pip install "scratchformer[onnx]"\n')
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with pytest.raises(MissingDependencyError, match=r'pip install "scratchformer\[onnx\]"'):
+        push(pretrained_path("small"), "alice/tiny", onnx=True, token=None)  # before the token is looked for
+    with pytest.raises(MissingDependencyError, match=missing):
+        export_onnx(object(), tmp_path / "model.onnx")
+
+
+@needs_onnx
 def test_only_the_dynamo_exporter_is_used(small, tmp_path, monkeypatch):
     """The legacy exporter records the example's shapes; export_onnx always asks for the dynamo exporter."""
-    pytest.importorskip("onnxscript")
     calls = []
     monkeypatch.setattr(torch.onnx, "export", lambda *args, **kwargs: calls.append(kwargs))
     export_onnx(small[0], tmp_path / "model.onnx")

@@ -182,3 +182,17 @@ def test_inference_never_imports_the_training_packages(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_every_extra_is_in_the_install_lists_of_the_readme_and_the_pypi_page():
+    """What an error message tells users to install (``pip install "scratchformer[onnx]"``) is where they look."""
+    extras = sorted(set(PYPROJECT["project"]["optional-dependencies"]) - {"dev"})
+    readme_install = (REPO_ROOT / "README.md").read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
+    pypi_install = (REPO_ROOT / "docs" / "pypi.md").read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
+    assert "onnx" in extras
+    for extra in extras:
+        assert f'pip install ".[{extra}]"' in readme_install, extra
+        assert f"| `scratchformer[{extra}]` |" in pypi_install, extra
+        packages = [Requirement(r).name for r in PYPROJECT["project"]["optional-dependencies"][extra]]
+        row = pypi_install.split(f"| `scratchformer[{extra}]` |", 1)[1].split("\n", 1)[0]
+        assert all(name in row for name in packages), (extra, packages, row)

@@ -171,8 +171,8 @@ def _legend() -> str:
             "<div class='legend-label'>attention weight (square-root scale, 0 to 1, as in the PNGs)</div></div>")
 
 
-def render_report(runs: Sequence[StudyRun], study: Study) -> str:
-    """The page as a string (see the module docstring)."""
+def render_report(runs: Sequence[StudyRun], study: Study, geometry: str = "") -> str:
+    """The page as a string (see the module docstring); ``geometry`` is :func:`geometry_section`'s HTML."""
     results = [run.result for run in runs]
     verdicts = "".join(f"<li><b>{_e(r.label)}</b>: <span class='verdict {_verdict_class(r.verdict)}'>"
                        f"{_e(r.verdict)}</span></li>" for r in results)
@@ -205,6 +205,7 @@ for its value. A word split into several tokens spans several rows and columns.<
 {_figures(results, ("projection", "positional_encoding"))}
 <h2>Attention, every layer at once</h2>
 {_figures(results, ("attention",))}
+{geometry}
 </main>
 <footer>Written by <code>scratchformer compare --html</code>. The numbers are also in compare.json.</footer>
 <script type="application/json" id="attention-data">{_script_json(data)}</script>
@@ -214,10 +215,58 @@ for its value. A word split into several tokens spans several rows and columns.<
 
 
 def write_report(runs: Sequence[StudyRun], study: Study, path: str | Path) -> Path:
-    """Write :func:`render_report` to ``path`` (UTF-8)."""
+    """Write :func:`render_report` to ``path`` (UTF-8), with the geometry section when ``scratchformer geometry``
+    wrote its ``geometry.json`` into the same folder."""
     path = Path(path)
-    path.write_text(render_report(runs, study), encoding="utf-8")
+    path.write_text(render_report(runs, study, geometry_section(path.parent)), encoding="utf-8")
     return path
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The embedding-geometry section, from the geometry.json of `scratchformer geometry`
+# ----------------------------------------------------------------------------------------------------------------
+
+GEOMETRY_HEADER = ["layer", "self-sim.", "intra-sent.", "MEV", "baseline", "self - base", "intra - base",
+                   "std: self-sim.", "std: intra", "std: MEV", "std: baseline"]
+
+
+def _geometry_table(model: dict[str, Any]) -> str:
+    rows = [[row["layer"], *(_num(row.get(name)) for name in (
+        "self_similarity", "intra_sentence_similarity", "mev", "anisotropy_baseline", "self_similarity_adjusted",
+        "intra_sentence_similarity_adjusted", "self_similarity_standardised",
+        "intra_sentence_similarity_standardised", "mev_standardised", "anisotropy_baseline_standardised"))]
+        for row in model["rows"]]
+    notes = "".join(f"<p class='note'>{_e(row['note'])}</p>" for row in model["rows"] if row.get("note"))
+    caption = (f"{model['words']:,} words in {model['sentences']:,} sentences ({model['pairs']:,} pairs; MEV on "
+               f"{model['mev_words']:,} words); baseline: {model['baseline_sentences']:,} sampled sentences, one "
+               "word each. std = after per-dimension standardisation.")
+    return (f"<section class='model'><h3>{_e(model['model'])}</h3>{_table(GEOMETRY_HEADER, rows, caption)}{notes}"
+            "</section>")
+
+
+def geometry_section(folder: str | Path) -> str:
+    """The page's "Embedding geometry" section from ``folder/geometry.json`` (written by ``scratchformer
+    geometry --output`` the same folder) and its plots; empty when there is no such file."""
+    from .geometry import MEASURE_NAMES, MEASURES
+
+    folder = Path(folder)
+    try:
+        payload = json.loads((folder / "geometry.json").read_text(encoding="utf-8"))
+        models = payload["models"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    figures = "".join(_figure(folder / f"geometry_{m}.png", f"{MEASURE_NAMES[m]} per layer, one line per model "
+                              "(dashed: standardised; dotted grey: published values)")
+                      for m in MEASURES if (folder / f"geometry_{m}.png").is_file())
+    return ("<h2>Embedding geometry: how contextual are the vectors?</h2>"
+            f"<p>The measures of Ethayarajh (2019) per layer on {_e(Path(str(payload.get('data', ''))).name)}: "
+            "self-similarity (a word's mean cosine across its occurrences in different sentences), intra-sentence "
+            "similarity (words against their sentence's mean), maximum explainable variance (the first principal "
+            "component's share of a word's variance) and the anisotropy baseline (random words of different "
+            "sentences), each also minus the baseline and after per-dimension standardisation. The learned row "
+            "is 1 by construction. Written by <code>scratchformer geometry</code>; the numbers are in "
+            "geometry.json.</p>"
+            f"<div class='models'>{''.join(_geometry_table(m) for m in models)}</div>{figures}")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -245,11 +294,25 @@ def chromium_command(chromium: str, *args: str) -> list[str]:
     return [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args]
 
 
-def screenshot_report(page: str | Path, png: str | Path, width: int = 1400, height: int = 2400,
+# set on the page's <html> element by the measuring copy of the page (see screenshot_report)
+PAGE_HEIGHT_ATTRIBUTE = "data-scratchformer-page-height"
+_MEASURE_SCRIPT = (
+    "<script>(() => { const mark = () => document.documentElement.setAttribute("
+    f"'{PAGE_HEIGHT_ATTRIBUTE}', String(Math.ceil(document.documentElement.scrollHeight))); "
+    "mark(); addEventListener('load', mark); })();</script>")
+
+
+def screenshot_report(page: str | Path, png: str | Path, width: int = 1400, height: int = 1000,
                       chromium: str | None = None, timeout: float = 120) -> Path:
-    """Save a ``width`` x ``height`` screenshot of the HTML file ``page`` into ``png`` with Chromium's own
+    """Save a full-page screenshot of the HTML file ``page``, ``width`` pixels wide and as tall as the page (at
+    least ``height``, the height of the window it is laid out in), into ``png``, with Chromium's own
     ``--screenshot`` (no Playwright needed). Raises :class:`~scratchformer.errors.ScratchformerError` when no
-    Chromium is installed or it fails."""
+    Chromium is installed or it fails.
+
+    Chromium's ``--screenshot`` takes the window only, and has no full-page switch (Playwright's ``full_page=True``
+    uses the DevTools protocol instead). So it runs twice: first on a copy of the page with a few lines of script
+    that write the page's height into the DOM, which ``--dump-dom`` prints (the copy sits beside the page, so that
+    relative links still resolve, and is removed afterwards); then ``--screenshot`` with a window that tall."""
     import subprocess
 
     from ..errors import ScratchformerError
@@ -258,11 +321,43 @@ def screenshot_report(page: str | Path, png: str | Path, width: int = 1400, heig
     if chromium is None:
         raise ScratchformerError("no Chromium found for the screenshot: install it (Debian: apt-get install -y "
                                  "chromium) or set SCRATCHFORMER_CHROMIUM to its path")
-    png = Path(png).resolve()
-    command = chromium_command(chromium, f"--window-size={width},{height}", f"--screenshot={png}",
-                               Path(page).resolve().as_uri())
+    page, png = Path(page).resolve(), Path(png).resolve()
+    full_height = max(height, page_height(page, width, height, chromium=chromium, timeout=timeout))
+    command = chromium_command(chromium, f"--window-size={width},{full_height}", f"--screenshot={png}",
+                               page.as_uri())
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0 or not png.is_file():
         raise ScratchformerError(f"Chromium could not take the screenshot (exit {done.returncode}): "
                                  f"{done.stderr.strip()[-500:]}")
     return png
+
+
+def page_height(page: str | Path, width: int = 1400, height: int = 1000, *, chromium: str | None = None,
+                timeout: float = 120) -> int:
+    """The height in CSS pixels of the HTML file ``page`` laid out in a ``width`` x ``height`` window of a headless
+    Chromium (``document.documentElement.scrollHeight`` once the page has loaded). See :func:`screenshot_report`."""
+    import re
+    import subprocess
+    import tempfile
+
+    from ..errors import ScratchformerError
+
+    chromium = chromium or find_chromium()
+    if chromium is None:
+        raise ScratchformerError("no Chromium found: install it (Debian: apt-get install -y chromium) or set "
+                                 "SCRATCHFORMER_CHROMIUM to its path")
+    page = Path(page).resolve()
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".html", prefix=f".{page.stem}.measure-",
+                                     dir=page.parent, delete=False) as copy:
+        copy.write(page.read_text(encoding="utf-8") + _MEASURE_SCRIPT)
+    try:
+        done = subprocess.run(chromium_command(chromium, f"--window-size={width},{height}", "--dump-dom",
+                                               Path(copy.name).as_uri()),
+                              capture_output=True, text=True, timeout=timeout)
+    finally:
+        Path(copy.name).unlink(missing_ok=True)
+    found = re.search(rf'{PAGE_HEIGHT_ATTRIBUTE}="(\d+)"', done.stdout)
+    if done.returncode != 0 or found is None:
+        raise ScratchformerError(f"Chromium could not measure the page {page} (exit {done.returncode}): "
+                                 f"{done.stderr.strip()[-500:]}")
+    return int(found.group(1))

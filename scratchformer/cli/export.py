@@ -10,6 +10,8 @@ import argparse
 
 from . import add_command
 
+DTYPES = ("float32", "float16", "bfloat16")  # scratchformer.hub.sources.DTYPES (not imported: it loads torch)
+
 OVERWRITE_HELP = (
     "replace an earlier export in OUT. OUT must look like one (every file an export writes, config.json of a "
     "scratchformer model, no subfolder, nothing pickled); only the files an export writes are replaced or removed, "
@@ -20,11 +22,11 @@ def card_options(args: argparse.Namespace) -> dict:
     """The keyword arguments of ``export``/``push`` that the shared card options give."""
     return dict(tokenizer=args.tokenizer, scores=args.scores, model_name=args.model_name, license=args.license,
                 language=args.language, datasets=args.dataset, tags=args.tag or (),
-                data_sources=args.data_source or (), onnx=args.onnx)
+                data_sources=args.data_source or (), onnx=args.onnx, dtype=args.dtype)
 
 
 def add_card_arguments(parser: argparse.ArgumentParser) -> None:
-    """MODEL, the model-card options and ``--onnx``, the same for ``export`` and ``push``."""
+    """MODEL, the model-card options, ``--dtype`` and ``--onnx``, the same for ``export`` and ``push``."""
     parser.add_argument("model", metavar="MODEL", help="folder saved with save_pretrained (safetensors weights)")
     parser.add_argument("--tokenizer", help="tokenizer folder (default: the tokenizer in MODEL)")
     parser.add_argument("--scores", help="JSON of measured scores (default: MODEL/scores.json, if present)")
@@ -36,8 +38,12 @@ def add_card_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-source", action="append", help="a line for the card's 'Training data' section: what "
                         "the data is and its licence, e.g. 'Wikipedia summaries (CC BY-SA 4.0)' (repeatable)")
     parser.add_argument("--tag", action="append", help="extra tag for the card (repeatable)")
+    parser.add_argument("--dtype", choices=DTYPES, help="store the weights in this dtype (default: the dtype they "
+                        "have in MODEL: the shipped checkpoint's are float16). config.json keeps MODEL's dtype, which "
+                        "is what from_pretrained gives")
     parser.add_argument("--onnx", action="store_true", help="also write onnx/model.onnx, the encoder, with the dynamo "
-                        "exporter (dynamic batch and length; needs onnx and onnxscript)")
+                        "exporter (dynamic batch and length; needs onnx, onnxscript and onnxruntime: "
+                        'pip install "scratchformer[onnx]")')
 
 
 def _export_command(args: argparse.Namespace) -> int:

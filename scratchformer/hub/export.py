@@ -18,29 +18,36 @@
   ...; :func:`~scratchformer.hub.layout.is_card_asset`); and ``scores.json`` when there are scores (so that
   re-exporting the folder keeps them).
 
-It checks where the folder goes before touching any file (:mod:`scratchformer.hub.destination`), writes everything
-into a staging folder beside ``OUT``, runs :func:`~scratchformer.hub.checks.check_folder` on it, and only then moves
-it into place: a failed export leaves nothing half-written.
+The weights keep the source's dtype (the shipped checkpoint stores float16, and so does its export) unless
+``dtype=`` (``--dtype``) names another; ``config.json`` keeps the source's ``dtype``, what ``from_pretrained`` gives
+(see :mod:`scratchformer.hub.sources`).
+
+It checks the optional packages that ``onnx=True`` needs (``scratchformer[onnx]``) and where the folder goes before
+it loads anything or touches any file (:mod:`scratchformer.hub.destination`), writes everything into a staging
+folder beside ``OUT``, runs :func:`~scratchformer.hub.checks.check_folder` on it, and only then moves it into place:
+a failed export leaves nothing half-written. The folder and its files get the permissions that the umask gives
+new ones (``drwxr-xr-x`` and ``-rw-r--r--`` under umask 022), as ``mkdir`` and ``cp`` would make them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import HubError
+from ..errors import HubError, require
 from .card import DEFAULT_EXAMPLE, DEFAULT_PIPELINE_TAG, load_scores, model_card
 from .checks import check_folder
 from .destination import check_destination, check_repo_id, move_into_place
 from .layout import (
     DROPPED_CODE_KEYS,
     ONNX_FILE,
+    ONNX_MODULES,
     README,
     SCORES_FILE,
     config_auto_map,
@@ -67,6 +74,7 @@ def export(
     example_text: str = DEFAULT_EXAMPLE,
     data_sources: Sequence[str] = (),
     onnx: bool = False,
+    dtype: Any = None,
     overwrite: bool = False,
 ) -> Path:
     """Write a self-contained, Hub-ready folder for a ``ScratchformerForConditionalGeneration``.
@@ -82,7 +90,10 @@ def export(
         model_name / license / language / datasets / tags / pipeline_tag / description / example_text /
             data_sources: model card contents (:func:`~scratchformer.hub.card.model_card`). ``datasets`` are Hub
             dataset ids; ``data_sources`` are free text with licences ("Wikipedia summaries (CC BY-SA 4.0)").
-        onnx: also write ``onnx/model.onnx``, the encoder (needs ``onnx`` and ``onnxscript``).
+        onnx: also write ``onnx/model.onnx``, the encoder (needs ``scratchformer[onnx]``: onnx, onnxscript,
+            onnxruntime; checked before anything is loaded or written).
+        dtype: the dtype to store the weights in (``"float32"``, ``"float16"``, ``"bfloat16"``); by default the
+            source's. ``config.json`` keeps the source's ``dtype`` either way (what ``from_pretrained`` gives).
         overwrite: replace an earlier export in ``out_dir``: only the files an export writes are replaced or
             removed, and only if ``out_dir`` looks like an earlier export (the rule is in
             :mod:`scratchformer.hub.destination`); other files in it are kept.
@@ -90,13 +101,15 @@ def export(
     Returns the folder. Raises :class:`HubError` when something is missing or inconsistent; then ``out_dir`` is as it
     was.
     """
+    if onnx:
+        require_onnx()
     out_dir = Path(out_dir)
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if repo_id is not None:
         check_repo_id(repo_id)
     with _file_system_errors(out_dir):
         check_destination(out_dir, source, overwrite)
-    model, tokenizer = model_and_tokenizer(model_or_folder, tokenizer)
+    model, tokenizer, config_dtype = model_and_tokenizer(model_or_folder, tokenizer, dtype)
     if scores is None and source is not None and (source / SCORES_FILE).is_file():
         scores = source / SCORES_FILE
     results = load_scores(scores) if scores is not None else []
@@ -107,24 +120,30 @@ def export(
         source_card=_source_card(source),
     )
     with _file_system_errors(out_dir):
-        _write(model, tokenizer, results, card, out_dir, source=source, onnx=onnx)
+        _write(model, tokenizer, results, card, out_dir, source=source, onnx=onnx, config_dtype=config_dtype)
     return out_dir
 
 
+def require_onnx() -> None:
+    """Raise :class:`~scratchformer.errors.MissingDependencyError` (naming ``scratchformer[onnx]``) unless the
+    packages of the ONNX export are installed; it only looks them up, so it costs microseconds."""
+    require(*ONNX_MODULES, extra="onnx", for_what="the ONNX export (--onnx)")
+
+
 def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: Path, *, source: Path | None,
-           onnx: bool) -> None:
+           onnx: bool, config_dtype: str) -> None:
     """Stage the export beside ``out_dir``, check it, move it into place; the staging folder never survives."""
     target = out_dir.resolve()  # "." or "x/..": the staging folder must be beside OUT, not inside it
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.export-", dir=target.parent))
+    staging = _make_staging_folder(target)
     try:
         if source is not None:  # first, so that every file the export writes itself replaces a same-named asset
             for path in sorted(source.iterdir()):
                 if path.is_file() and is_card_asset(path.name):
-                    shutil.copy2(path, staging / path.name)
+                    shutil.copyfile(path, staging / path.name)
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        _keep_only_our_code(staging / "config.json", config_auto_map())
+        _keep_only_our_code(staging / "config.json", config_auto_map(), dtype=config_dtype)
         _keep_only_our_code(staging / "tokenizer_config.json", None)
         for name, content in sentence_transformers_files(model.config.d_model, tokenizer.model_max_length).items():
             (staging / name).parent.mkdir(exist_ok=True)
@@ -137,9 +156,33 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
             (staging / SCORES_FILE).write_text(json.dumps({"results": results}, indent=2) + "\n", encoding="utf-8")
         card.save(staging / README)
         check_folder(staging, where=out_dir)
+        _give_umask_permissions(staging)
         move_into_place(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _make_staging_folder(target: Path) -> Path:
+    """A new, hidden folder beside ``target``, made by ``mkdir`` so that it has the permissions the umask gives
+    (``tempfile.mkdtemp`` makes ``drwx------``, which the export would keep once renamed to OUT)."""
+    for _ in range(100):
+        staging = target.parent / f".{target.name}.export-{secrets.token_hex(4)}"
+        try:
+            staging.mkdir()
+            return staging
+        except FileExistsError:
+            continue
+    raise HubError(f"cannot make a staging folder beside {target}")
+
+
+def _give_umask_permissions(staging: Path) -> None:
+    """Give every file and folder of ``staging`` the permissions new ones get under the umask: the staging folder's
+    own (made by ``mkdir``) for folders, the same without execute bits for files. Libraries may write through
+    private temporary files (``model.safetensors`` came out ``-rw-------``); card assets are copied without their
+    source's mode."""
+    folder_mode = staging.stat().st_mode & 0o777
+    for path in staging.rglob("*"):
+        path.chmod(folder_mode if path.is_dir() else folder_mode & 0o666)
 
 
 def _source_card(source: Path | None) -> str | None:
@@ -152,15 +195,17 @@ def _source_card(source: Path | None) -> str | None:
         raise HubError(f"cannot read the model card {source / README}: {error}") from error
 
 
-def _keep_only_our_code(path: Path, auto_map: dict | None) -> None:
+def _keep_only_our_code(path: Path, auto_map: dict | None, dtype: str | None = None) -> None:
     """Set the ``auto_map`` of a saved JSON config to exactly ours (none: no entry) and drop every other key that
     names code: a config loaded from someone else's folder may carry entries
     (``"attacker/repo--modeling_evil.EvilModel"``) that ``save_pretrained`` writes back, and Hub users would run that
-    code."""
+    code. ``dtype`` replaces the ``dtype`` that ``save_pretrained`` wrote (the dtype of the weights in memory)."""
     data = json.loads(path.read_text(encoding="utf-8"))
     data.pop("auto_map", None)
     if auto_map is not None:
         data["auto_map"] = auto_map
+    if dtype is not None:
+        data["dtype"] = dtype
     for key in DROPPED_CODE_KEYS:
         data.pop(key, None)
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")

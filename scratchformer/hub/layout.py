@@ -22,8 +22,11 @@ CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py")
 POOLING_FOLDER = "1_Pooling"
 SENTENCE_TRANSFORMERS_FILES = ("modules.json", "config_sentence_transformers.json", "sentence_bert_config.json",
                                f"{POOLING_FOLDER}/config.json")
-# the encoder as ONNX (``--onnx``), where transformers.js, Optimum and sentence-transformers' ONNX backend look
+# the encoder as ONNX (``--onnx``), where transformers.js and Optimum look for it
 ONNX_FILE = "onnx/model.onnx"
+# what ``--onnx`` needs (the extra ``scratchformer[onnx]``): the exporter, its dynamo backend, and the runtime that
+# runs the result (the card's snippet)
+ONNX_MODULES = ("onnx", "onnxscript", "onnxruntime")
 REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
                   "tokenizer_config.json", README, *CODE_FILES, *SENTENCE_TRANSFORMERS_FILES)
 # Every name an export writes (besides the source's card assets, below): the files that --overwrite may replace or

@@ -1,8 +1,9 @@
 """The encoder as ONNX (``scratchformer export --onnx``): ``onnx/model.onnx``, dynamic batch size and length.
 
 Inputs ``input_ids`` and ``attention_mask`` (int64, ``(batch, sequence)``), output ``last_hidden_state`` (float32,
-``(batch, sequence, d_model)``): what ``AutoModel`` (the encoder) gives, so the folder works with ONNX Runtime,
-transformers.js, Optimum and sentence-transformers' ONNX backend.
+``(batch, sequence, d_model)``): what ``AutoModel`` (the encoder) gives. ONNX Runtime runs it (``tests/test_onnx.py``
+checks it against PyTorch); ``onnx/model.onnx`` is where transformers.js and Optimum look for a model's ONNX file,
+but neither has been run on it here.
 
 Only the dynamo exporter (``torch.onnx.export(..., dynamo=True)``, which needs ``onnxscript``) is used. The legacy
 TorchScript exporter runs without complaint on this model but records the shapes of the example input: the graph it
@@ -20,12 +21,11 @@ from typing import Any
 
 import torch
 
-from ..errors import HubError
 from ..models.modeling_scratchformer import ScratchformerSinusoidalPositionalEncoding
+from .export import require_onnx
 
 INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAMES = ("last_hidden_state",)
-INSTALL = "pip install onnx onnxscript (and onnxruntime to run the result)"
 
 
 class EncoderForExport(torch.nn.Module):
@@ -50,13 +50,11 @@ def export_onnx(model: Any, path: str | Path, example: dict | None = None) -> Pa
     """Write the encoder of ``model`` (any Scratchformer model) to ``path`` as one self-contained ONNX file.
 
     ``example`` is a tokenizer batch (``input_ids``, ``attention_mask``) to trace with; the default is a padded
-    batch of two texts. Batch size and length are dynamic. Raises :class:`HubError` when the exporter's
-    dependencies are not installed.
+    batch of two texts. Batch size and length are dynamic. Raises
+    :class:`~scratchformer.errors.MissingDependencyError` naming ``scratchformer[onnx]`` when the exporter's
+    packages are not installed.
     """
-    try:
-        import onnxscript  # noqa: F401  (the dynamo exporter needs it)
-    except ImportError:
-        raise HubError(f"--onnx needs the dynamo ONNX exporter's dependencies: {INSTALL}") from None
+    require_onnx()
     if example is None:
         example = {"input_ids": torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]),
                    "attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])}

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HubError
+from ..loading import is_network_error
 from .destination import check_repo_id
-from .export import export
+from .export import export, require_onnx
 
 TOKEN_HELP = ("set HF_TOKEN to a token with write access (https://huggingface.co/settings/tokens) or run "
               "`hf auth login`")
@@ -34,7 +35,8 @@ def push(
 ) -> Any:
     """Export ``model_or_folder`` (see :func:`~scratchformer.hub.export`) and upload it to ``repo_id`` in one commit.
 
-    ``repo_id`` must be ``namespace/name``; it is checked before anything else happens. The export is staged in a
+    ``repo_id`` must be ``namespace/name``; it is checked before anything else happens, and so are the packages
+    that ``onnx=True`` needs. The export is staged in a
     fresh temporary folder, which is removed afterwards. The token defaults to ``HF_TOKEN`` (or the stored
     ``hf auth login``) and the endpoint to ``HF_ENDPOINT`` (or https://huggingface.co). The repo is created if
     needed (``private`` applies only then). Returns the ``huggingface_hub.CommitInfo`` (``.commit_url``, ``.oid``).
@@ -45,6 +47,8 @@ def push(
     from .. import __version__
 
     check_repo_id(repo_id)
+    if export_options.get("onnx"):
+        require_onnx()
     endpoint = endpoint or constants.ENDPOINT
     token = token or get_token()
     if not token:
@@ -84,9 +88,3 @@ def _refusal(error: Any, endpoint: str, step: str) -> str:
     hint = HTTP_HINTS.get(status, "see the server message")
     return f"the Hub at {endpoint} refused {step} (HTTP {status}{server}); {hint}"
 
-
-def is_network_error(error: BaseException) -> bool:
-    """Connection refused, DNS failure, timeouts: ``OSError``, or the http client's transport errors (by class name,
-    so this does not depend on which http library huggingface_hub uses)."""
-    names = {cls.__name__ for cls in type(error).__mro__}
-    return isinstance(error, OSError) or bool(names & {"TransportError", "ConnectionError", "TimeoutException"})

@@ -3,48 +3,119 @@
 A folder loads through the one loader, :func:`scratchformer.loading.load` (our own classes, never the folder's code;
 safetensors only; every weight of the encoder-decoder present), and the tokenizer must fit the model
 (:func:`scratchformer.loading.check_tokenizer_matches`). Every refusal is a :class:`HubError`.
+
+The weights keep the dtype they have in the source (the shipped checkpoint stores float16: its export does too)
+unless ``dtype`` asks for another. The ``dtype`` of the exported ``config.json``, what ``from_pretrained`` gives by
+default, is the source's (:attr:`Source.config_dtype`): the shipped checkpoint's config says float32, so its export,
+float16 on disk, still loads as float32, whatever ``dtype`` the weights are stored in.
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import HubError, ScratchformerError
 from ..loading import check_tokenizer_matches, load, load_model
 
 EXPORTABLE = "ScratchformerForConditionalGeneration"
+# the dtypes an export may store its weights in (``--dtype``)
+DTYPES = ("float32", "float16", "bfloat16")
+# safetensors' names of the floating-point dtypes
+_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
-def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` to export, checked: the full encoder-decoder and a ``ScratchformerTokenizer`` that
-    matches it. ``tokenizer`` (an instance or a folder) replaces the one in the model's folder."""
+class Source(NamedTuple):
+    """What an export writes: the model (its weights in the dtype to store), the tokenizer, and the ``dtype`` that
+    the exported ``config.json`` names (the source's: what ``from_pretrained`` gives by default)."""
+
+    model: Any
+    tokenizer: Any
+    config_dtype: str
+
+
+def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any = None) -> Source:
+    """The model, tokenizer and config dtype to export, checked: the full encoder-decoder and a
+    ``ScratchformerTokenizer`` that matches it. ``tokenizer`` (an instance or a folder) replaces the one in the
+    model's folder. ``dtype`` (one of :data:`DTYPES`) is the dtype to store the weights in; by default the source's.
+    A model passed in memory is never changed: another dtype is a converted copy."""
+    dtype = _checked_dtype(dtype)
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if source is None:
         model = model_or_folder
+        config_dtype = _dtype_name(getattr(model, "dtype", None)) or "float32"
     else:
-        model, own_tokenizer = _load_folder(source, with_tokenizer=tokenizer is None)
+        model, own_tokenizer, config_dtype = _load_folder(source, with_tokenizer=tokenizer is None, dtype=dtype)
         tokenizer = tokenizer if tokenizer is not None else own_tokenizer
     if type(model).__name__ != EXPORTABLE:
         raise HubError(f"export needs a {EXPORTABLE} (encoder + decoder + LM head), got {type(model).__name__}")
     tokenizer = _tokenizer(tokenizer)
     check_tokenizer_matches(tokenizer, model.config, error=HubError)
-    return model, tokenizer
+    if dtype is not None and _dtype_name(model.dtype) != dtype:  # a model passed in memory, in another dtype
+        import torch
+
+        model = copy.deepcopy(model).to(getattr(torch, dtype))
+    return Source(model, tokenizer, config_dtype)
 
 
-def _load_folder(source: Path, with_tokenizer: bool) -> tuple[Any, Any]:
-    """The model of ``source`` in the dtype it was saved in, and its tokenizer when ``with_tokenizer``."""
+def stored_dtype(folder: str | os.PathLike) -> str | None:
+    """The dtype of the floating-point weights in the ``*.safetensors`` files of ``folder`` (read from their
+    headers), or ``None`` when there are none, they mix dtypes or a header cannot be read (the loader then says
+    what is wrong with the file)."""
+    from safetensors import safe_open
+
+    found = set()
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                found |= {handle.get_slice(key).get_dtype() for key in handle.keys()}
+        except Exception:  # SafetensorError, OSError: the loader names the broken file
+            return None
+    floats = {_SAFETENSORS_DTYPES[name] for name in found if name in _SAFETENSORS_DTYPES}
+    return floats.pop() if len(floats) == 1 else None
+
+
+def _checked_dtype(dtype: Any) -> str | None:
+    name = _dtype_name(dtype)
+    if dtype is not None and name not in DTYPES:
+        raise HubError(f"cannot store the weights as {dtype!r}: choose one of {', '.join(DTYPES)}")
+    return name
+
+
+def _dtype_name(dtype: Any) -> str | None:
+    """``torch.float16`` or ``"float16"`` -> ``"float16"``; ``None`` stays ``None``."""
+    return None if dtype is None else str(dtype).removeprefix("torch.")
+
+
+def _config_dtype(source: Path, stored: str | None) -> str:
+    """The ``dtype`` of the source's ``config.json`` (``torch_dtype`` in older files), else the stored one."""
+    try:
+        config = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}  # the loader says what is wrong with it
+    named = (config.get("dtype") or config.get("torch_dtype")) if isinstance(config, dict) else None
+    return named if isinstance(named, str) and named in (*DTYPES, "float64") else (stored or "float32")
+
+
+def _load_folder(source: Path, with_tokenizer: bool, dtype: str | None) -> tuple[Any, Any, str]:
+    """The model of ``source`` with its weights in ``dtype`` (default: the dtype they are stored in), its tokenizer
+    when ``with_tokenizer``, and the dtype its config names."""
     if not source.is_dir():
         raise HubError(f"{source} is not a folder: pass a folder saved with save_pretrained, or the model itself")
     has_tokenizer = (source / "tokenizer.json").is_file()
     if with_tokenizer and not has_tokenizer:
         raise HubError("no tokenizer: pass tokenizer= (--tokenizer) or put tokenizer.json in the model folder; the "
                        "exported folder must hold one for Hub users")
+    stored = stored_dtype(source)
+    load_as = dtype or stored  # None (mixed or no weights): the loader's default, float32
+    config_dtype = _config_dtype(source, stored)
     try:
         if has_tokenizer:
-            return load(source, task="seq2seq", dtype=None, strict=True)
-        return load_model(source, task="seq2seq", dtype=None, strict=True), None
+            return (*load(source, task="seq2seq", dtype=load_as, strict=True), config_dtype)
+        return load_model(source, task="seq2seq", dtype=load_as, strict=True), None, config_dtype
     except HubError:
         raise
     except ScratchformerError as error:
