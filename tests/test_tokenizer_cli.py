@@ -56,6 +56,25 @@ def test_default_is_fast_byte_level(corpus_files, tmp_path, capsys):
     assert tok.decode(tok("naïve  😀\tx")["input_ids"], skip_special_tokens=True) == "naïve  😀\tx"
 
 
+def test_the_fast_trainer_prints_no_blank_lines(corpus_files, tmp_path, capfd):
+    """With progress on (the default) and the output not a terminal, the tokenizers library drew no bar but ended each
+    of its three stages with a newline, written to file descriptor 1 by its Rust code (capfd sees it, capsys would
+    not)."""
+    out = tmp_path / "tok"
+    assert main(["train-tokenizer", str(corpus_files[0]), "--vocab-size", "300", "--output", str(out)]) == 0
+    stdout, stderr = capfd.readouterr()
+    assert stdout.splitlines() == [line for line in stdout.splitlines() if line.strip()], repr(stdout)
+    assert stdout.startswith("saved to ") and "\n\n" not in stderr
+    assert sorted(p.name for p in out.iterdir()) == ["tokenizer.json", "tokenizer_config.json"]
+
+
+def test_help_names_the_files_it_writes(capsys):
+    with pytest.raises(SystemExit):
+        main(["train-tokenizer", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "tokenizer.json and tokenizer_config.json" in text and "tokenizer code" not in text
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda d: d / "missing.txt", "data file not found"),
     (lambda d: d, "not a file"),

@@ -41,7 +41,7 @@ from scratchformer.training.checkpoints import (
     rotate_checkpoints,
 )
 from scratchformer.training.model_setup import load_tokenizer
-from scratchformer.training.output_dir import LOCK_NAME, OutputLock
+from scratchformer.training.output_dir import HOLDER_NAME, OutputLock
 from scratchformer.training.resume import continue_run_options, resolve_resume
 from scratchformer.training.schedule import (
     default_warmup_steps,
@@ -51,7 +51,9 @@ from scratchformer.training.schedule import (
 )
 
 MODELS_DIR = REPO_ROOT / "scratchformer" / "models"
-CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py")  # the code a checkpoint carries
+# the code a checkpoint carries
+CODE_FILES = ("card_scratchformer.py", "configuration_scratchformer.py", "modeling_scratchformer.py",
+              "paper_scratchformer.py")
 TOKENIZER_CODE = "tokenization_scratchformer.py"  # saved tokenizers carry no code; an attacker's folder may
 TINY_CONFIG = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
                    decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)
@@ -168,44 +170,63 @@ def test_foreign_remote_code_needs_trust_remote_code(tmp_path, corpus, capsys): 
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def dead_pid() -> int:
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return process.pid
+def lock_is_free(output_dir: Path) -> bool:
+    """Nobody holds ``output_dir``'s lock: we can take it (and give it back)."""
+    try:
+        OutputLock(output_dir).acquire().release()
+    except TrainingSetupError:
+        return False
+    return True
+
+
+HOLD_AND_WAIT = """
+import sys, time
+from scratchformer.training.output_dir import OutputLock
+lock = OutputLock(sys.argv[1]).acquire()  # kept: a lock object that is collected lets go
+print("held", flush=True)
+time.sleep(600)
+"""
 
 
 def test_output_lock(tmp_path):
-    lock = OutputLock(tmp_path / "out").acquire()
-    held = json.loads((tmp_path / "out" / LOCK_NAME).read_text())
-    assert held["pid"] == os.getpid() and held["host"] == socket.gethostname()
+    out = tmp_path / "out"
+    lock = OutputLock(out).acquire()
+    assert f"process {os.getpid()} on {socket.gethostname()}" in (out / HOLDER_NAME).read_text()
     with pytest.raises(TrainingSetupError, match=f"in use by another run \\(process {os.getpid()} on "):
-        OutputLock(tmp_path / "out").acquire()  # a live pid on this host: refused, even our own
+        OutputLock(out).acquire()  # held: refused, even in the same process
     lock.release()
-    assert not (tmp_path / "out" / LOCK_NAME).exists()
+    assert not (out / HOLDER_NAME).exists() and lock_is_free(out)
 
+
+def test_a_killed_runs_lock_dies_with_it(tmp_path):
+    """The lock is the operating system's: a run killed with SIGKILL leaves nothing to break by hand."""
+    out = tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_AND_WAIT, str(out)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(TrainingSetupError, match=f"in use by another run \\(process {holder.pid} on "):
+            OutputLock(out).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
     said = []
-    for stale in ({"pid": dead_pid(), "host": socket.gethostname()},  # a killed run
-                  {"pid": os.getpid(), "host": socket.gethostname(), "process_start": "1"}):  # its pid reused
-        (tmp_path / "out" / LOCK_NAME).write_text(json.dumps(stale))
-        OutputLock(tmp_path / "out", said.append).acquire().release()
-    assert len(said) == 2 and all("removed the stale lock" in text for text in said), said
-    assert "no longer runs" in said[0] and "now belongs to another process" in said[1]
-
-    (tmp_path / "out" / LOCK_NAME).write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
-    with pytest.raises(TrainingSetupError, match="process 1 on elsewhere.*delete .*scratchformer.lock"):
-        OutputLock(tmp_path / "out").acquire()  # another machine's run: cannot tell, refused
+    OutputLock(out, said.append).acquire().release()  # at once, without a word
+    assert said == []
 
 
 def test_second_run_on_a_locked_folder_is_refused(tmp_path, corpus, capsys):  # noqa: F811
     out = tmp_path / "out"
-    out.mkdir()
-    (out / LOCK_NAME).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": "now"}))
-    options, args = tiny(tmp_path, corpus, "out")
-    with pytest.raises(TrainingSetupError, match="is in use by another run"):
-        run_training(options, args, callbacks=[FailIfTrainingStarts()])
-    code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(out)])
-    assert code == 2 and "is in use by another run" in one_error_line(capsys)  # before any data is read
-    assert json.loads((out / LOCK_NAME).read_text())["started"] == "now"  # the holder's lock is untouched
+    holder = OutputLock(out).acquire()
+    try:
+        options, args = tiny(tmp_path, corpus, "out")
+        with pytest.raises(TrainingSetupError, match="is in use by another run"):
+            run_training(options, args, callbacks=[FailIfTrainingStarts()])
+        code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(out)])
+        assert code == 2 and "is in use by another run" in one_error_line(capsys)  # before any data is read
+        assert holder.held and (out / HOLDER_NAME).is_file()  # the holder's lock is untouched
+    finally:
+        holder.release()
 
 
 def test_finished_model_folder_is_refused_without_flags(tmp_path, corpus, capsys):  # noqa: F811
@@ -216,7 +237,7 @@ def test_finished_model_folder_is_refused_without_flags(tmp_path, corpus, capsys
     line = one_error_line(capsys)
     assert code == 2 and "already holds a run or a model (config.json, model.safetensors)" in line
     assert "--resume" in line and "--overwrite_output_dir" in line
-    assert not (out / LOCK_NAME).exists()  # released after the refusal
+    assert lock_is_free(out)  # released after the refusal
     code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(out), "--resume",
                      "--overwrite_output_dir"])
     assert code == 2 and "give one of them" in one_error_line(capsys)
@@ -225,7 +246,7 @@ def test_finished_model_folder_is_refused_without_flags(tmp_path, corpus, capsys
     result = run_training(options, args)
     assert result["global_step"] == 2 and "overwrite_output_dir: deleted the earlier run's" in capsys.readouterr().err
     assert ScratchformerForConditionalGeneration.from_pretrained(out).config.d_model == 32  # the new model
-    assert not (out / LOCK_NAME).exists()
+    assert lock_is_free(out)
     with pytest.raises(TrainingSetupError, match=r"already holds a run or a model \(config.json, model.safetensors, "
                                                  r"train_config.json, checkpoint-2\)"):
         run_training(dataclasses.replace(options, overwrite_output_dir=False), args)
@@ -262,9 +283,9 @@ def test_incomplete_checkpoints_are_found(tmp_path, stopped_run):
         path.write_bytes(data[:int(len(data) * keep)])
 
     (problem,) = broken("checkpoint-1", lambda f: truncate(f / "model.safetensors"))
-    assert problem.startswith("model.safetensors is truncated (")
+    assert problem == "model.safetensors is truncated or corrupted (incomplete metadata, file not fully covered)"
     assert broken("checkpoint-2", lambda f: truncate(f / "model.safetensors", 0.00001)) == [
-        "model.safetensors has no valid safetensors header"]
+        "model.safetensors is truncated or corrupted (header too small)"]
     assert broken("checkpoint-3", lambda f: truncate(f / "trainer_state.json")) == [
         "trainer_state.json does not parse (JSONDecodeError)"]
     assert broken("checkpoint-4", lambda f: (f / "optimizer.pt").unlink()) == ["no optimizer.pt"]
@@ -284,6 +305,27 @@ def test_incomplete_checkpoints_are_found(tmp_path, stopped_run):
                                                  r"json does not parse.*the newest complete one next to it is "
                                                  r".*checkpoint-0"):
         resolve_resume(str(tmp_path), str(tmp_path / "checkpoint-3"))
+
+
+def test_checkpoints_and_hub_folders_share_one_safetensors_check(tmp_path):
+    """A weights file with bytes appended (or cut short) is the same problem, said the same way, to --resume and to
+    the Hub folder check: both call scratchformer.loading.safetensors_file_problem."""
+    from scratchformer.errors import HubError
+    from scratchformer.hub.checks import check_folder
+    from scratchformer.loading import pretrained_path, safetensors_file_problem
+
+    folder = tmp_path / "model"
+    shutil.copytree(pretrained_path("small"), folder)
+    assert safetensors_file_problem(folder / "model.safetensors") is None and checkpoint_problems(folder, True) == []
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes() + b"appended")
+    problem = safetensors_file_problem(weights)
+    assert problem == "model.safetensors is truncated or corrupted (incomplete metadata, file not fully covered)"
+    assert checkpoint_problems(folder, model_only=True) == [problem]
+    with pytest.raises(HubError) as error:
+        check_folder(folder)
+    assert problem in str(error.value)
+    assert safetensors_file_problem(tmp_path / "missing.safetensors") == "no missing.safetensors"
 
 
 def test_rotation_keeps_complete_checkpoints_only(tmp_path, stopped_run):
@@ -393,24 +435,21 @@ def test_killed_saves_resume_to_the_uninterrupted_weights(tmp_path, corpus, caps
                    *(["--resume"] if i else [])]
         proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
         assert proc.returncode == -signal.SIGKILL, (point, proc.stdout[-2000:], proc.stderr[-3000:])
-        if i:
-            assert "removed the stale lock" in proc.stderr  # the killed run's lock
         checkpoints = list_checkpoints(out)
         assert [step for step, _ in checkpoints] == expected_complete[point], point
         assert all(checkpoint_problems(folder) == [] for _, folder in checkpoints), point  # only complete ones
-        assert (out / LOCK_NAME).exists()
+        assert lock_is_free(out)  # the killed run's lock died with it
 
     # an incomplete checkpoint-7 as a kill during a non-atomic save would leave it: skipped, and never a keeper
     shutil.copytree(out / "checkpoint-6", out / "checkpoint-7")
     (out / "checkpoint-7" / "trainer_state.json").write_text('{"global_st')
     resumed = run_training(*config_from_args([*words, "--resume"]))
     err = capsys.readouterr().err
-    assert "removed the stale lock" in err
     assert "skipping incomplete checkpoint(s) checkpoint-7 (trainer_state.json does not parse" in err
     assert "continuing from checkpoint-6" in err
     assert resumed["global_step"] == 8
     assert [step for step, _ in list_checkpoints(out)] == [6, 7, 8]  # 6 and 8 kept: 7 is not counted
-    assert not (out / LOCK_NAME).exists() and not list(out.glob(".deleting-*")) and not list(out.glob(".checkpoint-*"))
+    assert lock_is_free(out) and not list(out.glob(".deleting-*")) and not list(out.glob(".checkpoint-*"))
 
     final, expected = load_file(out / "model.safetensors"), load_file(Path(reference["output_dir"]) / "model.safetensors")
     assert final.keys() == expected.keys()
@@ -671,4 +710,4 @@ def test_torchrun_two_nodes_train_one_tokenizer(tmp_path, corpus):  # noqa: F811
     assert both.count("tokenizer: trained") == 1, both[-3000:]
     assert "2 process(es)" in both
     assert (out / "tokenizer" / "tokenizer.json").is_file() and (out / "checkpoint-2").is_dir()
-    assert not (out / LOCK_NAME).exists()
+    assert lock_is_free(out)

@@ -17,7 +17,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         subparsers, "train-tokenizer",
         help="train a BPE tokenizer on text files (plain or .gz) and save it for AutoTokenizer",
         description="Train a BPE tokenizer (special tokens <pad> <s> </s> <unk> <mask> = ids 0-4) on text files, "
-        "one example per line, and save tokenizer.json, tokenizer_config.json and the tokenizer code to OUTPUT.",
+        "one example per line, and save it to OUTPUT as two JSON files, tokenizer.json and tokenizer_config.json "
+        "(AutoTokenizer loads the folder; it holds no code).",
     )
     cmd.add_argument("files", nargs="+", help="training text files, UTF-8, plain or .gz")
     cmd.add_argument("--vocab-size", type=int, default=16000, help="vocabulary size, special tokens included")

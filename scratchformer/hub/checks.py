@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..errors import HubError
+from ..loading import checksum_problems, safetensors_file_problem
 from ..models.configuration_scratchformer import checkpoint_format_problem
 from ..models.modeling_scratchformer import PICKLE_SUFFIXES
 from .layout import DROPPED_CODE_KEYS, REQUIRED_FILES, config_auto_map
@@ -30,7 +31,7 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
     ``auto_map`` of ``config.json`` is exactly ours and ``tokenizer_config.json`` has none (the tokenizer runs no
     code), neither has ``custom_pipelines``;
     ``model_type`` is ``scratchformer`` and the checkpoint format is one this code reads; every ``*.safetensors`` file
-    has a valid header and size; the code files import only torch, transformers, the standard library and sibling
+    has a valid header and size, and the sha256 that ``checksums.sha256`` lists for it (when there is one); the code files import only torch, transformers, the standard library and sibling
     files (single-dot). ``where`` is the name used in the message.
     """
     folder = Path(folder)
@@ -40,8 +41,8 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
         problems += _config_problems(config)
     if (tokenizer_config := _read_json(folder / "tokenizer_config.json", problems)) is not None:
         problems += _remote_code_problems("tokenizer_config.json", tokenizer_config, {})
-    for path in sorted(folder.glob("*.safetensors")):
-        problems += _safetensors_problems(path)
+    problems += [problem for path in sorted(folder.glob("*.safetensors")) if (problem := safetensors_file_problem(path))]
+    problems += checksum_problems(folder)  # checksums.sha256, when there is one
     siblings = {path.stem for path in folder.glob("*.py")}
     for path in sorted(folder.glob("*.py")):
         problems += _import_problems(path, siblings)
@@ -95,18 +96,6 @@ def _read_json(path: Path, problems: list[str]) -> dict | None:
         problems.append(f"{path.name} must hold a JSON object")
         return None
     return data
-
-
-def _safetensors_problems(path: Path) -> list[str]:
-    """Header and size check (the whole data area must be described): catches truncated and garbled files."""
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as handle:
-            handle.keys()
-    except Exception as error:  # SafetensorError, OSError
-        return [f"{path.name} cannot be read (truncated or corrupted?): {error}"]
-    return []
 
 
 def _import_problems(path: Path, siblings: set[str]) -> list[str]:

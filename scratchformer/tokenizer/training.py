@@ -168,7 +168,12 @@ def train_fast_tokenizer(
     min_frequency: int = 2,
     show_progress: bool = False,
 ) -> ScratchformerTokenizer:
-    """Train with ``tokenizers``' ``BpeTrainer`` (Rust, multi-threaded) on an iterable of strings."""
+    """Train with ``tokenizers``' ``BpeTrainer`` (Rust, multi-threaded) on an iterable of strings.
+
+    ``show_progress``: the library's progress bars. It draws them on standard error but ends each of its three
+    stages with a newline on standard output (file descriptors 2 and 1, whatever ``sys.stdout`` is), so they are
+    asked for only when both are a terminal, where that newline ends the bar's line; output to a file or a pipe
+    would otherwise get three blank lines."""
     bpe.check_scheme(scheme)
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
         raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
@@ -184,7 +189,7 @@ def train_fast_tokenizer(
         min_frequency=min_frequency,
         special_tokens=special_added_tokens(),
         initial_alphabet=list(bpe.BYTE_LEVEL_ALPHABET) if scheme == bpe.BYTE_LEVEL else [],
-        show_progress=show_progress,
+        show_progress=show_progress and _on_a_terminal(),
     )
     checked = _CheckedTexts(texts)
     length = len(texts) if isinstance(texts, Sequence) else None
@@ -199,6 +204,15 @@ def train_fast_tokenizer(
             f"{backend.get_vocab_size()}"
         )
     return wrap_backend(backend, model_max_length)
+
+
+def _on_a_terminal() -> bool:
+    """Whether standard output and standard error (file descriptors 1 and 2, where the ``tokenizers`` library writes)
+    are both a terminal."""
+    try:
+        return os.isatty(1) and os.isatty(2)
+    except OSError:
+        return False
 
 
 def train_reference_tokenizer(

@@ -6,7 +6,8 @@ with half a JSON file or with no ``config.json`` at all, and rotation deletes fo
 leaves half-deleted ones. Here:
 
 - :func:`checkpoint_problems` says what is missing or broken in a folder (``config.json`` and ``trainer_state.json``
-  parse, every safetensors file has a valid header and its full length, ``optimizer.pt``, ``scheduler.pt`` and
+  parse, every safetensors file has a valid header and its full length: :func:`scratchformer.loading.
+  safetensors_file_problem`, which the Hub folder checks use too; ``optimizer.pt``, ``scheduler.pt`` and
   ``rng_state*.pth`` are complete zip archives as ``torch.save`` writes them); :func:`newest_complete_checkpoint`
   is what ``--resume`` continues from;
 - :class:`CrashSafeCheckpoints` (mixed into the run's trainer) lets the Trainer write each checkpoint into
@@ -28,10 +29,11 @@ import json
 import os
 import re
 import shutil
-import struct
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+
+from ..loading import safetensors_file_problem
 
 CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
 CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}-(\d+)$")
@@ -100,28 +102,9 @@ def _weights_problems(folder: Path) -> list[str]:
             shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
         except (OSError, ValueError, KeyError, AttributeError):
             return [f"{index.name} does not parse"]
-        return [problem for shard in shards for problem in safetensors_problems(folder / shard)]
-    return safetensors_problems(folder / "model.safetensors")
-
-
-def safetensors_problems(path: Path) -> list[str]:
-    """A safetensors file is 8 bytes of header length, the JSON header, then the tensors; complete when the header
-    parses and the file is as long as the header's last offset says."""
-    if not path.is_file():
-        return [f"no {path.name}"]
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            (header_length,) = struct.unpack("<Q", f.read(8))
-            if header_length > size - 8:
-                return [f"{path.name} is truncated (header)"]
-            header = json.loads(f.read(header_length))
-        ends = [entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"]
-    except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error):
-        return [f"{path.name} has no valid safetensors header"]
-    if 8 + header_length + max(ends, default=0) != size:
-        return [f"{path.name} is truncated ({size} bytes, the header says {8 + header_length + max(ends, default=0)})"]
-    return []
+        return [problem for shard in shards if (problem := safetensors_file_problem(folder / shard))]
+    problem = safetensors_file_problem(folder / "model.safetensors")
+    return [problem] if problem else []
 
 
 def _torch_file_problems(path: Path) -> list[str]:

@@ -13,6 +13,11 @@ The decoder takes no part. The copy is a function of ``(seed, epoch, token ids)`
 its own (the noise and the contrastive windows of a text stay as they were), so a resumed run sees the same copies.
 The Trainer adds ``W x loss / accumulation steps`` and logs ``encoder_mlm_loss``
 (:mod:`scratchformer.training.encoder_losses`).
+
+Not transformers' ``DataCollatorForLanguageModeling`` (the same 80/10/10): it draws from one random stream per
+collator, batch after batch, so its copies would depend on which process or worker collates a text and how many
+batches came before (not resumable, not the same under another process count), and its random replacements come
+from the whole vocabulary, special tokens included.
 """
 
 from __future__ import annotations

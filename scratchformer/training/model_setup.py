@@ -44,7 +44,8 @@ def load_tokenizer(options: TrainOptions, output_dir: str, train, columns: list[
     on the main process (``process_index`` 0) first, then on the others."""
     if options.tokenizer or options.model:
         flag = "--tokenizer" if options.tokenizer else "--model"
-        return load_tokenizer_folder(options.tokenizer or options.model, options.trust_remote_code, flag)
+        return load_tokenizer_folder(source_folder(options.tokenizer or options.model), options.trust_remote_code,
+                                     flag)
     saved = Path(output_dir) / TOKENIZER_FOLDER
     if resume_from is not None:  # the run's tokenizer: the one saved in the checkpoint, else OUTPUT_DIR/tokenizer
         for folder in (Path(resume_from), saved):
@@ -61,14 +62,23 @@ def load_tokenizer(options: TrainOptions, output_dir: str, train, columns: list[
     return _train_tokenizer(options, train, columns, saved)
 
 
+def source_folder(name: str) -> str:
+    """The folder a ``--model`` / ``--tokenizer`` names: the shipped checkpoint for its aliases (``small``,
+    ``scratchformer``, ``default``), as everywhere else (:mod:`scratchformer.loading`), else ``name`` itself."""
+    from ..loading import SHIPPED_ALIASES, pretrained_path
+
+    return str(pretrained_path("small")) if name in SHIPPED_ALIASES else name
+
+
 def check_model_sources(options: TrainOptions) -> None:
     """Before any data is read: ``--model`` / ``--tokenizer`` are folders, and one that ships code of a model type
     other than scratchformer (an ``auto_map`` in its ``config.json`` or ``tokenizer_config.json``) needs
     ``--trust-remote-code``. (Only a quick look at the JSON files: what protects is that nothing is loaded with
     ``trust_remote_code`` unless it is given.)"""
-    for flag, path in (("--model", options.model), ("--tokenizer", options.tokenizer)):
-        if path is None:
+    for flag, name in (("--model", options.model), ("--tokenizer", options.tokenizer)):
+        if name is None:
             continue
+        path = source_folder(name)
         if not Path(path).is_dir():
             raise TrainingSetupError(f"{flag} {path}: no such folder")
         ships_code = _foreign_auto_map(Path(path))
@@ -180,7 +190,7 @@ def build_model(options: TrainOptions, tokenizer, resume_from: str | None, max_s
     gets that checkpoint's weights, since it will not train."""
     overrides = parse_overrides(options.config_overrides)
     if options.model:
-        return _load_pretrained(options.model, overrides, options.trust_remote_code)
+        return _load_pretrained(source_folder(options.model), overrides, options.trust_remote_code)
     config = new_model_config(options, tokenizer, overrides)
     if resume_from is None:
         return ScratchformerForConditionalGeneration(config)

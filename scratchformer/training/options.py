@@ -116,7 +116,8 @@ class TrainOptions:
     num_proc: int | None = _option(None, "processes for datasets.map")
     cache_dir: str | None = _option(None, "datasets cache folder (default: the datasets default)")
     # --- model and tokenizer
-    model: str | None = _option(None, "start from this checkpoint folder (fine-tuning) instead of a random model")
+    model: str | None = _option(None, "start from this checkpoint folder (fine-tuning) instead of a random model; "
+                                      "'small' is the checkpoint shipped in the package")
     preset: str = _option("mini", "model size for a new model (docs/training.md)", choices=tuple(PRESETS))
     config_overrides: str | None = _option(None, "ScratchformerConfig fields, e.g. 'd_model=256,encoder_layers=4,"
                                                  "pre_layer_norm=true'")

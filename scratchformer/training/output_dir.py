@@ -1,10 +1,11 @@
 """The output folder of a run: never shared by two runs, never reused by accident.
 
-- :class:`OutputLock`: ``OUTPUT_DIR/.scratchformer.lock`` holds the pid, host and start time of the run that uses
-  the folder. It is created with ``os.open(O_CREAT | O_EXCL)``, so of two runs starting at once exactly one gets it,
-  and removed when the run ends (also on an error). A lock left by a killed run (its pid no longer runs on this
-  host, or now belongs to a younger process) is reported and broken; a lock of a live run, or of another host, is
-  refused with a message that says who holds it. Under ``torchrun`` only the main process (global rank 0) takes it.
+- :class:`OutputLock`: ``OUTPUT_DIR/.scratchformer.lock`` is an operating-system file lock (``filelock``: ``flock``
+  on Unix) that the run holds until it ends. Of two runs starting at once exactly one gets it, and the system drops
+  it when its process ends, however it ends (killed, out of memory), so a lock never outlives its run and there is
+  nothing stale to break. The file itself stays (removing it would let a third run lock a new file while a second
+  one waits on the old). Beside it, ``.scratchformer.lock.holder`` says which run holds the lock (pid, host, start),
+  only for the refusal's message. Under ``torchrun`` only the main process (global rank 0) takes it.
 - :func:`claim_output_dir`: takes the lock, then refuses a folder that holds an earlier run or a model
   (``config.json``, ``model.safetensors``, ``checkpoint-*``, ``train_config.json``) unless the run continues it
   (``--resume``) or replaces it (``--overwrite_output_dir``, which deletes the earlier run's files first).
@@ -12,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -20,39 +20,22 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from filelock import FileLock, Timeout
 
 from ..errors import TrainingSetupError
 from .checkpoints import DELETING, STAGING, list_checkpoints
 
 LOCK_NAME = ".scratchformer.lock"
+HOLDER_NAME = LOCK_NAME + ".holder"  # who holds the lock, for the message of a refused run
 PREVIOUS_RUN_FILES = ("config.json", "model.safetensors", "train_config.json")
 # what ``scratchformer train`` writes in OUTPUT_DIR (deleted by --overwrite_output_dir)
 RUN_FOLDERS = ("tokenizer", STAGING)
 RUN_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
              "train_config.json", "training_args.bin", "tokenizer.json", "tokenizer_config.json",
              "special_tokens_map.json", "loss_history.json", "loss_curve.png", "all_results.json", "run_record.json",
-             "configuration_scratchformer.py", "modeling_scratchformer.py", "tokenization_scratchformer.py")
-
-
-def _process_start(pid: int) -> str | None:
-    """The start time of process ``pid`` (field 22 of ``/proc/PID/stat``), to tell it from a later process that
-    reuses the pid; ``None`` where there is no ``/proc``."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[-1].split()[19]
-
-
-def _runs(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
+             "configuration_scratchformer.py", "modeling_scratchformer.py", "paper_scratchformer.py",
+             "card_scratchformer.py", "tokenization_scratchformer.py")
 
 
 class OutputLock:
@@ -60,84 +43,37 @@ class OutputLock:
 
     def __init__(self, output_dir: str | Path, say: Callable[[str], None] | None = None):
         self.path = Path(output_dir) / LOCK_NAME
+        self.holder = Path(output_dir) / HOLDER_NAME
         self.say = say or (lambda text: print(f"[scratchformer train] {text}", file=sys.stderr, flush=True))
-        self.held: dict[str, Any] | None = None
+        self._lock = FileLock(str(self.path), timeout=0)
 
     def acquire(self) -> OutputLock:
+        """Take the lock, or raise :class:`TrainingSetupError` at once if another run holds it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "process_start": _process_start(os.getpid()),
-              "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-        for _ in range(3):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                self._break_if_stale()
-                continue
-            with os.fdopen(fd, "w") as f:
-                json.dump(me, f)
-            self.held = me
-            return self
-        raise TrainingSetupError(f"--output-dir {self.path.parent}: could not take the lock {self.path}")
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise TrainingSetupError(self._refusal()) from None
+        self.holder.write_text(f"process {os.getpid()} on {socket.gethostname()}, started "
+                               f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n", encoding="utf-8")
+        return self
+
+    @property
+    def held(self) -> bool:
+        return self._lock.is_locked
 
     def release(self) -> None:
-        """Remove the lock if it is still ours."""
-        if self.held is not None and self._read() == self.held:
-            self.path.unlink(missing_ok=True)
-        self.held = None
+        if self._lock.is_locked:
+            self.holder.unlink(missing_ok=True)
+            self._lock.release()
 
-    def _read(self) -> dict[str, Any] | None:
+    def _refusal(self) -> str:
         try:
-            holder = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return None
-        return holder if isinstance(holder, dict) else None
-
-    def _break_if_stale(self) -> None:
-        """Remove a lock whose run is gone (see :meth:`_stale_reason`); otherwise refuse."""
-        holder = self._read()
-        if holder is None and not self.path.exists():
-            return  # released meanwhile
-        reason = self._stale_reason(holder)
-        if reason is None:
-            raise TrainingSetupError(self._refusal(holder))
-        # rename first: of two runs breaking the same stale lock, only one removes it (and never a fresh one)
-        aside = self.path.with_name(f"{LOCK_NAME}.stale.{os.getpid()}")
-        try:
-            os.rename(self.path, aside)
-        except FileNotFoundError:
-            return
-        try:
-            moved = json.loads(aside.read_text())
-        except (OSError, ValueError):
-            moved = None
-        if moved != holder:  # someone else's fresh lock: put it back
-            try:
-                os.link(aside, self.path)
-            except FileExistsError:
-                pass
-            aside.unlink(missing_ok=True)
-            raise TrainingSetupError(self._refusal(self._read()))
-        aside.unlink(missing_ok=True)
-        self.say(f"removed the stale lock {self.path}: {reason}")
-
-    def _stale_reason(self, holder: dict[str, Any] | None) -> str | None:
-        if holder is None or holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-            return None  # unreadable, or another machine's: cannot tell
-        pid = holder["pid"]
-        if not _runs(pid):
-            return f"process {pid} of the run that held it no longer runs (killed?)"
-        start = holder.get("process_start")
-        if start is not None and _process_start(pid) not in (None, start):
-            return f"process {pid} of the run that held it has ended (the pid now belongs to another process)"
-        return None
-
-    def _refusal(self, holder: dict[str, Any] | None) -> str:
-        if holder is None:
-            return (f"--output-dir {self.path.parent} is locked by another run ({self.path} is unreadable); if no run "
-                    f"uses this folder, delete {self.path}")
-        return (f"--output-dir {self.path.parent} is in use by another run (process {holder.get('pid')} on "
-                f"{holder.get('host')}, started {holder.get('started')}); wait for it to end or choose another "
-                f"--output-dir. If that run is gone (e.g. its machine rebooted), delete {self.path}")
+            holder = " (" + self.holder.read_text(encoding="utf-8").strip() + ")"
+        except OSError:
+            holder = ""
+        return (f"--output-dir {self.path.parent} is in use by another run{holder}; wait for it to end or choose "
+                "another --output-dir")
 
 
 def previous_run(output_dir: str | Path) -> list[str]:

@@ -198,7 +198,7 @@ def _with_model_dependent_arguments(options: TrainOptions, args: ScratchformerTr
 
 def _objective_parts(options: TrainOptions, args: ScratchformerTrainingArguments, tokenizer, model):
     """``(collator, compute_metrics, preprocess_logits_for_metrics)`` of the objective (for seq2seq, also the model's
-    generation length during evaluation)."""
+    generation length during evaluation, and generation with the key/value cache)."""
     if options.objective == "denoise":
         collator = DataCollatorForTextInfilling.from_tokenizer(
             tokenizer, model.config.decoder_start_token_id, mask_ratio=options.mask_ratio,
@@ -206,6 +206,10 @@ def _objective_parts(options: TrainOptions, args: ScratchformerTrainingArguments
             encoder_mlm_probability=options.encoder_mlm_probability if options.encoder_mlm_weight > 0 else 0.0)
         return collator, token_accuracy, argmax_logits
     model.generation_config.max_length = args.generation_max_length
+    # The Trainer turns the config's use_cache off for training; evaluation generates with the key/value cache
+    # whatever the --model folder's config says (a folder without generation_config.json takes use_cache from its
+    # config.json, and a checkpoint's says false): without it greedy decoding is 4-14x slower (benchmarks/RESULTS.md)
+    model.generation_config.use_cache = True
     return DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100), GenerationMetrics(tokenizer), None
 
 
