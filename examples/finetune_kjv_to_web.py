@@ -242,7 +242,7 @@ def parse_arguments(argv: list[str] | None):
     parser.add_argument("--score-only", metavar="FOLDER", default=None,
                         help="do not train: score this fine-tuned folder (decoding options below)")
     parser.add_argument("--num-beams", type=int, default=4, help="scoring: beam size (1 = greedy; 4 scores about 2 "
-                        "BLEU and 2 chrF above greedy, docs/training.md)")
+                        "BLEU and 2 chrF above greedy, docs/experiments.md)")
     parser.add_argument("--length-penalty", type=float, default=1.0, help="scoring: beam search length penalty")
     parser.add_argument("--no-repeat-ngram-size", type=int, default=0,
                         help="scoring: forbid repeating any n-gram of this size in an output (0 = allowed)")

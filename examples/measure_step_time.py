@@ -3,7 +3,7 @@
 Runs ``scratchformer train`` (denoising) for a few steps per candidate with a timing callback and prints one table
 row per candidate: wall seconds/step, CPU seconds/step of this process (less sensitive to other programs on the
 machine), target tokens/step, parameters and the size of the weights in fp32 / fp16. The numbers in
-docs/training.md come from this script:
+docs/experiments.md ("Measured seconds per step") come from this script:
 
     python examples/measure_step_time.py --corpus ../shared/data/corpus_en.txt.gz --tokenizer outputs/tok16k \\
         --presets mini small-sym small --steps 25

@@ -22,7 +22,7 @@ from scratchformer.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 
-# The recipe of the shipped checkpoint (v3), as it ran on 2 CPU cores (docs/training.md explains every choice): 128
+# The recipe of the shipped checkpoint (v3), as it ran on 2 CPU cores (docs/experiments.md has every run behind it): 128
 # sequences per optimizer step as 32 x 4 gradient accumulation, `batch_rebalance` splitting each step's random draw
 # by length so that less of the work is padding, half the tokens masked for the decoder and BERT's masked-token loss
 # on the encoder beside it (what lifts the word-sense score), bf16 autocast (1.24x on a CPU with AMX; drop it on one

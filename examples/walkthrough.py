@@ -29,6 +29,10 @@
 # 7. The attention of the trained model (and bertviz)
 # 8. Learned vs contextual embeddings, DistilBERT-style, on our model and on a real BERT (MiniLM)
 # 9. The "bank" study and the word-sense score
+# 10. How contextual is each layer: self-similarity, anisotropy and the other measures of Ethayarajh (2019)
+#
+# The code to read alongside is `scratchformer/models/paper_scratchformer.py`: the paper in one file, in its order,
+# in plain PyTorch. (`modeling_scratchformer.py` makes it a Hugging Face model; its classes subclass the paper's.)
 #
 # Everything runs offline on a CPU in about a minute. The source of this notebook is `examples/walkthrough.py`
 # (jupytext "percent" format); `examples/walkthrough.ipynb` is generated from it.
@@ -126,7 +130,7 @@ assert reference.encode(sentence) == tokenizer(sentence)["input_ids"]  # ends wi
 # Each pair of dimensions is a sinusoid of its own wavelength, from $2\pi$ up to $10000 \cdot 2\pi$.
 
 # %%
-from scratchformer.models.modeling_scratchformer import sinusoidal_position_encoding
+from scratchformer.models.paper_scratchformer import sinusoidal_position_encoding
 
 positions, d = 64, config.d_model
 pos = torch.arange(positions, dtype=torch.float64)[:, None]
@@ -155,10 +159,10 @@ plt.show()
 # dimensions) is cut into `d_k / 2` pairs of dimensions `(j, j + d_k/2)`, and pair `j` is rotated by the angle
 # $pos \cdot \theta^{-2j/d_k}$ ($\theta = 10000$). Rotating a query by $\alpha$ and a key by $\beta$ changes their dot
 # product only through $\alpha - \beta$: the score depends on **how far apart** two tokens are, not on where they
-# are, and the residual stream never carries the absolute position. By hand, against the model's `apply_rotary`:
+# are, and the residual stream never carries the absolute position. By hand, against the paper file's `apply_rotary`:
 
 # %%
-from scratchformer.models.modeling_scratchformer import ScratchformerRotaryEmbedding, apply_rotary
+from scratchformer.models.paper_scratchformer import RotaryEmbedding, apply_rotary
 
 
 def rotate(t, positions, theta=config.rope_theta):
@@ -177,7 +181,7 @@ near = torch.tensor([3, 5])  # a query at position 3, a key at position 5 ...
 far = near + 40  # ... and the same two, 40 positions later
 score = [rotate(q[None], p[:1]) @ rotate(k[None], p[1:]).T for p in (near, far)]
 assert torch.allclose(score[0], score[1], atol=1e-4)  # only the distance (2) counts
-cos, sin = ScratchformerRotaryEmbedding(d_k, config.rope_theta)(torch.arange(8)[None])  # (1, 1, 8, d_k)
+cos, sin = RotaryEmbedding(d_k, config.rope_theta)(torch.arange(8)[None])  # (1, 1, 8, d_k)
 x8 = torch.randn(1, 1, 8, d_k)
 assert torch.allclose(rotate(x8, torch.arange(8)), apply_rotary(x8, cos, sin), atol=1e-5)
 print(f"query-key score at positions (3, 5): {score[0].item():.4f}, at (43, 45): {score[1].item():.4f}; "
@@ -213,11 +217,11 @@ print("embedding-layer output", tuple(ours.shape), "= sqrt(d) * E[ids]" + ("" if
 
 # %%
 layer = encoder.layers[0]
-attn = layer.self_attn  # a ScratchformerAttention
+attn = layer.self_attn  # a ScratchformerAttention: the paper file's MultiHeadAttention, with transformers' kernels
 heads, d_k = attn.num_heads, d // attn.num_heads
 with torch.no_grad():
     x = ours[None]  # (1, T, d): the embedding-layer output from above
-    h = layer.self_attn_residual.sublayer_input(x)  # LayerNorm(x)
+    h = layer.self_attn_residual.layer_norm(x)  # pre-LN: the sub-layer reads LayerNorm(x)
 
 
 def split_heads(t):  # (B, T, d) -> (B, heads, T, d_k)
@@ -248,7 +252,9 @@ def model_rotary(length):
 with torch.no_grad():
     out_hand, weights_hand = attention_by_hand(attn, h, h)
     rotary = model_rotary(T)
-    out_model, weights_model = attn(h, rotary=rotary, output_attentions=True)
+    # queries, keys and values all from h; no mask. Given a plain mask (or none) the module runs the paper's
+    # formula, `attention` in the paper file, which also returns the weights
+    out_model, weights_model = attn(h, h, None, rotary)
 assert torch.allclose(out_hand, out_model, atol=1e-5) and torch.allclose(weights_hand, weights_model, atol=1e-6)
 print(f"{heads} heads of d_k={d_k}: output {tuple(out_model.shape)} and weights {tuple(weights_model.shape)} "
       "match ScratchformerAttention")
@@ -275,7 +281,9 @@ assert torch.allclose(weights_model.sum(-1), torch.ones(1, heads, T), atol=1e-6)
 #
 # Sentences of different lengths share a batch by padding the short ones. The padding must not be attended to:
 # before the softmax its scores get a very negative number added, so their weights become 0 (the "valid lengths"
-# of d2l's `masked_softmax`). The tokenizer's `attention_mask` says which tokens are real.
+# of d2l's `masked_softmax`). The tokenizer's `attention_mask` says which tokens are real. The model takes the same
+# information as one boolean "may attend" mask, `padding_mask` of the paper file (True for the real keys), and
+# puts the most negative float in the scores of the others.
 
 # %%
 batch = tokenizer(["The bank.", sentence], padding=True, return_tensors="pt")
@@ -283,18 +291,22 @@ valid_lengths = batch["attention_mask"].sum(-1)
 print("valid lengths:", valid_lengths.tolist(), "| padded length:", batch["input_ids"].shape[1])
 
 
-def padding_mask(valid_lengths, length):
-    """Additive mask (B, 1, 1, length): 0 for real keys, the most negative float for padding."""
+from scratchformer.models.paper_scratchformer import padding_mask
+
+
+def additive_padding_mask(valid_lengths, length):
+    """By hand, an additive mask (B, 1, 1, length): 0 for real keys, the most negative float for padding."""
     keys = torch.arange(length)[None, :] < valid_lengths[:, None]  # (B, length) True = real
     return torch.zeros(keys.shape).masked_fill(~keys, torch.finfo(torch.float32).min)[:, None, None, :]
 
 
-mask = padding_mask(valid_lengths, batch["input_ids"].shape[1])
+mask = additive_padding_mask(valid_lengths, batch["input_ids"].shape[1])
+may_attend = padding_mask(batch["attention_mask"])  # (B, 1, 1, length), True = a real key
 with torch.no_grad():
     embedded = encoder(**batch, output_hidden_states=True).hidden_states[0]  # (2, T, d): what layer 1 reads
-    hb = layer.self_attn_residual.sublayer_input(embedded)
+    hb = layer.self_attn_residual.layer_norm(embedded)
     _, w_hand = attention_by_hand(attn, hb, hb, mask)
-    _, w_model = attn(hb, attention_mask=mask, rotary=model_rotary(hb.shape[1]), output_attentions=True)
+    _, w_model = attn(hb, hb, may_attend, model_rotary(hb.shape[1]))
 n = int(valid_lengths[0])
 assert torch.allclose(w_hand, w_model, atol=1e-6)
 assert w_model[0, :, :, n:].abs().max() == 0  # no weight on the padding
@@ -313,10 +325,14 @@ print("padded == alone:", torch.allclose(padded, alone, atol=1e-5))
 
 # %% [markdown]
 # The decoder needs a second mask: position *i* may not look at positions after *i* (it would see the answer).
-# That is the causal mask, a lower triangle:
+# That is the causal mask, a lower triangle (`causal_mask` of the paper file; the decoder combines it with the
+# padding mask, `padding_mask(...) & causal_mask(...)`):
 
 # %%
+from scratchformer.models.paper_scratchformer import causal_mask
+
 causal = torch.ones(5, 5).tril().bool()
+assert torch.equal(causal, causal_mask(5, 5)[0, 0])
 print(torch.zeros(5, 5).masked_fill(~causal, float("-inf")))
 
 # %% [markdown]
@@ -343,7 +359,7 @@ def encoder_layer_by_hand(layer, x):
 
 
 with torch.no_grad():
-    assert torch.allclose(encoder_layer_by_hand(layer, x), layer(x, rotary=rotary)[0], atol=1e-5)
+    assert torch.allclose(encoder_layer_by_hand(layer, x), layer(x, None, rotary), atol=1e-5)  # no padding: no mask
     # ... and the whole encoder: embeddings, the 6 layers, the final LayerNorm
     hidden = x
     for each in encoder.layers:
@@ -360,7 +376,7 @@ print("one layer and the whole encoder by hand match the model")
 # starting with `<s>` (teacher forcing), and predicts the next token at every position at once.
 
 # %%
-from scratchformer.models.modeling_scratchformer import shift_tokens_right
+from scratchformer.models.paper_scratchformer import shift_tokens_right
 
 masked = "Write a poem about a man <mask> on a river bank."
 source = tokenizer(masked, return_tensors="pt")
@@ -560,10 +576,57 @@ else:
 # (docs/embeddings.md has the numbers).
 
 # %% [markdown]
+# ## 10. How contextual is each layer? The geometry of Ethayarajh (2019)
+#
+# A word's **self-similarity** is its mean cosine across its occurrences in different sentences: 1 for a static
+# embedding, lower the more its vector depends on the sentence. It is read against the **anisotropy baseline**,
+# the mean cosine between random words of different sentences: contextual vectors share a common direction, so
+# even unrelated words score above 0. `scratchformer geometry` measures these two, the intra-sentence similarity
+# and the maximum explainable variance for every layer, raw and after standardising each dimension. Here on a few
+# hundred sentences (the WordNet examples when the data is here, else a dozen written below), so that it runs in
+# seconds.
+
+# %%
+from scratchformer.analysis.geometry_data import plan_geometry, read_sentences
+from scratchformer.analysis.geometry_run import measure_geometry
+from scratchformer.analysis.plots import plot_geometry
+
+if data is not None:
+    sentences = read_sentences(data).sentences[:400]
+else:
+    sentences = [f"The {animal} {verb} near the {place} at {time}." for animal in ("dog", "cat", "bird")
+                 for verb, place, time in (("slept", "river", "night"), ("ran", "house", "noon"),
+                                           ("sat", "bank", "dawn"), ("played", "garden", "dusk"))]
+plan = plan_geometry(sentences, min_occurrences=3, sample_sentences=200)
+geometry = [measure_geometry(ex, plan, progress=False, model_label=name) for name, ex in extractors.items()]
+print(f"{len(plan.sentences)} sentences, {len(plan.words)} words seen in 3 or more of them")
+print(f"{'':9}" + "".join(f"{report.model:^28}" for report in geometry))
+print(f"{'layer':9}" + f"{'self':>8}{'base':>8}{'adjusted':>10}  " * len(geometry))
+for k, row in enumerate(geometry[0].rows):
+    print(f"{row.layer!s:9}" + "".join(f"{r.rows[k].self_similarity:8.3f}{r.rows[k].anisotropy_baseline:8.3f}"
+                                       f"{r.rows[k].self_similarity_adjusted:10.3f}  " for r in geometry))
+figures = plot_geometry(geometry, FIGURES)
+display(Image(filename=figures["self_similarity"], width=750))
+display(Image(filename=figures["anisotropy_baseline"], width=750))
+
+# %% [markdown]
+# On this slice (162 words in 400 short WordNet sentences) the learned row is 1 for MiniLM, by construction: one
+# row of the table per word. Ours reads 0.91, because its byte-level BPE spells a sentence's first word without
+# the leading space, as another token. With rotary positions our embedding-layer output is the learned row scaled,
+# so layer 0 equals it; MiniLM adds a position vector there (0.96). Inside, ours is far more anisotropic: two
+# random words sit at a cosine of about 0.45 to 0.50 in layers 1-4, against MiniLM's 0.16 to 0.22. So its raw
+# self-similarity has to be read against that baseline: adjusted, ours keeps less of a word across sentences than
+# MiniLM at every contextual layer, and both models lose the most at their last layer. `docs/embeddings.md` has
+# the full runs (the whole WordNet file and 5,000 corpus sentences), the standardised values and the other
+# measures. The plots' dotted lines are the published values for BERT-base and GPT-2 (12 layers each).
+
+# %% [markdown]
 # ## Where next
 #
 # - `scratchformer compare --html` writes the bank study as one page, with an interactive attention view of both
 #   models; `scratchformer senses --data ../shared/data/wordnet_senses_dev.tsv --model small --model minilm` the
-#   full word-sense evaluation.
+#   full word-sense evaluation; `scratchformer geometry --data ../shared/data/wordnet_senses_dev.tsv` the
+#   geometry of every layer, and `compare --html` shows it when both write into the same folder.
 # - `docs/embeddings.md` explains the measurements; `docs/learning.md` maps this notebook to the code.
-# - `scratchformer/models/modeling_scratchformer.py` is the model, one class per idea of the paper.
+# - `scratchformer/models/paper_scratchformer.py` is the model, one class or function per idea of the paper, in
+#   its order; `modeling_scratchformer.py` makes it a transformers model.

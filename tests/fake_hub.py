@@ -2,9 +2,12 @@
 ``from_pretrained(repo_id)`` to download what was uploaded. Tests only; it never reaches the real Hub.
 
 It keeps repos in memory (files of the latest commit), logs every request as ``"METHOD /path"`` and can refuse
-repo creation and/or commits (403, ``hub.refuse = {"create", "commit"}``) to test error handling. It binds port 0
-(a free port), handles each request in a daemon thread, and stops by itself after ``max_seconds``; past
-``max_requests`` it answers 429, in case a client loops.
+repo creation and/or commits (403, ``hub.refuse = {"create", "commit"}``) to test error handling. Two hostile modes:
+``hub.echo_headers = True`` puts the request's headers (``Authorization`` included) into every error message, as a
+careless server or proxy does; ``hub.silent = {"_preupload", ...}`` (handler names, or ``{"*"}``) makes those
+routes accept the request and never answer, until the hub stops. :func:`silent_endpoint` is a socket that accepts
+connections and never reads or answers at all. It binds port 0 (a free port), handles each request in a daemon
+thread, and stops by itself after ``max_seconds``; past ``max_requests`` it answers 429, in case a client loops.
 
 Requests it answers (what huggingface_hub 2.4 and transformers 5.23 send, found by logging them):
 
@@ -24,8 +27,11 @@ import base64
 import hashlib
 import json
 import re
+import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
@@ -52,6 +58,9 @@ class FakeHub:
         self.repos: dict[str, FakeRepo] = {}
         self.log: list[str] = []
         self.refuse: set[str] = set()  # "create" and/or "commit": answer 403
+        self.echo_headers = False  # error messages repeat the request's headers, Authorization included
+        self.silent: set[str] = set()  # handler names ("_preupload", ...) or "*": accept, never answer
+        self._stopping = threading.Event()  # releases the handlers kept silent
         self.max_requests = max_requests
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
@@ -88,6 +97,7 @@ class FakeHub:
             if self._stopped:
                 return
             self._stopped = True
+        self._stopping.set()
         self._watchdog.cancel()
         self._server.shutdown()
         self._server.server_close()
@@ -133,6 +143,8 @@ class FakeHubHandler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _error(self, status: int, code: str, message: str) -> None:
+        if self.hub.echo_headers:  # a careless server: the credentials come back in the message
+            message += f" (request headers: {dict(self.headers.items())})"
         self._reply(status, {"error": message}, {"X-Error-Code": code, "X-Error-Message": message})
 
     def _body(self) -> bytes:
@@ -143,7 +155,15 @@ class FakeHubHandler(BaseHTTPRequestHandler):
         return json.loads(self._body() or b"{}")
 
     def _authorized(self) -> bool:
-        return self.headers.get("Authorization") == f"Bearer {self.hub.token}"
+        """``Bearer TOKEN``, or ``Basic`` with the token as password (an endpoint ``http://user:TOKEN@host``, which
+        the http client turns into this header)."""
+        sent = self.headers.get("Authorization") or ""
+        if sent.startswith("Basic "):
+            try:
+                return base64.b64decode(sent[6:]).decode().partition(":")[2] == self.hub.token
+            except ValueError:
+                return False
+        return sent == f"Bearer {self.hub.token}"
 
     def _dispatch(self) -> None:
         path = unquote(urlsplit(self.path).path)
@@ -164,6 +184,10 @@ class FakeHubHandler(BaseHTTPRequestHandler):
         for methods, pattern, name in ROUTES:
             match = re.fullmatch(pattern, path)
             if match and (methods is None or self.command in methods):
+                if {name, "*"} & self.hub.silent:
+                    self.hub._stopping.wait()  # the request was read; the answer never comes
+                    self.close_connection = True
+                    return None
                 return getattr(self, name)(**match.groupdict())
         return self._error(404, "NotFound", f"fake hub has no route for {self.command} {path}")
 
@@ -201,7 +225,15 @@ class FakeHubHandler(BaseHTTPRequestHandler):
         # huggingface_hub 2.x sends "visibility"; older clients sent "private"
         private = payload.get("visibility") == "private" or payload.get("private") is True
         self.hub.repos[repo_id] = FakeRepo(private=private)
-        return self._reply(200, {"url": f"{self.hub.url}/{repo_id}", "name": repo_id, "id": repo_id})
+        return self._reply(200, {"url": f"{self._echoed_base()}/{repo_id}", "name": repo_id, "id": repo_id})
+
+    def _echoed_base(self) -> str:
+        """The hub's URL; with ``echo_headers``, carrying the Basic credentials the client sent, as a careless
+        server builds links from what it was sent."""
+        sent = self.headers.get("Authorization") or ""
+        if not (self.hub.echo_headers and sent.startswith("Basic ")):
+            return self.hub.url
+        return self.hub.url.replace("://", f"://{base64.b64decode(sent[6:]).decode()}@", 1)
 
     def _preupload(self, repo: str, rev: str) -> None:
         payload = self._json_body()
@@ -223,7 +255,7 @@ class FakeHubHandler(BaseHTTPRequestHandler):
             return self._error(400, "BadRequest", str(error))
         oid = hashlib.sha1(json.dumps([target.head, header, sorted(added)]).encode()).hexdigest()
         target.commits.append({"oid": oid, "summary": header.get("summary"), "files": sorted(added)})
-        return self._reply(200, {"commitUrl": f"{self.hub.url}/{repo}/commit/{oid}", "commitOid": oid,
+        return self._reply(200, {"commitUrl": f"{self._echoed_base()}/{repo}/commit/{oid}", "commitOid": oid,
                                  "pullRequestUrl": None})
 
     def _resolve(self, repo: str, rev: str, file: str) -> None:
@@ -281,3 +313,14 @@ def _apply_commit(repo: FakeRepo, lines: list[dict]) -> tuple[dict, list[str]]:
         else:
             raise UnsupportedCommit(f"fake hub does not support commit key {line['key']!r}")
     return header, added
+
+
+@contextmanager
+def silent_endpoint(userinfo: str = "") -> Iterator[str]:
+    """``http://[userinfo@]127.0.0.1:PORT`` of a socket that listens and never accepts, reads or answers: the kernel
+    completes each connection, so a client connects, sends its request and waits (a network that drops answers).
+    Closed when the block ends."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        yield f"http://{userinfo + '@' if userinfo else ''}127.0.0.1:{silent.getsockname()[1]}"

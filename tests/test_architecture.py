@@ -12,12 +12,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "scratchformer"
 ALLOWED = {
     "models": set(),
     "errors": set(),
-    "loading": {"models", "errors", "tokenizer"},
-    "tokenizer": {"models", "errors"},
-    "training": {"models", "errors", "loading", "tokenizer"},
-    "analysis": {"models", "errors", "loading", "tokenizer"},
-    "hub": {"models", "errors", "loading", "tokenizer"},
-    "cli": {"models", "errors", "loading", "tokenizer", "training", "analysis", "hub", "__init__"},
+    "files": {"errors"},
+    "loading": {"models", "errors", "files", "tokenizer"},
+    "tokenizer": {"models", "errors", "files"},
+    "training": {"models", "errors", "files", "loading", "tokenizer"},
+    "analysis": {"models", "errors", "files", "loading", "tokenizer"},
+    "hub": {"models", "errors", "files", "loading", "tokenizer"},
+    "cli": {"models", "errors", "files", "loading", "tokenizer", "training", "analysis", "hub", "__init__"},
 }
 
 
@@ -62,3 +63,108 @@ def test_imports_only_go_down(path):
 def test_every_module_says_what_it_is_for(path):
     docstring = ast.get_docstring(ast.parse(path.read_text()))
     assert docstring and len(docstring.split()) >= 5, f"{path.relative_to(PACKAGE)} needs a module docstring"
+
+
+def test_the_paper_file_imports_only_torch_and_the_standard_library():
+    """``models/paper_scratchformer.py`` is the Transformer of the paper, to read end to end: torch and the standard
+    library only (no transformers, nothing of ours, not even its siblings)."""
+    import sys
+
+    path = PACKAGE / "models" / "paper_scratchformer.py"
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path.name} imports a sibling (from {'.' * node.level}{node.module or ''})"
+            imported.add(node.module.split(".")[0])
+    assert imported and imported <= {"torch", *sys.stdlib_module_names}, sorted(imported)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# No import circles: result types sit below both the command that computes them and the renderer that draws them
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(("scratchformer", *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
+MODULES = {_module_name(p): p for p in _modules()}
+
+
+def _import_nodes(body: list[ast.stmt], *, in_functions: bool) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements of ``body``: at module level (``if TYPE_CHECKING:`` and ``try:`` blocks included),
+    and with ``in_functions`` also those inside functions and classes (imports deferred to the first call)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if in_functions:
+                found += [n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        else:
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                found += _import_nodes(getattr(node, block, None) or [], in_functions=in_functions)
+    return found
+
+
+def _imported_modules(path: Path, *, in_functions: bool = True) -> set[str]:
+    """The modules of ours that ``path`` imports (``from .bank import Study`` -> ``scratchformer.analysis.bank``)."""
+    name = _module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    imported = set()
+    for node in _import_nodes(ast.parse(path.read_text()).body, in_functions=in_functions):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names if alias.name in MODULES)
+            continue
+        base = ".".join([*package[: len(package) - (node.level - 1)], *([node.module] if node.module else [])]) \
+            if node.level else (node.module or "")
+        for alias in node.names:  # "from . import x" imports the module x; "from .x import y" the module x
+            module = f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+            if module in MODULES:
+                imported.add(module)
+    return imported - {name}
+
+
+def test_no_analysis_module_imports_the_bank_command():
+    """``analysis/bank.py`` is the ``compare`` command; the renderers (plots, report) take its result types from
+    ``analysis/results.py``. Only the CLI (``cli/compare.py``) imports bank, not even under ``TYPE_CHECKING``."""
+    bank = "scratchformer.analysis.bank"
+    importers = sorted(name for name, path in MODULES.items()
+                       if name.startswith("scratchformer.analysis.") and bank in _imported_modules(path))
+    assert importers == [], f"{importers} import {bank}: take the study's types from scratchformer.analysis.results"
+
+
+def test_the_bank_study_types_are_still_importable_from_bank():
+    from scratchformer.analysis import bank, results
+
+    for name in ("Study", "StudySentence", "ModelStudy", "StudyVectors", "StudyRun", "LayerSummary", "PairScore"):
+        assert getattr(bank, name) is getattr(results, name), name
+
+
+def test_training_options_do_not_import_resume():
+    """``--resume``'s constant (``LATEST``) lives with the options; ``training/resume.py`` imports the options,
+    never the other way round."""
+    options = MODULES["scratchformer.training.options"]
+    assert "scratchformer.training.resume" not in _imported_modules(options)
+
+
+def test_no_import_cycles_at_module_level():
+    """No circle among the module-level imports of the package (``TYPE_CHECKING`` blocks count; imports deferred
+    into a function do not: they run after every module has loaded)."""
+    graph = {name: _imported_modules(path, in_functions=False) for name, path in MODULES.items()}
+    done: set[str] = set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            raise AssertionError("import cycle: " + " -> ".join([*trail[trail.index(name):], name]))
+        if name in done:
+            return
+        for imported in sorted(graph[name]):
+            visit(imported, [*trail, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])

@@ -52,7 +52,7 @@ def test_help_shows_defaults():
     assert "(default: compare_output)" in help_text and "(default: -1)" in help_text
 
 
-@pytest.mark.parametrize("command", ["compare", "senses"])
+@pytest.mark.parametrize("command", ["compare", "senses", "geometry"])
 def test_model_option_lists_every_alias_of_the_loader(command):
     from scratchformer.loading import ALIASES
 
@@ -67,6 +67,7 @@ BAD_ARGUMENTS = {
     "info": ["info", "--no-such-option"],
     "compare": ["compare", "--no-defaults", "--model", "does/not/exist/at/all", "--no-plots", "--output", "{tmp}/c"],
     "senses": ["senses", "--data", "{tmp}/missing.tsv", "--model", "small", "--output", "{tmp}/s"],
+    "geometry": ["geometry", "--data", "{tmp}/missing.txt", "--output", "{tmp}/g"],
     "train": ["train", "--train-files", "{tmp}/missing.txt", "--output-dir", "{tmp}/t", "--max-steps", "2"],
     "train-tokenizer": ["train-tokenizer", "{tmp}/missing.txt", "--output", "{tmp}/tok"],
     "export": ["export", "{tmp}/not-a-model", "{tmp}/out"],

@@ -117,7 +117,7 @@ def test_contextual_last_layer_equals_last_hidden_state(extractor):
 
 
 def test_scratchformer_embedding_output_is_scaled_embedding_plus_sinusoid(scratch):
-    from scratchformer.models.modeling_scratchformer import sinusoidal_position_encoding
+    from scratchformer.models.paper_scratchformer import sinusoidal_position_encoding
 
     learned = scratch.learned_embeddings(RIVER).vectors
     d_model = learned.shape[1]

@@ -27,7 +27,7 @@ def test_reverse_task_learns_to_99_percent_exact_match():
 
 
 # The training examples on tiny data, for a few steps: they must run end to end and write what they promise.
-# (Their real runs - the shipped checkpoint, the kjv -> web scores - are in docs/training.md.)
+# (Their real runs - the shipped checkpoint, the kjv -> web scores - are in docs/experiments.md.)
 
 WORDS = "the a light word earth water spirit good day night heaven made said let was".split()
 

@@ -37,8 +37,10 @@ SCORES = {"results": [{"task": "translation", "task_name": "English to Spanish",
                        "dataset_name": "KJV -> WEB", "split": "test", "metrics": {"bleu": 21.4, "chrf": 48.9},
                        "source": "sacrebleu 2.5 (13a)"}]}
 EXPORTED = {"README.md", "config.json", "configuration_scratchformer.py", "generation_config.json",
-            "model.safetensors", "modeling_scratchformer.py", "scores.json", "tokenizer.json", "tokenizer_config.json",
-            "modules.json", "config_sentence_transformers.json", "sentence_bert_config.json", "1_Pooling"}
+            "model.safetensors", "modeling_scratchformer.py", "paper_scratchformer.py", "card_scratchformer.py",
+            "scores.json", "tokenizer.json", "tokenizer_config.json",
+            "modules.json", "config_sentence_transformers.json", "sentence_bert_config.json", "1_Pooling",
+            "checksums.sha256"}
 TIMEOUT = 240
 
 
@@ -354,7 +356,7 @@ def test_push_then_load_from_the_hub_where_scratchformer_is_not_installed(artifa
     assert "HUB-LOAD-OK" in loaded.stdout
     downloaded = {line.rsplit("/", 1)[-1] for line in hub.log if line.startswith("GET /alice/tiny-scratchformer/")}
     assert {"config.json", "model.safetensors", "modeling_scratchformer.py", "configuration_scratchformer.py",
-            "tokenizer.json", "tokenizer_config.json"} <= downloaded
+            "paper_scratchformer.py", "card_scratchformer.py", "tokenizer.json", "tokenizer_config.json"} <= downloaded
 
 
 def test_push_cli_refused_by_the_hub_gives_a_clear_error(artifacts, hub, monkeypatch, capsys):
@@ -401,6 +403,106 @@ def test_push_errors_without_token_network_or_permission(artifacts, hub, tmp_pat
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(HubError, match="HF_HUB_OFFLINE is set"):
         push(artifacts["source"], "alice/x", token=hub.token, endpoint=hub.url)
+
+
+SECRET_TOKEN = "hf_SecretWriteToken0123456789"
+SECRET_PASSWORD = "pa55w0rd-not-for-logs"
+
+
+@pytest.mark.parametrize("case", ["echoed-token", "endpoint-with-password", "success-with-password"])
+def test_push_never_prints_a_secret_a_server_echoes_or_an_endpoint_carries(artifacts, tmp_path, case):
+    """A server that echoes the request's headers (Authorization: Bearer <token>, or the Basic credentials of an
+    endpoint http://user:password@host) into its error message, and an endpoint with credentials in a success line:
+    push printed both verbatim. Nothing secret reaches stdout or stderr now; the endpoint is named with ***@."""
+    import base64
+
+    with FakeHub(token=SECRET_TOKEN) as hub:
+        hub.echo_headers = True
+        hub.refuse = set() if case.startswith("success") else {"create"}
+        port = hub.url.rsplit(":", 1)[1]
+        # the http client sends an endpoint's user:password as Basic credentials (the fake takes the token there)
+        password = SECRET_TOKEN if case.startswith("success") else SECRET_PASSWORD
+        endpoint = hub.url if case == "echoed-token" else f"http://alice:{password}@127.0.0.1:{port}"
+        env = {**hub_env(hub), "HF_ENDPOINT": endpoint}
+        done = run_cli(["push", str(artifacts["source"]), "alice/secret-test"], env, tmp_path)
+    output = done.stdout + done.stderr
+    for secret in (SECRET_TOKEN, SECRET_PASSWORD, base64.b64encode(f"alice:{password}".encode()).decode(),
+                   "alice:"):
+        assert secret not in output, (secret, output[-3000:])
+    shown = hub.url if case == "echoed-token" else f"http://***@127.0.0.1:{port}"
+    if case.startswith("success"):  # the fake echoes the credentials into the repo's URL too
+        assert done.returncode == 0, output[-3000:]
+        assert f"pushed to {shown}/alice/secret-test: " in done.stdout, done.stdout
+        return
+    assert done.returncode == 2, output[-3000:]
+    errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert errors[0].startswith(f"scratchformer push: error: the Hub at {shown} refused creating the repository")
+    assert "request headers" in errors[0] and "'***'" in errors[0], errors[0]  # the echo is there, redacted
+
+
+def test_push_to_a_hub_that_never_answers_ends_in_one_line_within_a_minute(artifacts, tmp_path):
+    """It hung for more than 150 s: huggingface_hub's client has no timeout by default. Now each request has one
+    (10 s to connect, 20 s without progress), so the silent endpoint is one line naming it (redacted)."""
+    import time
+
+    from fake_hub import silent_endpoint
+
+    with silent_endpoint(f"alice:{SECRET_PASSWORD}") as endpoint:
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        env.update(HF_ENDPOINT=endpoint, HF_TOKEN=SECRET_TOKEN, HF_HUB_DISABLE_TELEMETRY="1")
+        start = time.monotonic()
+        done = run_cli(["push", str(artifacts["source"]), "alice/silent"], env, tmp_path)
+        seconds = time.monotonic() - start
+    assert seconds < 60, seconds
+    assert done.returncode == 2, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+    port = endpoint.rsplit(":", 1)[1]
+    assert errors == [line for line in errors if line.startswith(
+        f"scratchformer push: error: cannot reach the Hub at http://***@127.0.0.1:{port} while creating the "
+        "repository alice/silent (ReadTimeout")] and len(errors) == 1, done.stderr[-3000:]
+    assert SECRET_PASSWORD not in done.stderr + done.stdout and SECRET_TOKEN not in done.stderr + done.stdout
+
+
+def test_push_gives_up_once_retries_outlast_the_budget_and_logs_no_secret(artifacts, monkeypatch):
+    """A Hub that answers the repo creation, then never answers the upload: huggingface_hub retries that request
+    five times with back-off. The retry budget ends it, and the retries it logs (with the URL) are redacted."""
+    import logging
+    import time
+
+    import huggingface_hub.constants
+
+    push_module = sys.modules["scratchformer.hub.push"]  # scratchformer.hub.push is the function
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(push_module, "REQUEST_TIMEOUT", 1.0)
+    monkeypatch.setattr(push_module, "RETRY_BUDGET", 3.0)
+    with FakeHub(token=SECRET_TOKEN) as hub:
+        hub.silent = {"_preupload"}
+        port = hub.url.rsplit(":", 1)[1]
+        endpoint = f"http://alice:{SECRET_TOKEN}@127.0.0.1:{port}"
+        records: list[str] = []
+        recorder = logging.Handler()
+        recorder.emit = lambda record: records.append(recorder.format(record))
+        logging.getLogger("huggingface_hub").addHandler(recorder)  # what huggingface_hub's own handler writes
+        start = time.monotonic()
+        try:
+            with pytest.raises(HubError) as caught:
+                push(artifacts["source"], "alice/stalled", token=SECRET_TOKEN, endpoint=endpoint)
+        finally:
+            logging.getLogger("huggingface_hub").removeHandler(recorder)
+        seconds = time.monotonic() - start
+    message = str(caught.value)
+    assert seconds < 30, seconds  # without the budget: 6 tries of 1 s and 23 s of back-off
+    assert message.startswith(f"the Hub at http://***@127.0.0.1:{port} did not answer while uploading to "
+                              "alice/stalled"), message
+    assert "tries failed" in message and "\n" not in message
+    assert hub.log.count("POST /api/models/alice/stalled/preupload/main") >= 2  # it did retry, within the budget
+    logged = "\n".join(records)
+    assert "Retrying in" in logged and f"thrown while requesting POST http://***@127.0.0.1:{port}/" in logged, logged
+    assert SECRET_TOKEN not in logged + message and "alice:" not in logged + message, logged[-2000:]
+    from huggingface_hub.utils import _http
+
+    assert getattr(_http, "_GLOBAL_CLIENT_FACTORY", _http.default_client_factory) is _http.default_client_factory
 
 
 @pytest.mark.parametrize("repo_id", ["me/..", "../..", "me/../../tmp", "me/.", "me", "a/b/c", "/abs", "me/",
@@ -577,6 +679,66 @@ def test_installed_package_refuses_a_newer_format_naming_config_json(artifacts, 
         ScratchformerForConditionalGeneration.from_pretrained(copies["truncated"][0])
 
 
+def flip_bytes_in_the_tensor_data(weights: Path, count: int = 2000) -> None:
+    """Invert ``count`` bytes spread over the tensor data of a safetensors file; the header and the size stay."""
+    data = bytearray(weights.read_bytes())
+    start = 8 + int.from_bytes(data[:8], "little")
+    for i in range(count):
+        data[start + (i * 7919) % (len(data) - start)] ^= 0xFF
+    weights.write_bytes(bytes(data))
+
+
+def test_damaged_weights_are_named_by_load_compare_export_and_check_folder(artifacts, tmp_path, capsys):
+    """2,000 flipped bytes inside the tensor data (header intact) loaded, compared and exported without a word:
+    safetensors has no checksum. The export's checksums.sha256 (sha256sum's format) now names the damaged file."""
+    import hashlib
+
+    from scratchformer.errors import ScratchformerError
+    from scratchformer.loading import load, safetensors_file_problem
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(artifacts["folder"], damaged)
+    weights = damaged / "model.safetensors"
+    assert (damaged / "checksums.sha256").read_text() == (
+        f"{hashlib.sha256(weights.read_bytes()).hexdigest()}  model.safetensors\n")
+    flip_bytes_in_the_tensor_data(weights)
+    assert safetensors_file_problem(weights) is None  # the header and the size are intact: only the checksum tells
+    named = "model.safetensors is damaged: its sha256 is "
+    for task in ("encoder", "seq2seq"):
+        with pytest.raises(ScratchformerError, match=named):
+            load(damaged, task=task)
+    for command in (["compare", "--no-defaults", "--model", str(damaged), "--no-plots", "--output",
+                     str(tmp_path / "compared")], ["export", str(damaged), str(tmp_path / "re-exported")]):
+        assert cli_main(command) == 2, command
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and named in err and str(damaged) in err, err
+    assert not (tmp_path / "re-exported").exists()
+    with pytest.raises(HubError, match=named):
+        check_folder(damaged)
+    if shutil.which("sha256sum"):  # the same file checks with the standard tool
+        assert subprocess.run(["sha256sum", "--check", "--quiet", "checksums.sha256"], cwd=artifacts["folder"],
+                              capture_output=True).returncode == 0
+        assert subprocess.run(["sha256sum", "--check", "--quiet", "checksums.sha256"], cwd=damaged,
+                              capture_output=True).returncode != 0
+
+
+def test_a_symlink_loop_is_one_line_for_export_as_for_compare(artifacts, tmp_path, capsys):
+    """export raised RuntimeError('Symlink loop') (Path.resolve) where compare refused the same folder cleanly."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for command, message in ((["export", str(loop), str(tmp_path / "out")], "is a loop of symbolic links"),
+                             (["export", str(artifacts["source"]), str(loop)], "is a loop of symbolic links"),
+                             (["compare", "--no-defaults", "--model", str(loop), "--no-plots", "--output",
+                               str(tmp_path / "c")], f"no model at '{loop}'")):
+        assert cli_main(command) == 2, command
+        err = capsys.readouterr().err
+        assert err.startswith(f"scratchformer {command[0]}: error: ") and message in err, err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+    with pytest.raises(HubError, match="loop of symbolic links"):
+        export(artifacts["model"], loop, artifacts["tokenizer"])  # a model in memory, OUT a loop
+    assert loop.is_symlink() and not (tmp_path / "out").exists()
+
+
 # ---------------------------------------------------------------------------------------------------- cards
 
 
@@ -627,7 +789,8 @@ def test_model_push_to_hub_writes_our_card_not_the_empty_template(artifacts, hub
                  "# pushed", 'AutoModel.from_pretrained("alice/pushed", trust_remote_code=True)',
                  "## Uses and limitations", "## Training data", "@inproceedings{vaswani2017attention"):
         assert part in card, part
-    assert {"config.json", "model.safetensors", "modeling_scratchformer.py"} <= set(repo.files)
+    assert {"config.json", "model.safetensors", "modeling_scratchformer.py", "paper_scratchformer.py",
+            "card_scratchformer.py"} <= set(repo.files)
     repo.files["README.md"] = b"---\nlicense: mit\n---\n# A card someone wrote\n"
     push_again = subprocess.run([sys.executable, "-c", code], env=hub_env(hub), cwd=tmp_path, capture_output=True,
                                 text=True, timeout=TIMEOUT)

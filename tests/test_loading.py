@@ -4,6 +4,7 @@ checkpoint's code files kept equal to the package's model core."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import subprocess
 import sys
@@ -20,7 +21,9 @@ from scratchformer.models.modeling_scratchformer import AUTO_MAP
 REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "scratchformer" / "models"
 CODE_FILES = sorted(path.name for path in MODELS.glob("*_scratchformer.py"))  # the model core
-REMOTE_CODE_FILES = ["configuration_scratchformer.py", "modeling_scratchformer.py"]  # the part that travels
+# the part that travels: the paper, its transformers adapter, the config and the push_to_hub card
+REMOTE_CODE_FILES = ["card_scratchformer.py", "configuration_scratchformer.py", "modeling_scratchformer.py",
+                     "paper_scratchformer.py"]
 ALLOWED = ("torch", "transformers", "huggingface_hub", *sys.stdlib_module_names)
 TRAP = "open({marker!r}, 'w').write('x')  # a booby-trapped code file\n"
 
@@ -34,7 +37,7 @@ def test_the_shipped_checkpoint_carries_exactly_the_package_model_code():
     for name in REMOTE_CODE_FILES:
         assert (shipped / name).read_text() == (MODELS / name).read_text(), (
             f"{shipped / name} differs from scratchformer/models/{name}: copy it again "
-            f"(cp scratchformer/models/{{configuration,modeling}}_scratchformer.py {shipped.relative_to(REPO)}/)")
+            f"(cp scratchformer/models/{{card,configuration,modeling,paper}}_scratchformer.py {shipped.relative_to(REPO)}/)")
 
 
 def test_models_core_imports_nothing_of_ours():
@@ -208,7 +211,7 @@ def test_compare_and_senses_never_run_a_model_folders_code(tmp_path):
     _, tokenizer = load("small")
     folder = _saved_tiny(tmp_path / "trapped", tokenizer)
     marker = tmp_path / "PWNED"
-    for name in ("configuration_scratchformer.py", "modeling_scratchformer.py", "tokenization_scratchformer.py"):
+    for name in CODE_FILES:
         (folder / name).write_text(TRAP.format(marker=str(marker)))
     tsv = tmp_path / "senses.tsv"
     rows = ["lemma\tpos\tsynset\tstart\tend\tsentence"]
@@ -325,3 +328,265 @@ def test_a_hub_that_never_answers_is_given_up_after_the_timeout(tmp_path, monkey
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert loading.hub_options("alice/silent") == {}  # HF_HUB_OFFLINE=1: nothing asked, the cache only
     assert loading.hub_options(str(tmp_path)) == {}  # a folder
+
+
+# ------------------------------------------------------------------------ integrity, permissions, contradictions
+
+
+def test_redact_removes_tokens_passwords_and_authorization_values(monkeypatch):
+    from scratchformer.loading import redact
+
+    monkeypatch.setenv("HF_TOKEN", "plain-secret-from-env")
+    text = ("POST http://alice:pa55w0rd@127.0.0.1:8080/api?token=abc123&x=1 failed; headers {'Authorization': "
+            "'Bearer hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567'} authorization: Basic YWxpY2U6cGE1NXcwcmQ= Bearer "
+            "eyJhbGciOi.J9.sig token hf_ZyXwVuTsRqPoNmLkJiHgFeDcBa98765432, key my-own-secret, env "
+            "plain-secret-from-env")
+    clean = redact(text, "my-own-secret")
+    for secret in ("pa55w0rd", "alice:", "abc123", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "YWxpY2U6cGE1NXcwcmQ=",
+                   "eyJhbGciOi", "hf_ZyXwVuTsRqPoNmLkJiHgFeDcBa98765432", "my-own-secret", "plain-secret-from-env"):
+        assert secret not in clean, (secret, clean)
+    assert "http://***@127.0.0.1:8080/api?token=***&x=1" in clean
+    # prose about tokens and the names of things stay readable
+    for prose in ("the token was rejected: check HF_TOKEN", "pip install hf_transfer",
+                  "Basic authentication is not enabled", "scratchformer@example.org wrote it"):
+        assert redact(prose) == prose
+
+
+def test_checksums_are_sha256sum_lines_and_only_damage_counts(tmp_path):
+    """write_checksums lists each weights file as sha256sum does; checksum_problems names a damaged file and a line
+    that names something outside the folder, and leaves a missing file to the loader."""
+    import hashlib
+
+    from scratchformer.loading import CHECKSUMS, checksum_problems, write_checksums
+
+    folder = tmp_path / "m"
+    ScratchformerForConditionalGeneration(tiny_config()).save_pretrained(folder)
+    weights = folder / "model.safetensors"
+    manifest = write_checksums(folder)
+    assert manifest == folder / CHECKSUMS
+    assert manifest.read_text() == f"{hashlib.sha256(weights.read_bytes()).hexdigest()}  model.safetensors\n"
+    assert checksum_problems(folder) == [] and checksum_problems(tmp_path) == []  # no manifest: nothing to check
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 0x01  # one bit, in the last tensor
+    weights.write_bytes(bytes(data))
+    assert [problem.split(":")[0] for problem in checksum_problems(folder)] == ["model.safetensors is damaged"]
+    manifest.write_text(manifest.read_text() + f"{'0' * 64}  ../outside.safetensors\nnot a checksum line\n"
+                        f"{'1' * 64}  model-00002-of-00002.safetensors\n")
+    problems = checksum_problems(folder)
+    assert len(problems) == 3, problems  # damaged, "../", garbage; the missing shard is the loader's to name
+    assert "line 2 of checksums.sha256" in problems[1] and "line 3" in problems[2]
+
+
+BAD_CONFIGS = [  # field, value in config.json (the weights were saved with the tiny config: 32 / vocabulary / 48)
+    ("d_model", 64, "d_model is 64 in config.json but 32 in model.safetensors"),
+    ("vocab_size", 500, "vocab_size is 500 in config.json but {vocab} in model.safetensors"),
+    ("encoder_ffn_dim", 96, "encoder_ffn_dim is 96 in config.json but 48 in model.safetensors"),
+    ("decoder_ffn_dim", 20, "decoder_ffn_dim is 20 in config.json but 40 in model.safetensors"),
+    ("encoder_layers", 3, "encoder_layers is 3 in config.json but model.safetensors holds 2 encoder layers"),
+    ("decoder_layers", 1, "decoder_layers is 1 in config.json but model.safetensors holds 3 decoder layers"),
+]
+
+
+@pytest.mark.parametrize("field, value, message", BAD_CONFIGS, ids=[case[0] for case in BAD_CONFIGS])
+def test_a_config_that_contradicts_its_weights_names_the_field_and_both_sizes(tmp_path, monkeypatch, capsys, field,
+                                                                              value, message):
+    """transformers raised RuntimeError (sizes) after a table on stderr, or loaded a layer count silently (fewer
+    layers: the extra weights dropped): now one ScratchformerError naming the field, from load(), load_pretrained()
+    and the command line."""
+    import scratchformer.loading as loading
+    from scratchformer.cli import main
+
+    _, tokenizer = load("random-scratchformer")
+    folder = _saved_tiny(tmp_path / "scratchformer-small", tokenizer)
+    config = json.loads((folder / "config.json").read_text())
+    config[field] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    expected = message.format(vocab=len(tokenizer))
+    for task in ("encoder", "seq2seq"):
+        if field.startswith("decoder") and task == "encoder":
+            continue  # the encoder alone never reads the decoder
+        with pytest.raises(ScratchformerError, match=expected):
+            load(folder, task=task)
+    monkeypatch.setattr(loading, "PRETRAINED_DIR", tmp_path)  # load_pretrained() of a shipped name: this folder
+    with pytest.raises(ScratchformerError, match=expected):
+        loading.load_pretrained("small")
+    if field.startswith("encoder") or field in ("d_model", "vocab_size"):  # compare loads the encoder
+        capsys.readouterr()
+        assert main(["compare", "--no-defaults", "--model", str(folder), "--no-plots", "--output",
+                     str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and expected in err and "Traceback" not in err, err
+
+
+def test_save_pretrained_refuses_a_file_and_gives_the_weights_the_umask_mode(tmp_path):
+    """transformers logged an error and saved nothing into a path that is a file; safetensors 0.8 writes the
+    weights through a private temporary file (-rw-------): both now as the caller expects."""
+    import os
+
+    model = ScratchformerForConditionalGeneration(tiny_config())
+    target = tmp_path / "a-file"
+    target.write_text("someone's notes")
+    with pytest.raises(NotADirectoryError, match="it is a file, not a folder"):
+        model.save_pretrained(target)
+    assert target.read_text() == "someone's notes"
+    old = os.umask(0o027)
+    try:
+        model.save_pretrained(tmp_path / "saved")
+    finally:
+        os.umask(old)
+    modes = {path.name: path.stat().st_mode & 0o777 for path in (tmp_path / "saved").iterdir()}
+    assert modes["model.safetensors"] == modes["config.json"] == 0o640, modes
+
+
+UNPRIVILEGED_CHECKS = """
+import contextlib, io, json, os, pwd, sys
+from scratchformer.cli import main
+from scratchformer.errors import ScratchformerError
+from scratchformer.loading import load
+cases, out = json.loads(sys.argv[1]), sys.argv[2]
+results = {"user": f"user {pwd.getpwuid(os.geteuid()).pw_name} (uid {os.geteuid()})"}
+for name, folder in cases.items():
+    found = {}
+    for command in (["compare", "--no-defaults", "--model", folder, "--no-plots", "--output", out + "/" + name],
+                    ["export", folder, out + "/export-" + name]):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            found[command[0]] = [main(command), err.getvalue()]
+    try:
+        load(folder)
+        found["load"] = "loaded"
+    except ScratchformerError as error:
+        found["load"] = str(error)
+    results[name] = found
+print(json.dumps(results))
+"""
+
+
+def run_unprivileged(code: str, args: list[str], env: dict) -> subprocess.CompletedProcess:
+    """``python -c code args`` as a user without privileges: this one when it is not root (permissions apply to it),
+    else ``nobody`` through ``setpriv`` (CI runs as root, which may read anything). Skips where neither works."""
+    import os
+    import pwd
+    import shutil
+
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        try:
+            nobody = pwd.getpwnam("nobody")
+        except KeyError:
+            nobody = None
+        if setpriv is None or nobody is None:
+            pytest.skip("running as root, and setpriv or the user nobody is missing: cannot drop privileges")
+        prefix = [setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
+        probe = subprocess.run([*prefix, sys.executable, "-c", "import scratchformer"], env=env, capture_output=True,
+                               timeout=120)
+        if probe.returncode != 0:
+            pytest.skip(f"the user nobody cannot run this Python: {probe.stderr.decode()[-300:]}")
+    return subprocess.run([*prefix, sys.executable, "-c", code, *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_a_folder_or_file_this_user_may_not_read_is_one_line_naming_path_and_user():
+    """compare, export and load() on a model this user may not read: a weights file (chmod 000; transformers said
+    "No such file or directory"), a folder (000, or without x), a parent folder it may not enter. Tracebacks before;
+    now one line naming the path and the user, exit 2."""
+    import os
+    import shutil
+    import tempfile
+
+    _, tokenizer = load("random-scratchformer")
+    base = Path(tempfile.mkdtemp(prefix="scratchformer-permissions-"))  # not under pytest's root-only tmp folder
+    try:
+        base.chmod(0o777)
+        good = _saved_tiny(base / "good", tokenizer)
+        for path in [good, *good.iterdir()]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        cases = {name: base / name for name in ("file-000", "folder-000", "folder-no-x")}
+        cases["parent-700"] = base / "locked" / "model"
+        for folder in cases.values():
+            shutil.copytree(good, folder)
+        (cases["file-000"] / "model.safetensors").chmod(0)
+        cases["folder-000"].chmod(0)
+        cases["folder-no-x"].chmod(0o644)
+        (base / "locked").chmod(0o700)
+        refused = {"file-000": ("read", cases["file-000"] / "model.safetensors"),
+                   "folder-000": ("list and enter the folder", cases["folder-000"]),
+                   "folder-no-x": ("list and enter the folder", cases["folder-no-x"]),
+                   "parent-700": ("enter the folder", base / "locked")}
+        (base / "out").mkdir(mode=0o777)
+        (base / "out").chmod(0o777)
+        env = {**os.environ, "HOME": str(base), "HF_HOME": str(base / "hf"), "HF_HUB_OFFLINE": "1"}
+        done = run_unprivileged(UNPRIVILEGED_CHECKS, [json.dumps({k: str(v) for k, v in cases.items()}),
+                                                      str(base / "out")], env)
+    finally:
+        for path in [base, *base.rglob("*")]:
+            with contextlib.suppress(OSError):
+                path.chmod(0o700)
+        shutil.rmtree(base, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    user = results.pop("user")
+    for name, (action, path) in refused.items():
+        message = f"permission denied: {user} may not {action} {path} ("
+        for command in ("compare", "export"):
+            status, err = results[name][command]
+            assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, (name, command, err)
+            assert err.startswith(f"scratchformer {command}: error: ") and message in err, (name, command, err)
+        assert results[name]["load"].startswith(message), (name, results[name]["load"])
+
+
+def test_an_unreachable_hub_is_named_without_the_credentials_of_its_endpoint(tmp_path, monkeypatch):
+    """HF_ENDPOINT=http://user:password@host: the offline error names the endpoint with ***@ in their place."""
+    from huggingface_hub import constants
+
+    import scratchformer.loading as loading
+
+    port = closed_loopback_port()
+    endpoint = f"http://alice:pa55w0rd-SECRET@127.0.0.1:{port}"
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(ScratchformerError) as caught:
+        loading.hub_options("alice/tiny")
+    message = str(caught.value)
+    assert f"cannot reach the Hugging Face Hub at http://***@127.0.0.1:{port} to download 'alice/tiny'" in message
+    assert "pa55w0rd" not in message and "alice:" not in message
+
+
+def test_training_writes_checksums_and_weights_other_users_may_read(tmp_path):
+    """A training run's final model and checkpoints carry checksums.sha256, which load() verifies; its
+    model.safetensors came out -rw------- (safetensors 0.8 writes through a private temporary file) and now gets the
+    umask's mode, as config.json does."""
+    import os
+    import random
+
+    pytest.importorskip("datasets")  # the [train] extra
+    pytest.importorskip("accelerate")
+    from test_training import sentence, tiny  # the tiny run of tests/test_training.py
+
+    from scratchformer.loading import checksum_problems, file_sha256
+    from scratchformer.training import run_training
+
+    rng = random.Random(0)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(sentence(rng) + "." for _ in range(200)) + "\n")
+    old = os.umask(0o022)
+    try:
+        options, args = tiny(tmp_path, corpus, "run", max_steps=2, save_steps=2)
+        run_training(options, args)
+    finally:
+        os.umask(old)
+    out = Path(args.output_dir)
+    for folder in (out, out / "checkpoint-2"):
+        weights = folder / "model.safetensors"
+        assert (folder / "checksums.sha256").read_text() == f"{file_sha256(weights)}  model.safetensors\n", folder
+        assert checksum_problems(folder) == []
+        assert weights.stat().st_mode & 0o777 == (folder / "config.json").stat().st_mode & 0o777 == 0o644, folder
+    data = bytearray((out / "model.safetensors").read_bytes())
+    data[-8] ^= 0x10
+    (out / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(ScratchformerError, match=f"the weights in {out} do not match their checksums "
+                                                 r"\(model.safetensors is damaged"):
+        load(out)

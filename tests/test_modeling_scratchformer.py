@@ -22,11 +22,8 @@ from scratchformer import (
     ScratchformerForTokenClassification,
     ScratchformerModel,
 )
-from scratchformer.models.modeling_scratchformer import (
-    CACHE_NAME,
-    shift_tokens_right,
-    sinusoidal_position_encoding,
-)
+from scratchformer.models.modeling_scratchformer import CACHE_NAME
+from scratchformer.models.paper_scratchformer import shift_tokens_right, sinusoidal_position_encoding
 
 ATOL = 1e-5
 POSITION_TYPES = ["sinusoidal", "learned", "rope"]
@@ -533,7 +530,7 @@ def test_the_signature_generate_reads_at_every_step_is_computed_once_and_true():
     import inspect
 
     forward = ScratchformerForConditionalGeneration.forward
-    code = forward.__code__
+    code = inspect.unwrap(forward).__code__  # under can_return_tuple
     assert "__signature__" in vars(forward)
     assert list(inspect.signature(forward).parameters) == list(
         code.co_varnames[:code.co_argcount + code.co_kwonlyargcount + 1])  # + **kwargs
@@ -851,27 +848,29 @@ def test_compiled_static_generation_equals_eager_generation():
         assert torch.equal(compiled, eager)
 
 
-def test_flex_attention_is_given_block_masks_and_the_other_kernels_additive_masks():
+def test_flex_attention_is_given_block_masks_and_the_other_kernels_the_boolean_mask():
     from torch.nn.attention.flex_attention import BlockMask
 
-    from scratchformer.models.modeling_scratchformer import _flex_block_mask, _kernel_mask
+    from scratchformer.models.modeling_scratchformer import _flex_block_mask, _kernel, _render
 
-    blocked = torch.zeros(1, 1, 1, 5, dtype=torch.bool)
-    blocked[..., 3:] = True  # the last two keys are padding, for every row
+    may_attend = torch.ones(1, 1, 1, 5, dtype=torch.bool)
+    may_attend[..., 3:] = False  # the last two keys are padding, for every row
     config = tiny_config()
     config._attn_implementation = "flex_attention"
-    block_mask = _kernel_mask(blocked, 2, 4, torch.float32, config, output_attentions=False)
+    assert _kernel(config, output_attentions=False) == "flex_attention"
+    block_mask = _render(_kernel(config, output_attentions=False), may_attend, 2, 4).mask
     assert isinstance(block_mask, BlockMask)
     assert block_mask.shape == (2, 1, 4, 5)  # made for every row and query (see _flex_block_mask)
     assert torch.equal(block_mask.to_dense().bool()[..., 0, 0], torch.ones(2, 1, dtype=torch.bool))
-    additive = _kernel_mask(blocked, 2, 4, torch.float32, config, output_attentions=True)  # eager kernel
-    assert torch.equal(additive[0, 0, 0], torch.tensor([0, 0, 0, torch.finfo(torch.float32).min,
-                                                         torch.finfo(torch.float32).min]))
-    assert _kernel_mask(None, 2, 4, torch.float32, config, output_attentions=False) is None
+    assert _kernel(config, output_attentions=True) == "eager"  # only the paper's formula makes the weights
+    eager = _render(_kernel(config, output_attentions=True), may_attend, 2, 4)
+    assert eager.kernel == "eager" and torch.equal(eager.mask[0, 0, 0], torch.tensor([True, True, True, False, False]))
+    assert _render("flex_attention", None, 2, 4).mask is None
     config._attn_implementation = "sdpa"
-    assert torch.equal(_kernel_mask(blocked, 2, 4, torch.float32, config, output_attentions=False), additive)
+    sdpa = _render(_kernel(config, output_attentions=False), may_attend, 2, 4)
+    assert sdpa.kernel == "sdpa" and torch.equal(sdpa.mask, eager.mask) and not sdpa.is_causal
     # made on the meta device, where every host synchronisation raises: building it never stalls a GPU
-    assert _flex_block_mask(blocked.to("meta"), 2, 4).shape == (2, 1, 4, 5)
+    assert _flex_block_mask(may_attend.to("meta"), 2, 4).shape == (2, 1, 4, 5)
 
 
 FLEX_DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -881,25 +880,27 @@ FLEX_DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 @pytest.mark.parametrize("device", FLEX_DEVICES)
 def test_flex_attention_agrees_with_sdpa(device):
     """flex attention (compiled by transformers on first use) gives sdpa's logits and greedy tokens, with padding in
-    the source, a causal decoder and a cache (growing and static); and one layer given an additive mask directly converts it.
+    the source, a causal decoder and a cache (growing and static); and one layer given a mask rendered for flex.
     Tolerance 1e-4 (fp32: the kernels sum in different orders)."""
+    from scratchformer.models.modeling_scratchformer import _render
+    from scratchformer.models.paper_scratchformer import padding_mask
+
     model = make_model(seed=7).to(device)
     ids = random_batch(2, 9).to(device)
     mask = torch.ones_like(ids)
     mask[0, :3] = 0
     layer = model.model.encoder.layers[0]
     hidden = torch.randn(2, 9, 32, device=device)
-    additive = torch.zeros(2, 1, 1, 9, device=device).masked_fill(~mask.bool()[:, None, None], -1e9)
     with torch.no_grad():
         reference = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5]).logits
         reference_tokens = model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False)
-        reference_layer = layer(hidden, attention_mask=additive)[0]
+        reference_layer = layer(hidden, _render("sdpa", padding_mask(mask), 2, 9))
         model.set_attn_implementation("flex_attention")
         flex = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5]).logits
         flex_tokens = model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False)
         flex_static_tokens = model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False,
                                             cache_implementation="static", disable_compile=True)
-        flex_layer = layer(hidden, attention_mask=additive)[0]
+        flex_layer = layer(hidden, _render("flex_attention", padding_mask(mask), 2, 9))
     assert model.config._attn_implementation == "flex_attention"
     assert torch.allclose(flex, reference, atol=1e-4)
     assert torch.equal(flex_tokens, reference_tokens)

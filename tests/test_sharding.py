@@ -34,7 +34,9 @@ from scratchformer.training.sharding import with_repeated_modules, without_repea
 
 CONFIGS = REPO_ROOT / "examples" / "accelerate"
 MODELS_DIR = REPO_ROOT / "scratchformer" / "models"
-CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py")  # what a checkpoint carries
+# what a checkpoint carries
+CODE_FILES = ("card_scratchformer.py", "configuration_scratchformer.py", "modeling_scratchformer.py",
+              "paper_scratchformer.py")
 LAYERS = ScratchformerForConditionalGeneration._no_split_modules
 
 

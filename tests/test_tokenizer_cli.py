@@ -109,3 +109,25 @@ def test_output_that_is_a_file_or_holds_a_tokenizer_is_refused_before_training(c
     assert "already holds a tokenizer" in capsys.readouterr().err
     assert (folder / "tokenizer.json").read_text() == saved
     assert main(["train-tokenizer", *args, "--output", str(folder), "--overwrite"]) == 0
+
+
+@pytest.mark.parametrize("trainer", ["fast", "reference"])
+def test_a_negative_min_frequency_is_refused_by_both_trainers(corpus_files, tmp_path, capsys, trainer):
+    """The fast trainer raised OverflowError for -1 (tokenizers keeps it unsigned) and the reference one took it
+    silently; both refuse it now, naming the argument, and the command says so in one line."""
+    from scratchformer.tokenizer import bpe
+    from scratchformer.tokenizer.training import train_fast_tokenizer, train_reference_tokenizer
+
+    train = train_fast_tokenizer if trainer == "fast" else train_reference_tokenizer
+    with pytest.raises(ValueError, match=r"min_frequency must be a count of occurrences, 0 or more .*got -1"):
+        train(["the cat sees the dog"], 300, min_frequency=-1)
+    with pytest.raises(TypeError, match="min_frequency must be an int"):
+        train(["the cat sees the dog"], 300, min_frequency=2.5)
+    with pytest.raises(ValueError, match="min_frequency"):
+        bpe.train(["the cat sees the dog"], 300, min_frequency=2**64)
+    rc = main(["train-tokenizer", str(corpus_files[0]), "--trainer", trainer, "--min-frequency", "-1", "--output",
+               str(tmp_path / "tok"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("scratchformer train-tokenizer: error: min_frequency must be")
+    assert not (tmp_path / "tok").exists()

@@ -430,10 +430,11 @@ def training_commands(markdown: str) -> list[list[str]]:
 
 
 def test_documented_commands_still_parse():
-    """Every option spelling that the README, docs/training.md, the model card and the examples use keeps
-    working."""
+    """Every option spelling that the README, docs/training.md, the model card, the experiment record
+    (docs/experiments.md) and the examples use keeps working."""
     sources = [REPO_ROOT / "README.md", REPO_ROOT / "docs" / "training.md",
-               REPO_ROOT / "scratchformer" / "pretrained" / "scratchformer-small" / "README.md"]
+               REPO_ROOT / "scratchformer" / "pretrained" / "scratchformer-small" / "README.md",
+               REPO_ROOT / "docs" / "experiments.md"]
     commands = [command for source in sources for command in training_commands(source.read_text())]
     assert len(commands) >= 4, commands
     recipe = runpy.run_path(str(REPO_ROOT / "examples" / "pretrain_denoising.py"))["DEFAULTS"]

@@ -307,6 +307,34 @@ def test_incomplete_checkpoints_are_found(tmp_path, stopped_run):
         resolve_resume(str(tmp_path), str(tmp_path / "checkpoint-3"))
 
 
+def test_a_checkpoint_whose_pickles_torch_refuses_is_skipped_on_resume(tmp_path, stopped_run, corpus,  # noqa: F811
+                                                                       capsys):
+    """The Trainer unpickles a checkpoint's optimizer, scheduler and RNG states with torch.load(weights_only=True):
+    a state holding any other object (written by other code, or tampered with) ended --resume in UnpicklingError once
+    the model and the data were loaded. Now --resume skips that checkpoint, says why and continues from the one
+    before; --resume naming it is refused up front, in one line."""
+    import argparse
+
+    _, run = stopped_run
+    shutil.copytree(run, tmp_path / "run")
+    planted = tmp_path / "run" / "checkpoint-4"
+    torch.save({"planted": argparse.Namespace(code="not a tensor")}, planted / "rng_state.pth")
+    assert checkpoint_problems(planted) == []  # a complete zip archive: only unpickling tells
+    assert checkpoint_problems(planted, loadable=True) == [
+        "rng_state.pth holds pickled objects that torch.load(weights_only=True) refuses (GLOBAL argparse.Namespace)"]
+    options, args = tiny(tmp_path, corpus, "run", save_steps=2, resume_from_checkpoint=str(planted))
+    with pytest.raises(TrainingSetupError, match=r"checkpoint-4: not a complete Trainer checkpoint \(rng_state.pth "
+                                                 r"holds pickled objects.*the newest complete one next to it is "
+                                                 r".*checkpoint-2"):
+        run_training(options, args)
+    args.resume_from_checkpoint = "latest"
+    capsys.readouterr()
+    assert run_training(options, args)["global_step"] == 8
+    assert ("--resume: skipping incomplete checkpoint(s) checkpoint-4 (rng_state.pth holds pickled objects that "
+            "torch.load(weights_only=True) refuses (GLOBAL argparse.Namespace)); continuing from checkpoint-2"
+            ) in capsys.readouterr().err
+
+
 def test_checkpoints_and_hub_folders_share_one_safetensors_check(tmp_path):
     """A weights file with bytes appended (or cut short) is the same problem, said the same way, to --resume and to
     the Hub folder check: both call scratchformer.loading.safetensors_file_problem."""

@@ -25,7 +25,7 @@ untrained one, and every table, JSON file and plot title then says so. Models lo
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -33,32 +33,24 @@ import torch
 
 from ..errors import ScratchformerError
 from ..loading import reference_model_path
-from .attention import AttentionMaps
 from .extractor import LoadedModel, load_extractor
 from .layers import LEARNED, describe_layer, is_contextual
-from .output import check_output_folder, output_folder, write_json
-from .results import WordEmbedding
+from .output import check_apart_from_inputs, check_output_folder, output_folder, write_json
+from .results import (  # the study's types; re-exported: `from scratchformer.analysis.bank import Study` works
+    LayerSummary,
+    ModelStudy,
+    PairScore,
+    Study,
+    StudyRun,
+    StudySentence,
+    StudyVectors,
+)
 from .similarity import centred_cosine, cosine, unrelated_pair_baseline
 from .words import find_word, sentence_words
 
 # ----------------------------------------------------------------------------------------------------------------
 # The study
 # ----------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class StudySentence:
-    sense: str  # a label; sentences with the same label use the word in the same sense
-    text: str
-
-
-@dataclass
-class Study:
-    """A word followed through sentences that use it in labelled senses."""
-
-    word: str
-    sentences: list[StudySentence]
-    context_words: list[str] = field(default_factory=list)  # words of the sentences to show in the projection
 
 
 BANK_STUDY = Study(
@@ -156,68 +148,6 @@ def headline_layer(loaded: LoadedModel, layer: int) -> int:
 # ----------------------------------------------------------------------------------------------------------------
 # Running the study on one model
 # ----------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class PairScore:
-    a: int  # sentence indices
-    b: int
-    relation: str  # "same sense" | "cross sense"
-    cosine: float
-    centred_cosine: float
-
-
-@dataclass
-class LayerSummary:
-    layer: int | str
-    description: str
-    same_sense_mean: float | None
-    cross_sense_mean: float | None
-    baseline: float | None  # mean cosine of unrelated word pairs from different study sentences
-    baseline_pairs: int
-    pairs: list[PairScore]
-
-
-@dataclass
-class ModelStudy:
-    """The study's numbers for one model (what ``compare.json`` holds per model)."""
-
-    label: str
-    source: str
-    random_init: bool
-    note: str
-    num_layers: int
-    layer: int  # the layer of the headline numbers (default: last)
-    target_tokens: list[list[str]]  # per sentence, the tokens pooled into the target word's vector
-    learned_cosines: list[PairScore]  # learned vectors of the target: 1.0 where the token ids match
-    learned_vs_contextual: list[float]  # per sentence: cosine(learned, contextual at ``layer``)
-    headline: LayerSummary
-    per_layer: list[LayerSummary]
-    verdict: str = ""  # "senses separated: yes (same-sense 0.866 > cross-sense 0.768)", at the headline layer
-    plots: dict[str, str] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class StudyVectors:
-    """The vectors behind a :class:`ModelStudy`, for the plots; index ``k`` runs over ``["learned", 0, 1, ...]``."""
-
-    targets: list[list[WordEmbedding]]  # [sentence][k]: the study word
-    words: list[list[list[WordEmbedding]]]  # [sentence][word][k]: every word of the sentence
-    layer_index: int  # k of the headline layer
-
-
-@dataclass
-class StudyRun:
-    """Everything one model gave the study: the numbers, the vectors behind the projection, and the attention
-    maps of the first sentence (``None`` when neither plots nor the HTML report were asked for)."""
-
-    loaded: LoadedModel
-    result: ModelStudy
-    vectors: StudyVectors
-    attention: AttentionMaps | None = None
 
 
 def separates_senses(summary: LayerSummary) -> bool | None:
@@ -334,10 +264,10 @@ def rotary_table(config: Any, num_positions: int) -> torch.Tensor:
     the angles ``pos * theta^(-2j/d_k)`` by which an encoder head turns its query/key pairs. The cosine between two
     rows is ``mean_j cos((m - n) theta^(-2j/d_k))``: it depends on the distance ``m - n`` only, which is what makes
     a rotated query-key score relative."""
-    from ..models.modeling_scratchformer import ScratchformerRotaryEmbedding
+    from ..models.paper_scratchformer import RotaryEmbedding
 
     head_dim = config.d_model // config.encoder_attention_heads
-    cos, sin = ScratchformerRotaryEmbedding(head_dim, config.rope_theta)(torch.arange(num_positions)[None])
+    cos, sin = RotaryEmbedding(head_dim, config.rope_theta)(torch.arange(num_positions)[None])
     half = head_dim // 2  # cos/sin: (1, 1, positions, d_k), each angle twice ("rotate half")
     return torch.cat([cos[0, 0, :, :half], sin[0, 0, :, :half]], dim=1)
 
@@ -350,7 +280,7 @@ def position_table(model: Any, num_positions: int) -> tuple[torch.Tensor, str] |
     config = model.config
     if getattr(config, "model_type", "") == "scratchformer":
         if config.position_embedding_type == "sinusoidal":
-            from ..models.modeling_scratchformer import sinusoidal_position_encoding
+            from ..models.paper_scratchformer import sinusoidal_position_encoding
 
             table = sinusoidal_position_encoding(num_positions, config.d_model)
             # the formula interleaves sin (even dims) and cos (odd dims); side by side the two halves show smooth
@@ -466,6 +396,7 @@ def run_compare(
     check_layer_option(layer)
     sources = model_sources(models, include_defaults)
     out = check_output_folder(output)  # made once there is something to write
+    check_apart_from_inputs(out, sources)
     loaded = [load_extractor(source, texts=[s.text for s in study.sentences], with_decoder=True) for source in sources]
     for model in loaded:
         headline_layer(model, layer)

@@ -1,4 +1,4 @@
-"""The PNG figures of ``scratchformer compare`` (the bank study) and ``scratchformer senses``.
+"""The PNG figures of ``scratchformer compare`` (the bank study), ``scratchformer senses`` and ``geometry``.
 
 Every figure is drawn on matplotlib's Agg canvas without pyplot (:func:`new_figure`), so a notebook's inline
 backend is left alone; matplotlib is imported on first use, so importing this module stays cheap. The functions take results, not models: the numbers come
@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import files
 from .label_placement import place_labels
 
 if TYPE_CHECKING:
     from .attention import AttentionMaps, AttentionStack
-    from .bank import ModelStudy, Study, StudyVectors
+    from .geometry import GeometryReport
+    from .results import ModelStudy, Study, StudyVectors
     from .senses import SenseReport
     from .words import TokenGroup
 
@@ -47,12 +49,14 @@ def new_figure(**kwargs: Any) -> Any:
 
 
 def _save(fig: Any, path: str | Path, dpi: int, tight: bool = True) -> Path:
+    """``fig`` into ``path``, replacing an earlier file whole or not at all (:func:`scratchformer.files.save_figure`;
+    a full disk or a folder that may not be written is a :class:`~scratchformer.errors.StorageError`)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with files.writing(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
     if tight:
         fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
-    return path
+    return files.save_figure(fig, path, dpi=dpi)
 
 
 def short_label(label: str) -> str:
@@ -377,3 +381,48 @@ def plot_senses(reports: Sequence[SenseReport], path: str | Path) -> Path:
     ax_auc.legend(fontsize=8)
     ax_nn.legend(fontsize=8)
     return _save(fig, path, dpi=120)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Embedding geometry
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def plot_geometry(reports: Sequence[GeometryReport], folder: str | Path) -> dict[str, Path]:
+    """One PNG per measure, ``geometry_<measure>.png`` in ``folder`` (see :func:`geometry_figure`)."""
+    from .geometry import MEASURES
+
+    return {measure: _save(geometry_figure(reports, measure), Path(folder) / f"geometry_{measure}.png", dpi=110)
+            for measure in MEASURES}
+
+
+def geometry_figure(reports: Sequence[GeometryReport], measure: str) -> Any:
+    """``measure`` per row (learned, embedding output, layers 1..N on x), one line per model: solid raw, dashed
+    after per-dimension standardisation. The published values (:data:`~scratchformer.analysis.geometry.
+    REFERENCE_VALUES`, 12-layer models) are grey horizontal lines, labelled with their model and layer."""
+    from .geometry import MEASURE_NAMES, REFERENCE_VALUES
+
+    fig = new_figure(figsize=(9, 5))
+    ax = fig.subplots()
+    longest = max(reports, key=lambda r: len(r.rows))
+    for report in reports:
+        x = list(range(len(longest.rows) - len(report.rows), len(longest.rows)))  # a row missing "learned" shifts
+        line, = ax.plot(x, [getattr(r, measure) for r in report.rows], marker="o", label=short_label(report.model))
+        if report.standardised:
+            ax.plot(x, [getattr(r, f"{measure}_standardised") for r in report.rows], marker="o", markersize=3,
+                    linestyle="--", color=line.get_color(), label=f"{short_label(report.model)}, standardised")
+    for model, _layer, value, what in REFERENCE_VALUES.get(measure, []):
+        ax.axhline(value, color="0.55", linestyle=":", linewidth=1)
+        ax.annotate(f"{model} {what}: {value:g}", (1.0, value), xycoords=("axes fraction", "data"),
+                    xytext=(-4, 2), textcoords="offset points", ha="right", va="bottom", fontsize=7.5, color="0.35")
+    labels = [{"learned": "learned", "0": "0\n(emb. out)"}.get(str(r.layer), str(r.layer)) for r in longest.rows]
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_xlabel("layer (learned = raw embedding row; 0 = embedding-layer output)")
+    ax.set_ylabel(MEASURE_NAMES[measure])
+    first = reports[0]
+    ax.set_title(f"{MEASURE_NAMES[measure]} per layer ({first.data}; {first.words:,} words, "
+                 f"{first.sentences:,} sentences)\ndotted grey: published values (kawine/contextual, 12-layer "
+                 "models)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return fig

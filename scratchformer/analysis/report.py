@@ -18,12 +18,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import files
 from .plots import ATTENTION_CMAP, ATTENTION_GAMMA
 from .report_assets import ATTENTION_JS, REPORT_CSS
 
 if TYPE_CHECKING:
     from .attention import AttentionMaps, AttentionStack
-    from .bank import ModelStudy, Study, StudyRun
+    from .results import ModelStudy, Study, StudyRun
 
 COLOUR_STOPS = 17  # samples of the colour map handed to the page (it interpolates between them)
 LEGEND_TICKS = (0, 0.02, 0.1, 0.25, 0.5, 1)
@@ -218,8 +219,7 @@ def write_report(runs: Sequence[StudyRun], study: Study, path: str | Path) -> Pa
     """Write :func:`render_report` to ``path`` (UTF-8), with the geometry section when ``scratchformer geometry``
     wrote its ``geometry.json`` into the same folder."""
     path = Path(path)
-    path.write_text(render_report(runs, study, geometry_section(path.parent)), encoding="utf-8")
-    return path
+    return files.write_text(path, render_report(runs, study, geometry_section(path.parent)))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -323,12 +323,13 @@ def screenshot_report(page: str | Path, png: str | Path, width: int = 1400, heig
                                  "chromium) or set SCRATCHFORMER_CHROMIUM to its path")
     page, png = Path(page).resolve(), Path(png).resolve()
     full_height = max(height, page_height(page, width, height, chromium=chromium, timeout=timeout))
-    command = chromium_command(chromium, f"--window-size={width},{full_height}", f"--screenshot={png}",
-                               page.as_uri())
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0 or not png.is_file():
-        raise ScratchformerError(f"Chromium could not take the screenshot (exit {done.returncode}): "
-                                 f"{done.stderr.strip()[-500:]}")
+    with files.replace_file(png, suffix=".tmp.png") as temporary:  # an earlier index.png stays until it is done
+        command = chromium_command(chromium, f"--window-size={width},{full_height}", f"--screenshot={temporary}",
+                                   page.as_uri())
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0 or not temporary.stat().st_size:
+            raise ScratchformerError(f"Chromium could not take the screenshot (exit {done.returncode}): "
+                                     f"{done.stderr.strip()[-500:]}")
     return png
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import files
 from ..errors import DataError, ScratchformerError
 
 REQUIRED_COLUMNS = ("lemma", "pos", "synset", "start", "end", "sentence")
@@ -49,10 +50,11 @@ def read_senses_tsv(path: str | Path) -> list[SenseExample]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"word-sense data {str(path)!r} not found or not a file; expected {_EXPECTED}")
-    rows = csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
-    header = _header(path, next(rows, None))
-    examples = [_example(path, line, row, header) for line, row in enumerate(rows, start=2)
-                if any(cell.strip() for cell in row)]
+    with files.reading(path):  # a file this user may not read: one line naming it and the user
+        rows = csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = _header(path, next(rows, None))
+        examples = [_example(path, line, row, header) for line, row in enumerate(rows, start=2)
+                    if any(cell.strip() for cell in row)]
     if not examples:
         raise DataError(f"{path}: no data rows after the header; expected one row per occurrence")
     return examples

@@ -42,7 +42,7 @@ import torch
 from ..errors import DataError, ScratchformerError
 from .extractor import load_extractor
 from .layers import LEARNED, describe_layer
-from .output import check_output_folder, output_folder, write_json
+from .output import check_apart_from_inputs, check_output_folder, output_folder, write_json
 from .pooling import check_word_pooling
 from .sense_data import GROUP_BY, SenseExample, group_examples, read_senses_tsv
 
@@ -67,6 +67,7 @@ def roc_auc(labels: Any, scores: Any) -> float:
 MAX_PAIRS_PER_GROUP = 20_000  # a lemma with more pairs is scored on a random sample of this many (seeded)
 PAIR_BLOCK = 4096  # pairs whose cosines are computed at once: memory ~ PAIR_BLOCK x hidden, whatever the data
 NN_BLOCK_ELEMENTS = 1 << 22  # similarity entries computed at once in the 1-NN search
+SENSES_JSON, SENSES_PLOT = "senses.json", "senses_auc_per_layer.png"  # what run_senses writes into its folder
 
 
 def pairs_within(groups: list[list[int]], max_pairs_per_group: int = MAX_PAIRS_PER_GROUP, seed: int = 0,
@@ -398,6 +399,7 @@ def run_senses(
     examples = first_groups(read_senses_tsv(data), group_by, max_groups)
     scorable_groups(examples, group_by)
     out = check_output_folder(output)  # made once there is something to write
+    check_apart_from_inputs(out, models, [data], writes=(SENSES_JSON, SENSES_PLOT))
     reports = []
     for source in models:
         loaded = load_extractor(source, batch_size=batch_size, texts=[ex.sentence for ex in examples])
@@ -405,10 +407,10 @@ def run_senses(
                                        model_label=loaded.label, data_label=str(data)))
         if not quiet:
             print(reports[-1].table(), end="\n\n")
-    write_json(output_folder(out) / "senses.json", [r.as_dict() for r in reports])
-    plot_senses(reports, out / "senses_auc_per_layer.png")
+    write_json(output_folder(out) / SENSES_JSON, [r.as_dict() for r in reports])
+    plot_senses(reports, out / SENSES_PLOT)
     if not quiet:
         for report in reports:
             print(f"{report.model}: {report.verdict}")
-        print(f"wrote {out / 'senses.json'} and {out / 'senses_auc_per_layer.png'}")
+        print(f"wrote {out / SENSES_JSON} and {out / SENSES_PLOT}")
     return reports

@@ -3,7 +3,9 @@
 Each module in :data:`COMMANDS` provides ``add_subcommand(subparsers)``; it imports nothing heavy at module level
 (torch, transformers and the feature code load inside the command function), so that ``scratchformer --help`` is
 fast. :func:`main` is the one place where a user's mistake - a :class:`~scratchformer.errors.ScratchformerError`
-from any command - becomes one line, ``scratchformer <command>: error: <message>``, and exit status 2.
+from any command - becomes one line, ``scratchformer <command>: error: <message>``, and exit status 2. So does an
+``OSError`` that is the file system's refusal (a full disk, a permission denied, a read-only file system) where a
+command did not turn it into a :class:`~scratchformer.errors.StorageError` itself (:mod:`scratchformer.files`).
 
 A plain ``pip install scratchformer`` runs every command but the training ones; :func:`check_optional_dependencies`
 says which extra a command needs before the command starts, in that same one line.
@@ -19,7 +21,7 @@ from .. import __version__
 from ..errors import ScratchformerError, require
 
 # Modules providing ``add_subcommand(subparsers)``, in the order they appear in ``--help``.
-COMMANDS = ["info", "compare", "senses", "train", "train_tokenizer", "export", "push"]
+COMMANDS = ["info", "compare", "senses", "geometry", "train", "train_tokenizer", "export", "push"]
 
 EXIT_USER_ERROR = 2  # argparse's own status for a bad command line
 
@@ -86,6 +88,14 @@ def _option_value(words: list[str], flag: str) -> str | None:
     return value
 
 
+def _one_line(command: str, error: ScratchformerError) -> int:
+    """Print ``scratchformer <command>: error: <message>`` and return the exit status of a user's mistake."""
+    from ..loading import redact  # no token or user:password@ reaches the terminal
+
+    print(f"scratchformer {command}: error: {redact(error)}", file=sys.stderr)
+    return EXIT_USER_ERROR
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; a :class:`ScratchformerError` ends it with one line on stderr and exit status 2."""
     parser = build_parser()
@@ -100,8 +110,14 @@ def main(argv: list[str] | None = None) -> int:
         check_optional_dependencies(args)
         return int(args.func(args) or 0)
     except ScratchformerError as error:
-        print(f"scratchformer {args.command}: error: {error}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return _one_line(args.command, error)
+    except OSError as error:  # a full disk or a refused read/write the command did not name itself: still one line
+        from ..files import storage_error
+
+        failure = storage_error(error, error.filename or ".")
+        if failure is None:
+            raise
+        return _one_line(args.command, failure)
     except KeyboardInterrupt:
         print(f"scratchformer {args.command}: interrupted", file=sys.stderr)
         return 130

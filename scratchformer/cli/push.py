@@ -10,10 +10,11 @@ from .export import add_card_arguments, card_options
 
 def _push_command(args: argparse.Namespace) -> int:
     from ..hub import push
+    from ..loading import redact
 
     commit = push(args.model, args.repo_id, private=args.private, commit_message=args.message,
                   **card_options(args))
-    print(f"pushed to {commit.repo_url}: {commit.commit_url}")
+    print(redact(f"pushed to {commit.repo_url}: {commit.commit_url}"))  # an HF_ENDPOINT may carry user:password@
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -47,21 +48,35 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     cmd.set_defaults(func=_train_tokenizer)
 
 
-def _check_output(output: str, overwrite: bool) -> None:
-    """Before any training: ``--output`` must be a folder (or nothing yet), and not hold a tokenizer already."""
+SAVED_FILES = ("tokenizer.json", "tokenizer_config.json")  # what save_pretrained writes into --output
+
+
+def _check_output(output: str, overwrite: bool, inputs: list[str] = ()) -> None:
+    """Before any training: ``--output`` must be a folder (or nothing yet) this user may write into, not hold a
+    tokenizer already (unless ``overwrite``), and no file saved there may be one of the training files."""
+    from .. import files
+
     folder = Path(output)
     if folder.exists() and not folder.is_dir():
         raise ScratchformerError(f"--output {output!r} is a file, not a folder: give a folder to save the tokenizer in")
+    for name in SAVED_FILES:
+        clash = next((path for path in inputs if files.overlap(folder / name, path) == "is"), None)
+        if clash is not None:
+            raise ScratchformerError(f"--output {output!r}: saving {name} there would replace the training file "
+                                     f"{clash}; choose another folder")
     if (folder / "tokenizer.json").exists() and not overwrite:
         raise ScratchformerError(f"--output {output!r} already holds a tokenizer (tokenizer.json): choose another "
                                  "folder, or pass --overwrite to replace it")
+    if not os.access(files.folder_of(folder), os.W_OK | os.X_OK):
+        raise files.permission_denied(files.folder_of(folder))
 
 
 def _train_tokenizer(args: argparse.Namespace) -> int:
+    from .. import files
     from ..tokenizer import training as tt
     from ..training.data import load_data_files
 
-    _check_output(args.output, args.overwrite)
+    _check_output(args.output, args.overwrite, args.files)
     try:
         texts = load_data_files(args.files, fmt="txt")["text"]  # a bad file is a DataError naming it
         show_progress = not args.no_progress
@@ -83,7 +98,11 @@ def _train_tokenizer(args: argparse.Namespace) -> int:
                 tokenizer = tt.train_reference_tokenizer(
                     texts, args.vocab_size, args.scheme, progress=progress, **settings
                 )
-        tokenizer.save_pretrained(args.output)
+        # each file whole or not at all: an earlier tokenizer (--overwrite) stays intact if the save fails
+        files.save_files_into(args.output, lambda staging: tokenizer.save_pretrained(str(staging)),
+                              needed=tt.saved_size(tokenizer))
+    except ScratchformerError:
+        raise
     except (ValueError, TypeError, OSError) as err:
         raise ScratchformerError(str(err)) from err
     print(f"saved to {args.output}")

@@ -30,7 +30,7 @@ from string import Template
 from typing import Any
 
 from ..errors import HubError
-from ..models.modeling_scratchformer import PAPER_CITATION
+from ..models.card_scratchformer import PAPER_CITATION
 
 SCORE_KEYS = {"task", "task_name", "dataset", "dataset_name", "split", "config", "metrics", "source", "source_url"}
 REQUIRED_SCORE_KEYS = ("task", "dataset")
@@ -75,8 +75,9 @@ USES = """## Uses
 USAGE = Template('''\
 ## How to use
 
-The model code ships with the weights (`configuration_scratchformer.py`, `modeling_scratchformer.py`): loading the \
-model needs only `torch` and `transformers`, and `trust_remote_code=True`, which runs that code. The tokenizer has no \
+The model code ships with the weights (`paper_scratchformer.py`, the Transformer of the paper in plain PyTorch; \
+`modeling_scratchformer.py`, its transformers adapter; `configuration_scratchformer.py`; `card_scratchformer.py`): \
+loading the model needs only `torch` and `transformers`, and `trust_remote_code=True`, which runs that code. The tokenizer has no \
 code: `AutoTokenizer` loads `tokenizer.json` with the built-in fast tokenizer. The weights are in safetensors only.
 
 ### Embeddings

@@ -46,6 +46,7 @@ def check_repo_id(repo_id: object) -> str:
 def check_destination(out_dir: Path, source: Path | None, overwrite: bool) -> None:
     """Raise :class:`HubError` unless ``out_dir`` may receive an export of ``source`` (see the module docstring).
     Reads the file system, changes nothing."""
+    _resolved(out_dir)  # a loop of symbolic links is refused here, in one line
     if source is not None:
         _check_apart(out_dir, source)
     if out_dir.exists() and not out_dir.is_dir():
@@ -80,8 +81,17 @@ def move_into_place(staging: Path, out_dir: Path) -> None:
             (out_dir / name).rmdir()
 
 
+def _resolved(path: Path) -> Path:
+    """``path.resolve()``; :class:`HubError` for a loop of symbolic links (Python raises ``RuntimeError`` before
+    3.13, ``OSError`` after)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as error:  # RuntimeError("Symlink loop from ...") or OSError(ELOOP)
+        raise HubError(f"{path} is a loop of symbolic links ({error}): choose another folder") from None
+
+
 def _check_apart(out_dir: Path, source: Path) -> None:
-    out, src = out_dir.resolve(), source.resolve()
+    out, src = _resolved(out_dir), _resolved(source)
     if out == src:
         raise HubError(f"the export folder {out_dir} is the source folder: choose another one")
     if src.is_relative_to(out):

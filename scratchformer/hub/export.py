@@ -5,9 +5,10 @@
 - ``model.safetensors`` (never a pickle) and ``config.json``, whose ``auto_map`` names ``AutoConfig``, ``AutoModel``
   (the encoder, for embeddings and ``pipeline("feature-extraction")``), ``AutoModelForSeq2SeqLM``,
   ``AutoModelForSequenceClassification`` and ``AutoModelForTokenClassification``, and nothing else that names code
-  (see :mod:`scratchformer.hub.layout`);
-- the code files ``configuration_scratchformer.py`` and ``modeling_scratchformer.py``, flat, importing only torch,
-  transformers, the standard library and each other;
+  (see :mod:`scratchformer.hub.layout`); ``checksums.sha256``, the sha256 of the weights
+  (:func:`scratchformer.loading.write_checksums`), which :func:`scratchformer.loading.load` verifies;
+- the code files (``paper_scratchformer.py``, ``modeling_scratchformer.py``, ``configuration_scratchformer.py``,
+  ``card_scratchformer.py``), flat, importing only torch, transformers, the standard library and each other;
 - ``tokenizer.json`` + ``tokenizer_config.json`` (no code: the built-in fast tokenizer loads them),
   ``generation_config.json``;
 - the sentence-transformers files (``modules.json``, ``config_sentence_transformers.json``,
@@ -22,8 +23,9 @@ The weights keep the source's dtype (the shipped checkpoint stores float16, and 
 ``dtype=`` (``--dtype``) names another; ``config.json`` keeps the source's ``dtype``, what ``from_pretrained`` gives
 (see :mod:`scratchformer.hub.sources`).
 
-It checks the optional packages that ``onnx=True`` needs (``scratchformer[onnx]``) and where the folder goes before
-it loads anything or touches any file (:mod:`scratchformer.hub.destination`), writes everything into a staging
+It checks the optional packages that ``onnx=True`` needs (``scratchformer[onnx]``), that the source folder is one this
+user may read and no loop of symbolic links (:func:`~scratchformer.hub.sources.check_source`), and where the folder
+goes before it loads anything or touches any file (:mod:`scratchformer.hub.destination`), writes everything into a staging
 folder beside ``OUT``, runs :func:`~scratchformer.hub.checks.check_folder` on it, and only then moves it into place:
 a failed export leaves nothing half-written. The folder and its files get the permissions that the umask gives
 new ones (``drwxr-xr-x`` and ``-rw-r--r--`` under umask 022), as ``mkdir`` and ``cp`` would make them.
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HubError, require
+from ..loading import write_checksums
 from .card import DEFAULT_EXAMPLE, DEFAULT_PIPELINE_TAG, load_scores, model_card
 from .checks import check_folder
 from .destination import check_destination, check_repo_id, move_into_place
@@ -54,7 +57,7 @@ from .layout import (
     is_card_asset,
     sentence_transformers_files,
 )
-from .sources import model_and_tokenizer
+from .sources import check_source, model_and_tokenizer
 
 
 def export(
@@ -107,6 +110,8 @@ def export(
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if repo_id is not None:
         check_repo_id(repo_id)
+    if source is not None:
+        check_source(source)
     with _file_system_errors(out_dir):
         check_destination(out_dir, source, overwrite)
     model, tokenizer, config_dtype = model_and_tokenizer(model_or_folder, tokenizer, dtype)
@@ -142,6 +147,7 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
                 if path.is_file() and is_card_asset(path.name):
                     shutil.copyfile(path, staging / path.name)
         model.save_pretrained(staging)
+        write_checksums(staging)  # checksums.sha256: load() verifies the weights against it
         tokenizer.save_pretrained(staging)
         _keep_only_our_code(staging / "config.json", config_auto_map(), dtype=config_dtype)
         _keep_only_our_code(staging / "tokenizer_config.json", None)

@@ -3,7 +3,7 @@
 
 The ``auto_map`` of ``config.json`` is the model core's (:data:`~scratchformer.models.modeling_scratchformer.
 AUTO_MAP`). The tokenizer has none: ``tokenizer_config.json`` loads as transformers' built-in ``TokenizersBackend``
-for Hub users (see :mod:`scratchformer.models.tokenization_scratchformer`), so only two code files travel. Nothing
+for Hub users (see :mod:`scratchformer.models.tokenization_scratchformer`), so only the model code travels. Nothing
 else that names code may travel with an export: a config loaded from someone else's folder can carry foreign
 ``auto_map`` entries or ``custom_pipelines`` (e.g. ``"attacker/repo--modeling_evil.EvilModel"``), which
 ``trust_remote_code=True`` would run for Hub users.
@@ -13,15 +13,20 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from ..loading import CHECKSUMS
 from ..models.modeling_scratchformer import AUTO_MAP
 
 SCORES_FILE = "scores.json"
 README = "README.md"
-CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py")
+# the model code, flat: the adapter imports the other three (save_pretrained copies the same four)
+CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py", "paper_scratchformer.py",
+              "card_scratchformer.py")
 # sentence-transformers reads these: module 0 = the transformers model (AutoModel, the encoder), module 1 = pooling
 POOLING_FOLDER = "1_Pooling"
 SENTENCE_TRANSFORMERS_FILES = ("modules.json", "config_sentence_transformers.json", "sentence_bert_config.json",
                                f"{POOLING_FOLDER}/config.json")
+# the sha256 of each weights file (scratchformer.loading.CHECKSUMS), which loading verifies
+CHECKSUMS_FILE = CHECKSUMS
 # the encoder as ONNX (``--onnx``), where transformers.js and Optimum look for it
 ONNX_FILE = "onnx/model.onnx"
 # what ``--onnx`` needs (the extra ``scratchformer[onnx]``): the exporter, its dynamo backend, and the runtime that
@@ -31,12 +36,13 @@ REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", 
                   "tokenizer_config.json", README, *CODE_FILES, *SENTENCE_TRANSFORMERS_FILES)
 # Every name an export writes (besides the source's card assets, below): the files that --overwrite may replace or
 # remove, and the only subfolders an export makes.
-EXPORT_FILES = frozenset({*REQUIRED_FILES, SCORES_FILE, ONNX_FILE})
+EXPORT_FILES = frozenset({*REQUIRED_FILES, SCORES_FILE, ONNX_FILE, CHECKSUMS_FILE})
 EXPORT_FOLDERS = frozenset(str(PurePosixPath(name).parent) for name in EXPORT_FILES if "/" in name)
 # Files that earlier versions of the export wrote and this one does not: --overwrite removes them.
 RETIRED_FILES = frozenset({"tokenization_scratchformer.py"})
 # What every export, of any version, has written: a folder with all of these looks like an earlier export.
-EXPORT_SIGNATURE = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", README, *CODE_FILES)
+EXPORT_SIGNATURE = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", README,
+                    "configuration_scratchformer.py", "modeling_scratchformer.py")
 
 # Keys other than auto_map through which a config can name code to run: an export never writes them.
 DROPPED_CODE_KEYS = ("custom_pipelines",)

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ..models.modeling_scratchformer import ScratchformerSinusoidalPositionalEncoding
+from ..models.paper_scratchformer import SinusoidalPositionalEncoding
 from .export import require_onnx
 
 INPUT_NAMES = ("input_ids", "attention_mask")
@@ -39,7 +39,7 @@ class EncoderForExport(torch.nn.Module):
         super().__init__()
         self.encoder = copy.deepcopy(model.get_encoder()).float().eval()
         for module in self.encoder.modules():
-            if isinstance(module, ScratchformerSinusoidalPositionalEncoding):
+            if isinstance(module, SinusoidalPositionalEncoding):
                 module._table = None
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

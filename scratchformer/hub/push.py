@@ -1,23 +1,47 @@
 """``scratchformer push MODEL REPO_ID``: export a model and upload the folder to the Hub in one commit.
 
 The token and the endpoint come from ``HF_TOKEN`` / ``HF_ENDPOINT`` (or the stored login) unless given. Every way an
-upload can fail that is the user's to fix - no token, a refused request, an unreachable Hub, offline mode - is a
-:class:`HubError` that says which step failed and what to check.
+upload can fail that is the user's to fix - no token, a refused request, an unreachable or silent Hub, offline mode -
+is a :class:`HubError` that says which step failed and what to check.
+
+No secret reaches the output: every message (the server's words, the endpoint, the library's errors, and what
+huggingface_hub logs while the push runs) goes through :func:`scratchformer.loading.redact`, which removes the token
+in use, ``hf_...`` tokens, ``Authorization`` values and the ``user:password@`` of an endpoint.
+
+Every request is bounded. huggingface_hub's own http client waits for ever by default, so while the push runs its
+client (made by huggingface_hub's ``set_client_factory`` knob, from the factory already set) gets timeouts: at most
+:data:`CONNECT_TIMEOUT` seconds to connect and :data:`REQUEST_TIMEOUT` seconds without progress in a read or a write
+(a slow upload that keeps sending is never cut). huggingface_hub retries some requests (up to five times, with
+back-off); a push also gives up once tries have failed for :data:`RETRY_BUDGET` seconds in a row. A Hub that accepts
+the connection and never answers is one line after :data:`REQUEST_TIMEOUT` seconds, with the endpoint named.
 """
 
 from __future__ import annotations
 
+import logging
 import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ..errors import HubError
-from ..loading import is_network_error
+from ..loading import is_network_error, redact
 from .destination import check_repo_id
 from .export import export, require_onnx
 
 TOKEN_HELP = ("set HF_TOKEN to a token with write access (https://huggingface.co/settings/tokens) or run "
               "`hf auth login`")
+# seconds a Hub request may take to connect, and to make progress in each read or write once connected
+CONNECT_TIMEOUT = 10.0
+REQUEST_TIMEOUT = 20.0
+# seconds of failed tries in a row (timeouts, refused or dropped connections) after which a push gives up, whatever
+# retries huggingface_hub has left; each retry's timeouts are cut to what is left of it
+RETRY_BUDGET = 30.0
+# the loggers whose records a push redacts while it runs (huggingface_hub logs each retry with its URL)
+LOGGERS = ("huggingface_hub", "httpx", "httpx2", "httpcore")
 HTTP_HINTS = {401: "the token was rejected: check HF_TOKEN",
               403: "the token may not write there: use a token with write access to that namespace"}
 
@@ -56,11 +80,12 @@ def push(
     message = commit_message or f"Upload Scratchformer model, code and tokenizer (scratchformer {__version__})"
     with tempfile.TemporaryDirectory(prefix="scratchformer-push-") as tmp:
         folder = export(model_or_folder, Path(tmp) / "export", tokenizer, repo_id=repo_id, **export_options)
-        return _upload(folder, repo_id, private=private, message=message, token=token, endpoint=endpoint)
+        with _redacted_logs(token), _bounded_requests(RetryBudget(RETRY_BUDGET)):
+            return _upload(folder, repo_id, private=private, message=message, token=token, endpoint=endpoint)
 
 
 def _upload(folder: Path, repo_id: str, *, private: bool, message: str, token: str, endpoint: str) -> Any:
-    """Create the repo if needed and commit ``folder`` to it, naming the step that failed in the error."""
+    """Create the repo if needed and commit ``folder`` to it, naming the step that failed in the error (redacted)."""
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
@@ -73,18 +98,119 @@ def _upload(folder: Path, repo_id: str, *, private: bool, message: str, token: s
     except OfflineModeIsEnabled as error:
         raise HubError("HF_HUB_OFFLINE is set, so uploads are disabled: unset it to push") from error
     except HfHubHTTPError as error:
-        raise HubError(_refusal(error, endpoint, step)) from error
+        raise HubError(redact(_refusal(error, endpoint, step), token)) from None
+    except OutOfRetries as error:
+        raise HubError(redact(f"the Hub at {endpoint} did not answer while {step}: {error}. Check the network "
+                              "connection, proxy settings and HF_ENDPOINT", token)) from None
     except Exception as error:
         if not is_network_error(error):
             raise
-        raise HubError(f"cannot reach the Hub at {endpoint} while {step}: {error}. Check the network connection, "
-                       "proxy settings and HF_ENDPOINT") from error
+        reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        raise HubError(redact(f"cannot reach the Hub at {endpoint} while {step} ({reason}; each request may take "
+                              f"{CONNECT_TIMEOUT:g} s to connect and {REQUEST_TIMEOUT:g} s to answer). Check the "
+                              "network connection, proxy settings and HF_ENDPOINT", token)) from None
 
 
 def _refusal(error: Any, endpoint: str, step: str) -> str:
-    """The message for an HTTP error answer: status, the server's words, and what to do about it."""
+    """The message for an HTTP error answer: status, the server's words (one line), and what to do about it."""
     status = error.response.status_code if error.response is not None else "?"
-    server = f": {error.server_message}" if error.server_message else ""
+    server = f": {' '.join(str(error.server_message).split())}" if error.server_message else ""
     hint = HTTP_HINTS.get(status, "see the server message")
     return f"the Hub at {endpoint} refused {step} (HTTP {status}{server}); {hint}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Bounded requests, redacted logs
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class OutOfRetries(HubError):
+    """Raised from inside a request when tries have failed for longer than the retry budget (not an http error,
+    so huggingface_hub's back-off does not retry it)."""
+
+
+class RetryBudget:
+    """The time a push may spend on failed tries in a row, counted per thread (huggingface_hub retries a request in
+    the thread that sent it): a request sent while the thread's previous one got no response (it failed: a timeout,
+    a refused or dropped connection) continues a failing streak, and a response ends it. Used as the http client's
+    ``request`` and ``response`` event hooks."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self._thread = threading.local()
+
+    def on_request(self, request: Any) -> None:
+        now = time.monotonic()
+        state = self._thread
+        sent = getattr(state, "sent", None)
+        if sent is not None:  # the previous request of this thread never got a response
+            state.failing_since = getattr(state, "failing_since", None) or sent
+            state.tries = getattr(state, "tries", 1) + 1
+            left = self.seconds - (now - state.failing_since)
+            if left <= 0:
+                state.sent = None
+                raise OutOfRetries(f"{state.tries - 1} tries failed in {now - state.failing_since:.0f} s (timeouts: "
+                                   f"{CONNECT_TIMEOUT:g} s to connect, {REQUEST_TIMEOUT:g} s without progress)")
+            limits = request.extensions.get("timeout") or {}  # this try may not outlast the budget either
+            request.extensions["timeout"] = {kind: left if value is None else min(value, left)
+                                             for kind, value in limits.items()}
+        state.sent = now
+
+    def on_response(self, response: Any) -> None:
+        self._thread.sent = self._thread.failing_since = None
+        self._thread.tries = 1
+
+
+@contextmanager
+def _bounded_requests(budget: RetryBudget) -> Iterator[None]:
+    """While the block runs, huggingface_hub's http client has timeouts and ``budget``'s hooks. It is made with
+    huggingface_hub's own knob, ``set_client_factory``, from the factory already set (a user's proxy or
+    certificates stay), and that factory is put back afterwards."""
+    from huggingface_hub import set_client_factory
+    from huggingface_hub.utils import _http
+
+    previous: Callable[[], Any] = getattr(_http, "_GLOBAL_CLIENT_FACTORY", None) or _http.default_client_factory
+
+    def bounded_client() -> Any:
+        client = previous()
+        client.timeout = type(client.timeout)(REQUEST_TIMEOUT, connect=CONNECT_TIMEOUT)
+        hooks = client.event_hooks
+        client.event_hooks = {"request": [*hooks.get("request", []), budget.on_request],
+                              "response": [*hooks.get("response", []), budget.on_response]}
+        return client
+
+    set_client_factory(bounded_client)
+    try:
+        yield
+    finally:
+        set_client_factory(previous)
+
+
+class _Redact(logging.Filter):
+    """Redacts a log record's message (the token, ``user:password@``, ...) before any handler writes it."""
+
+    def __init__(self, token: str | None):
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage(), self.token), None
+        return True
+
+
+@contextmanager
+def _redacted_logs(token: str | None) -> Iterator[None]:
+    """While the block runs, what the http libraries log (huggingface_hub logs each retry with its URL) is
+    redacted. A filter on each of their loggers, so it holds whichever handler writes the record."""
+    redacting = _Redact(token)
+    names = [name for name in [*LOGGERS, *logging.root.manager.loggerDict]
+             if name.split(".")[0] in LOGGERS]
+    loggers = [logging.getLogger(name) for name in dict.fromkeys(names)]
+    for logger in loggers:
+        logger.addFilter(redacting)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(redacting)
 

@@ -13,13 +13,15 @@ float16 on disk, still loads as float32, whatever ``dtype`` the weights are stor
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import HubError, ScratchformerError
-from ..loading import check_tokenizer_matches, load, load_model
+from ..loading import check_readable, check_tokenizer_matches, load, load_model
+from .layout import README, is_card_asset
 
 EXPORTABLE = "ScratchformerForConditionalGeneration"
 # the dtypes an export may store its weights in (``--dtype``)
@@ -59,6 +61,22 @@ def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any 
 
         model = copy.deepcopy(model).to(getattr(torch, dtype))
     return Source(model, tokenizer, config_dtype)
+
+
+def check_source(source: Path) -> None:
+    """Before anything is read or written: :class:`HubError` in one line when ``source`` is a loop of symbolic links
+    or this user may not read it (a parent folder, the folder, or a file the export reads: the message names the
+    path, the user, its owner and mode; :func:`scratchformer.loading.check_readable`)."""
+    try:
+        os.stat(source)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise HubError(f"{source} is a loop of symbolic links, not a model folder: pass a folder saved with "
+                           "save_pretrained") from None
+    try:
+        check_readable(source, also=lambda name: name == README or is_card_asset(name))
+    except ScratchformerError as error:
+        raise HubError(f"cannot export {source}: {error}") from None
 
 
 def stored_dtype(folder: str | os.PathLike) -> str | None:

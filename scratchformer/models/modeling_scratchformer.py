@@ -1,30 +1,27 @@
-"""The Transformer of Vaswani et al. (2017), "Attention Is All You Need", written from scratch as a Hugging Face model.
+"""Scratchformer as a transformers model: the adapter around the paper's Transformer (``paper_scratchformer.py``).
 
-Reading order (top to bottom), one paper concept per class:
+``paper_scratchformer.py`` is the model of "Attention Is All You Need" in PyTorch alone: read it first. This file
+makes it a transformers model. Its classes subclass the paper's, so the parameter names (and every checkpoint) are
+the paper file's. Reading order:
 
-    sinusoidal_position_encoding            section 3.5, PE(pos, 2i) = sin(pos / 10000^(2i/d_model))
-    ScratchformerSinusoidalPositionalEncoding
-    ScratchformerRotaryEmbedding            RoFormer (Su et al. 2021), an optional alternative
-    ScratchformerEmbeddings                 section 3.4: token embedding * sqrt(d_model) + positions, dropout
-    ScratchformerAttention                  section 3.2: scaled dot-product, multi-head attention
-    ScratchformerFeedForward                section 3.3: FFN(x) = max(0, x W1 + b1) W2 + b2
-    ScratchformerResidual                   section 3.1 / 5.4: LayerNorm(x + Dropout(Sublayer(x)))
-    ScratchformerEncoderLayer / ScratchformerDecoderLayer
-    ScratchformerStack                      what the encoder and decoder share
-    ScratchformerEncoder / ScratchformerDecoder
-    ScratchformerModel                      the bare encoder-decoder
-    ScratchformerForConditionalGeneration   + the pre-softmax linear projection (LM head), loss and generate()
-    ScratchformerEncoderModel               the encoder alone, for contextual embeddings (AutoModel)
-    ScratchformerForSequenceClassification  + mean over the real tokens and a classifier (text-classification)
-    ScratchformerForTokenClassification     + a classifier on every token (token-classification)
-    model_card_text, push_with_model_card   the model card that model.push_to_hub writes for a new repo
+    input checks                        clear ValueErrors for what would fail deep inside torch, with no host sync
+    the key/value cache's two names     ``cache`` from transformers 5.24 on, ``past_key_values`` before (accepted)
+    masks                               the one place a "may attend" mask takes the form of an attention kernel
+    output recording                    hidden states and attention weights, collected with forward hooks
+    ScratchformerAttention              the paper's attention with transformers' kernels and generate()'s cache
+    ScratchformerEncoderLayer/...Decoder the paper's layers and stacks with gradient checkpointing, checks, outputs
+    ScratchformerPreTrainedModel        initialisation, safetensors-only loading, the auto_map, push_to_hub's card
+    ScratchformerModel                  the bare encoder-decoder
+    ScratchformerForConditionalGeneration   + the pre-softmax projection (LM head), loss and generate()
+    ScratchformerEncoderModel           the encoder alone, for contextual embeddings (AutoModel)
+    ScratchformerForSequenceClassification / ForTokenClassification / ForMaskedLM   task heads on the encoder
 
-Tensor shapes in comments: B = batch, T = target (query) length, S = source (key) length, D = d_model,
-H = heads, Dh = D / H (head size), V = vocabulary.
+Shapes in comments as in the paper file: B batch, T target length, S source length, D d_model, V vocabulary.
 
-This file is copied next to the weights by ``save_pretrained`` so that ``from_pretrained(..., trust_remote_code=True)``
-works where the ``scratchformer`` package is not installed; it imports only torch, transformers and its sibling
-``configuration_scratchformer`` (single-dot relative import).
+This file is copied next to the weights by ``save_pretrained``, with its siblings ``paper_scratchformer.py``,
+``configuration_scratchformer.py`` and ``card_scratchformer.py``, so that ``from_pretrained(...,
+trust_remote_code=True)`` works where the ``scratchformer`` package is not installed; it imports only torch,
+transformers and those siblings (single-dot relative imports).
 """
 
 from __future__ import annotations
@@ -35,7 +32,7 @@ import math
 import os
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import transformers
 
@@ -65,8 +62,22 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 from transformers.utils.deprecation import deprecate_kwarg
+from transformers.utils.generic import can_return_tuple
 
+from .card_scratchformer import push_with_model_card
 from .configuration_scratchformer import ScratchformerConfig
+from .paper_scratchformer import (
+    Decoder,
+    DecoderLayer,
+    Embeddings,
+    Encoder,
+    EncoderLayer,
+    MultiHeadAttention,
+    causal_mask,
+    padding_mask,
+    pre_softmax_linear,
+    shift_tokens_right,
+)
 
 if TYPE_CHECKING:
     from torch.nn.attention.flex_attention import BlockMask
@@ -74,355 +85,7 @@ if TYPE_CHECKING:
 logger = logging.get_logger(__name__)
 
 # --------------------------------------------------------------------------------------------------------------------
-# Positions
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def sinusoidal_position_encoding(num_positions: int, d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """The paper's fixed positional encoding table, shape ``(num_positions, d_model)`` (section 3.5).
-
-    ``PE[pos, 2i] = sin(pos / 10000^(2i / d_model))`` and ``PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))``:
-    sines on even dimensions, cosines on odd ones, *interleaved*. (Several tutorials use ``i / d_model`` in the
-    exponent, or put all sines in the first half; both differ from the formula.) Computed in float64 and then cast.
-    """
-    position = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # the "2i" of the formula, (ceil(D/2),)
-    angle = position / torch.pow(10000.0, two_i / d_model)  # (P, ceil(D/2))
-    table = torch.zeros(num_positions, d_model, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(angle)
-    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
-    return table.to(dtype)
-
-
-class ScratchformerSinusoidalPositionalEncoding(nn.Module):
-    """Fixed sinusoidal position vectors added to the token embeddings (section 3.5). Has no parameters.
-
-    Any length works (no maximum): the table is computed on first use and again, at least twice as long, when a
-    longer input comes. It is kept in a plain attribute, not a buffer (buffers would come back as garbage from
-    meta-device loading in ``from_pretrained``, and there is nothing to save). Recomputing it at every forward cost
-    about 0.1 ms per generated token.
-    """
-
-    def __init__(self, d_model: int):
-        super().__init__()
-        self.d_model = d_model
-        self._table: torch.Tensor | None = None  # (P, D), P > every position seen so far
-
-    def forward(self, position_ids: torch.Tensor, num_positions: int) -> torch.Tensor:
-        # position_ids: (B, T) with values < num_positions  ->  (B, T, D)
-        table = self._table
-        if table is None or table.shape[0] < num_positions or table.device != position_ids.device:
-            length = max(num_positions, 64 if table is None else 2 * table.shape[0])
-            table = self._table = sinusoidal_position_encoding(length, self.d_model).to(position_ids.device)
-        return table[position_ids]
-
-
-class ScratchformerRotaryEmbedding(nn.Module):
-    """Rotary position embedding (RoPE, Su et al. 2021): rotates query/key pairs by a position-dependent angle.
-
-    Used instead of additive positions when ``position_embedding_type="rope"``; applied to self-attention only
-    (cross-attention compares decoder and encoder positions, which live on different axes). Dimension ``j`` is paired
-    with ``j + Dh/2`` ("rotate half", as in GPT-NeoX/Llama), with angle ``pos * theta^(-2j/Dh)``.
-    """
-
-    def __init__(self, head_dim: int, theta: float):
-        super().__init__()
-        self.head_dim = head_dim
-        self.theta = theta
-
-    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # position_ids: (B, T)  ->  cos, sin: (B, 1, T, Dh), broadcast over heads
-        two_j = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=position_ids.device)
-        inv_freq = self.theta ** (-two_j / self.head_dim)  # (Dh/2,)
-        angle = position_ids[..., None].float() * inv_freq  # (B, T, Dh/2)
-        angle = torch.cat((angle, angle), dim=-1)[:, None]  # (B, 1, T, Dh)
-        return angle.cos(), angle.sin()
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    first, second = x.chunk(2, dim=-1)
-    return torch.cat((-second, first), dim=-1)
-
-
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` of shape ``(B, H, T, Dh)`` by the angles whose cosines/sines are given, ``(B, 1, T, Dh)``."""
-    return (x * cos + _rotate_half(x) * sin).to(x.dtype)
-
-
-def apply_dropout(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
-    """``dropout(x)``, without calling the module where dropout is the identity (inference, or ``p = 0``).
-
-    The result is the same; what is saved is the call itself. A small model on a GPU is bound by such per-call costs,
-    not by arithmetic: a decoding step of 4 + 4 layers makes 17 of these calls, and skipping them made greedy
-    generation of a tiny model 6% faster per token (the overhead group of benchmarks/RESULTS.md). A dropout module
-    switched back to training mode on its own (Monte Carlo dropout) still applies.
-    """
-    return dropout(x) if dropout.training and dropout.p > 0 else x
-
-
-class ScratchformerEmbeddings(nn.Module):
-    """The input of a stack: ``Dropout(Embedding(x) * sqrt(d_model) + PE)`` (sections 3.4, 3.5 and 5.4).
-
-    ``word_embeddings`` is the learned token table (the same attribute path as in BERT/DistilBERT);
-    ``position_embeddings`` is the learned position table when ``position_embedding_type="learned"``.
-    With ``"rope"`` nothing is added here: positions enter inside attention.
-    """
-
-    def __init__(self, config: ScratchformerConfig):
-        super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
-        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.position_embedding_type = config.position_embedding_type
-        self.max_position_embeddings = config.max_position_embeddings
-        if config.position_embedding_type == "learned":
-            self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.d_model)
-        elif config.position_embedding_type == "sinusoidal":
-            self.position_embeddings = ScratchformerSinusoidalPositionalEncoding(config.d_model)
-        else:
-            self.position_embeddings = None
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(
-        self, input_ids: torch.Tensor | None, position_ids: torch.Tensor, inputs_embeds: torch.Tensor | None = None,
-        num_positions: int | None = None,
-    ) -> torch.Tensor:
-        # input_ids, position_ids: (B, T); inputs_embeds: raw table rows (B, T, D)  ->  (B, T, D)
-        if inputs_embeds is None:
-            inputs_embeds = self.word_embeddings(input_ids)
-        hidden_states = inputs_embeds * self.embed_scale
-        if self.position_embedding_type == "learned":
-            hidden_states = hidden_states + self.position_embeddings(position_ids)
-        elif self.position_embedding_type == "sinusoidal":
-            hidden_states = hidden_states + self.position_embeddings(position_ids, num_positions).to(hidden_states.dtype)
-        return apply_dropout(self.dropout, hidden_states)
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Attention
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def eager_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float,
-    dropout: float = 0.0,
-    **kwargs,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scaled dot-product attention written out (section 3.2.1): ``softmax(Q K^T / sqrt(d_k) + mask) V``.
-
-    query: (B, H, T, Dh); key, value: (B, H, S, Dh); attention_mask: additive, broadcastable to (B, H, T, S).
-    Returns the output (B, T, H, Dh) and the attention probabilities (B, H, T, S).
-    """
-    scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # (B, H, T, S)
-    if attention_mask is not None:
-        scores = scores + attention_mask
-    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
-    output = torch.matmul(weights, value)  # (B, H, T, Dh)
-    return output.transpose(1, 2).contiguous(), weights  # (B, T, H, Dh)
-
-
-class ScratchformerAttention(nn.Module):
-    """Multi-head attention (section 3.2.2): ``Concat(head_1, ..., head_h) W^O``, ``head_i = Attention(Q W_i^Q,
-    K W_i^K, V W_i^V)``.
-
-    The same class serves the three uses of the paper (section 3.2.3): encoder self-attention, masked (causal) decoder
-    self-attention, and encoder-decoder ("cross") attention whose queries come from the decoder and whose keys and
-    values come from the encoder output. The kernel is chosen through the transformers attention interface
-    (``config._attn_implementation``: ``"sdpa"`` by default, ``"eager"`` = :func:`eager_attention_forward`).
-    """
-
-    def __init__(self, config: ScratchformerConfig, num_heads: int, *, is_causal: bool, is_cross_attention: bool,
-                 layer_idx: int | None = None):
-        super().__init__()
-        self.config = config
-        self.num_heads = num_heads
-        self.head_dim = config.d_model // num_heads
-        self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
-        self.dropout = config.attention_dropout
-        # Read by the sdpa integration when no mask is given: encoder and cross-attention must never be causal.
-        self.is_causal = is_causal
-        self.is_cross_attention = is_cross_attention
-        self.layer_idx = layer_idx
-        bias = config.attention_bias
-        self.q_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
-        self.k_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
-        self.v_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
-        self.out_proj = nn.Linear(config.d_model, config.d_model, bias=bias)
-
-    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        # (B, L, D) -> (B, L, H, Dh) -> (B, H, L, Dh)
-        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        key_value_states: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | BlockMask | None = None,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        past_key_values: Cache | None = None,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """hidden_states: (B, T, D) queries; key_value_states: (B, S, D) encoder output for cross-attention."""
-        query = self._split_heads(self.q_proj(hidden_states))  # (B, H, T, Dh)
-
-        cache = None
-        if past_key_values is not None:
-            cache = past_key_values.cross_attention_cache if self.is_cross_attention else (
-                past_key_values.self_attention_cache)
-
-        if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(self.layer_idx):
-            # The encoder output does not change while decoding: its keys/values were projected once, at step 1.
-            key = cache.layers[self.layer_idx].keys  # (B, H, S, Dh)
-            value = cache.layers[self.layer_idx].values
-        else:
-            source = key_value_states if self.is_cross_attention else hidden_states
-            key = self._split_heads(self.k_proj(source))  # (B, H, S, Dh)
-            value = self._split_heads(self.v_proj(source))
-            if rotary is not None:
-                query, key = apply_rotary(query, *rotary), apply_rotary(key, *rotary)
-            if cache is not None:
-                # Self-attention: append this step's keys/values and get all of them back.
-                key, value = cache.update(key, value, self.layer_idx)
-                if self.is_cross_attention:
-                    past_key_values.is_updated[self.layer_idx] = True
-
-        # The attention weights only exist in the eager kernel: fall back to it for calls that ask for them.
-        implementation = "eager" if output_attentions else self.config._attn_implementation
-        if implementation == "flex_attention" and isinstance(attention_mask, torch.Tensor):
-            # an additive mask given to this layer directly (the stacks give flex a BlockMask)
-            attention_mask = _flex_block_mask(attention_mask != 0, query.shape[0], query.shape[2])
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
-        output, weights = attention_interface(
-            self, query, key, value, attention_mask,
-            dropout=self.dropout if self.training else 0.0, scaling=self.scaling,
-        )
-        output = output.reshape(*hidden_states.shape[:-1], -1)  # (B, T, H, Dh) -> (B, T, D)
-        return self.out_proj(output), weights
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Layers
-# --------------------------------------------------------------------------------------------------------------------
-
-
-class ScratchformerFeedForward(nn.Module):
-    """Position-wise feed-forward network (section 3.3): ``FFN(x) = max(0, x W1 + b1) W2 + b2``."""
-
-    def __init__(self, config: ScratchformerConfig, ffn_dim: int):
-        super().__init__()
-        self.fc1 = nn.Linear(config.d_model, ffn_dim)
-        self.activation = nn.ReLU() if config.activation_function == "relu" else nn.GELU()
-        self.activation_dropout = nn.Dropout(config.activation_dropout)
-        self.fc2 = nn.Linear(ffn_dim, config.d_model)
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        hidden = self.fc1(hidden_states)  # (B, T, d_ff)
-        if isinstance(self.activation, nn.ReLU) and not hidden.requires_grad:
-            # Inference: ReLU in place, as x W1 + b1 is not needed again (no second (B, T, d_ff) tensor). Not under
-            # autograd: the output of a linear layer on (B, T, D) is a view, and an in-place op on a view makes the
-            # backward pass copy the whole activation (CopySlices), three extra kernels per layer.
-            hidden = hidden.relu_()
-        else:
-            hidden = self.activation(hidden)
-        return self.fc2(apply_dropout(self.activation_dropout, hidden))
-
-
-class ScratchformerResidual(nn.Module):
-    """The residual connection and LayerNorm around every sub-layer (sections 3.1 and 5.4).
-
-    Post-LN (the paper): ``LayerNorm(x + Dropout(Sublayer(x)))``. Pre-LN: ``x + Dropout(Sublayer(LayerNorm(x)))``.
-    A layer calls ``sublayer_input(x)`` to get what the sub-layer reads, then ``residual(x, sublayer_output)``.
-    """
-
-    def __init__(self, config: ScratchformerConfig):
-        super().__init__()
-        self.pre_layer_norm = config.pre_layer_norm
-        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.dropout)
-
-    def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layer_norm(x) if self.pre_layer_norm else x
-
-    def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
-        x = x + apply_dropout(self.dropout, sublayer_output)
-        return x if self.pre_layer_norm else self.layer_norm(x)
-
-
-class ScratchformerEncoderLayer(GradientCheckpointingLayer):
-    """Encoder layer (section 3.1): self-attention, then the feed-forward network, each in a residual block."""
-
-    def __init__(self, config: ScratchformerConfig, layer_idx: int):
-        super().__init__()
-        self.self_attn = ScratchformerAttention(
-            config, config.encoder_attention_heads, is_causal=False, is_cross_attention=False, layer_idx=layer_idx)
-        self.self_attn_residual = ScratchformerResidual(config)
-        self.feed_forward = ScratchformerFeedForward(config, config.encoder_ffn_dim)
-        self.feed_forward_residual = ScratchformerResidual(config)
-
-    def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | BlockMask | None = None,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None, output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attended, weights = self.self_attn(
-            self.self_attn_residual.sublayer_input(hidden_states), attention_mask=attention_mask, rotary=rotary,
-            output_attentions=output_attentions)
-        hidden_states = self.self_attn_residual(hidden_states, attended)
-        del attended  # added to the residual stream: free it before the FFN allocates (lower peak memory)
-        fed = self.feed_forward(self.feed_forward_residual.sublayer_input(hidden_states))
-        hidden_states = self.feed_forward_residual(hidden_states, fed)
-        return hidden_states, weights
-
-
-class ScratchformerDecoderLayer(GradientCheckpointingLayer):
-    """Decoder layer (section 3.1): masked self-attention, encoder-decoder attention, feed-forward network."""
-
-    def __init__(self, config: ScratchformerConfig, layer_idx: int):
-        super().__init__()
-        heads = config.decoder_attention_heads
-        self.self_attn = ScratchformerAttention(
-            config, heads, is_causal=True, is_cross_attention=False, layer_idx=layer_idx)
-        self.self_attn_residual = ScratchformerResidual(config)
-        self.cross_attn = ScratchformerAttention(
-            config, heads, is_causal=False, is_cross_attention=True, layer_idx=layer_idx)
-        self.cross_attn_residual = ScratchformerResidual(config)
-        self.feed_forward = ScratchformerFeedForward(config, config.decoder_ffn_dim)
-        self.feed_forward_residual = ScratchformerResidual(config)
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        encoder_hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | BlockMask | None = None,
-        encoder_attention_mask: torch.Tensor | BlockMask | None = None,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        past_key_values: EncoderDecoderCache | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        # `use_cache` is only read by the gradient-checkpointing wrapper, which turns caching off while training.
-        attended, self_weights = self.self_attn(
-            self.self_attn_residual.sublayer_input(hidden_states), attention_mask=attention_mask, rotary=rotary,
-            past_key_values=past_key_values, output_attentions=output_attentions)
-        hidden_states = self.self_attn_residual(hidden_states, attended)
-        del attended  # each sub-layer output is freed once it is in the residual stream (lower peak memory)
-        attended, cross_weights = self.cross_attn(
-            self.cross_attn_residual.sublayer_input(hidden_states), key_value_states=encoder_hidden_states,
-            attention_mask=encoder_attention_mask, past_key_values=past_key_values,
-            output_attentions=output_attentions)
-        hidden_states = self.cross_attn_residual(hidden_states, attended)
-        del attended
-        fed = self.feed_forward(self.feed_forward_residual.sublayer_input(hidden_states))
-        hidden_states = self.feed_forward_residual(hidden_states, fed)
-        return hidden_states, self_weights, cross_weights
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Input checks and masks
+# Input checks
 # --------------------------------------------------------------------------------------------------------------------
 
 
@@ -488,19 +151,39 @@ def _check_mask(name: str, mask: torch.Tensor | None, batch: int, lengths: tuple
                   "booleans", lambda: f"; it holds {sorted({float(v) for v in mask.unique()[:6].tolist()})}")
 
 
-# transformers 5.24 renamed the key/value cache from ``past_key_values`` to ``cache``: in the output classes, in
-# ``generate()`` and in what it passes to ``forward``. This file travels with checkpoints, so it runs on both sides.
-CACHE_NAME = "cache" if "cache" in {field.name for field in dataclasses.fields(Seq2SeqLMOutput)} else "past_key_values"
+def _check_stack_input(stack: nn.Module, side: str, input_ids: torch.Tensor | None,
+                       inputs_embeds: torch.Tensor | None) -> tuple[int, int, torch.device]:
+    """Check the token ids (or embeddings) the encoder or decoder reads; return batch size, length and device."""
+    names = ("input_ids", "inputs_embeds") if side == "encoder" else ("decoder_input_ids", "decoder_inputs_embeds")
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError(f"pass exactly one of {names[0]} or {names[1]} to the {side}")
+    given = input_ids if input_ids is not None else inputs_embeds
+    table = stack.embeddings.word_embeddings.weight
+    if isinstance(given, torch.Tensor) and given.device.type == "meta" != table.device.type:
+        raise ValueError(f"{names[0] if input_ids is not None else names[1]} are on the meta device (shapes "
+                         "without values): make them on the model's device")
+    if input_ids is not None:
+        _check_ids(names[0], input_ids, stack.config.vocab_size)
+        return input_ids.shape[0], input_ids.shape[1], input_ids.device
+    _check_embeds(names[1], inputs_embeds, stack.config.d_model, table.dtype)
+    return inputs_embeds.shape[0], inputs_embeds.shape[1], inputs_embeds.device
 
 
-def _output_with_cache(output_class: type, cache: Cache | None, **fields):
-    """``output_class(**fields)`` with the key/value cache under the name this transformers version uses."""
-    return output_class(**fields, **{CACHE_NAME: cache})
+def _check_positions(config: ScratchformerConfig, side: str, length: int, advice: str) -> None:
+    limit = config.max_position_embeddings
+    if config.position_embedding_type == "learned" and length > limit:
+        raise ValueError(f"the {side} input has {length} tokens but learned positions stop at "
+                         f"max_position_embeddings={limit}; {advice} or use sinusoidal or rope positions")
 
 
-def _cache_of(output) -> Cache | None:
-    """The key/value cache of a transformers output, whatever this version calls it."""
-    return getattr(output, CACHE_NAME)
+def _check_encoder_output(encoder_hidden_states: torch.Tensor | None, encoder_attention_mask: torch.Tensor | None,
+                          batch: int) -> None:
+    if encoder_hidden_states is None:
+        raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
+    if encoder_hidden_states.shape[0] != batch:
+        raise ValueError(f"the decoder inputs have batch size {batch} but the encoder output has "
+                         f"{encoder_hidden_states.shape[0]}")
+    _check_mask("encoder attention_mask", encoder_attention_mask, batch, (encoder_hidden_states.shape[1],))
 
 
 # What the Trainer (and some generate() versions) pass that this model has no use for: it reads positions from the cache.
@@ -513,6 +196,31 @@ def _warn_ignored(model: nn.Module, kwargs: dict) -> None:
     ignored = sorted(set(kwargs) - _HARMLESS_KWARGS)
     if ignored:
         logger.warning_once(f"{type(model).__name__}.forward ignores {', '.join(ignored)}: it has no such argument")
+
+
+def _flag(value: bool | None, config: ScratchformerConfig, name: str) -> bool:
+    """An ``output_*`` / ``use_cache`` argument, or the config's value where it is ``None``."""
+    return bool(value) if value is not None else bool(getattr(config, name, False))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The key/value cache under its two names
+# --------------------------------------------------------------------------------------------------------------------
+
+# transformers 5.24 renamed the key/value cache from ``past_key_values`` to ``cache``: in the output classes, in
+# ``generate()`` and in what it passes to ``forward``. This file travels with checkpoints, so it runs on both sides.
+# Inside this file the cache is ``cache``; ``forward`` takes either name.
+CACHE_NAME = "cache" if "cache" in {field.name for field in dataclasses.fields(Seq2SeqLMOutput)} else "past_key_values"
+
+
+def _output_with_cache(output_class: type, cache: Cache | None, **fields):
+    """``output_class(**fields)`` with the key/value cache under the name this transformers version uses."""
+    return output_class(**fields, **{CACHE_NAME: cache})
+
+
+def _cache_of(output) -> Cache | None:
+    """The key/value cache of a transformers output, whatever this version calls it."""
+    return getattr(output, CACHE_NAME)
 
 
 def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
@@ -537,14 +245,118 @@ _old_cache_name_notice = deprecate_kwarg("past_key_values", "6.0.0", additional_
     _forward_took)
 
 
-def _warn_old_cache_name(model: nn.Module, past_key_values: Cache | None) -> None:
-    """From transformers 5.24 on, ``past_key_values=`` is the old name of ``cache=``: ``forward`` still takes it
-    (:func:`_one_cache`), and warns as transformers' own models do, with their helper: a ``FutureWarning``
-    "`past_key_values` is deprecated ... for `ScratchformerModel.forward`. Use `cache` instead." Before 5.24 it is the
-    current name (``generate()`` passes it at every step), and nothing is said. (Not a decorator on ``forward``:
-    that would hide its signature's code, which generate() reads.)"""
+def _model_cache(model: nn.Module, cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
+    """The cache a model's ``forward`` was given, under either name. From transformers 5.24 on, ``past_key_values=``
+    is the old name and is warned about as transformers' own models do, with their helper (a ``FutureWarning``
+    "`past_key_values` is deprecated ... Use `cache` instead."); before 5.24 it is the current name (``generate()``
+    passes it at every step) and nothing is said. (Not a decorator on ``forward``: that would hide its signature.)"""
     if past_key_values is not None and CACHE_NAME == "cache":
         _old_cache_name_notice(model, past_key_values=past_key_values)
+    return _one_cache(cache, past_key_values)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Masks: the one place a "may attend" mask takes the form an attention kernel reads
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class KernelMask(NamedTuple):
+    """A "may attend" mask (``paper_scratchformer``: ``True`` where a query may attend to a key) in the form one
+    attention kernel reads, with that kernel's name: the stacks make it once per call (:func:`_mask_for`,
+    :func:`_static_cache_layout`, both through :func:`_render`) and the attention passes it on unchanged."""
+
+    kernel: str  # the attention implementation that runs: "eager" (the paper's formula), "sdpa", "flex_attention"...
+    mask: torch.Tensor | BlockMask | None  # None: every key may be attended to (or, with is_causal, every earlier key)
+    is_causal: bool = False  # sdpa only: apply the causal mask itself
+
+
+def _kernel(config: ScratchformerConfig, output_attentions: bool) -> str:
+    """The attention kernel of one call: the configured one, or the paper's formula ("eager") when the attention
+    weights are asked for, as only it makes them. Decided once per call, by the encoder or decoder."""
+    return "eager" if output_attentions else config._attn_implementation
+
+
+def _render(kernel: str, may_attend: torch.Tensor | None, batch: int, query_length: int) -> KernelMask:
+    """A "may attend" mask ``(B or 1, 1, T or 1, S)`` in the form ``kernel`` reads: the boolean itself for the eager
+    formula and sdpa; for flex attention a ``BlockMask``, with which it skips whole blocks of masked keys."""
+    if may_attend is not None and kernel == "flex_attention":
+        return KernelMask(kernel, _flex_block_mask(may_attend, batch, query_length))
+    return KernelMask(kernel, may_attend)
+
+
+def _flex_block_mask(may_attend: torch.Tensor, batch: int, query_length: int) -> BlockMask:
+    """flex attention's form of a mask ``(B or 1, 1, T or 1, S)`` for ``B`` rows of ``T`` queries, made for every
+    row and query: torch 2.13's CPU flex crashes on a tensor mask read in a ``score_mod`` and fails to compile a
+    one-row mask for dynamic shapes (docs/performance.md). A query that may see no key gets zeros (sdpa too)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    allowed = may_attend.expand(batch, 1, query_length, -1)  # (B, 1, T, S)
+
+    def mask_mod(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return allowed[b, 0, q, k]
+
+    return create_block_mask(mask_mod, batch, None, query_length, allowed.shape[-1], device=may_attend.device)
+
+
+def _mask_for(kernel: str, padding: torch.Tensor | None, batch: int, query_length: int, key_length: int,
+              device: torch.device, *, causal: bool) -> KernelMask:
+    """The mask of one attention without a cache or with a growing one: ``padding_mask(padding)`` and, for the
+    decoder's self-attention, ``causal_mask`` (the last ``T`` of ``S`` positions), in ``kernel``'s form. Where
+    nothing is masked it is ``None``, every kernel's fastest path; sdpa applies a causal mask itself (``is_causal``,
+    aligned top-left: without a cache only)."""
+    if (padding is not None and padding.device.type == "cpu" and not torch.compiler.is_compiling()
+            and bool(padding.all())):
+        padding = None  # nothing is padded (checked on the CPU only, where it costs no synchronisation)
+    causal = causal and query_length > 1  # a single new token may see every key
+    if padding is None and not causal:
+        return KernelMask(kernel, None)
+    if padding is None and kernel == "sdpa" and key_length == query_length:
+        return KernelMask(kernel, None, is_causal=True)
+    may_attend = padding_mask(padding) if padding is not None else None  # (B, 1, 1, S)
+    if causal:
+        future = causal_mask(query_length, key_length, device)  # (1, 1, T, S)
+        may_attend = future if may_attend is None else may_attend & future  # (B or 1, 1, T, S)
+    return _render(kernel, may_attend, batch, query_length)
+
+
+def _dynamic_cache_layout(kernel: str, attention_mask: torch.Tensor | None, cache: EncoderDecoderCache | None,
+                          batch: int, length: int, device: torch.device) -> tuple[torch.Tensor, KernelMask, int]:
+    """Positions ``(B, T)``, the self-attention mask and the number of keys ``S`` for no cache or a growing one:
+    the keys are the ``past`` cached ones plus these ``T``."""
+    past = cache.get_seq_length() if cache is not None else 0
+    total = past + length
+    _check_mask("decoder_attention_mask", attention_mask, batch, (length, total) if past else (length,))
+    if attention_mask is not None and attention_mask.shape[1] == length and past:
+        attention_mask = None  # a mask of the new tokens only says nothing about the cached ones
+    position_ids = _position_ids(attention_mask, batch, length, past, device)
+    return position_ids, _mask_for(kernel, attention_mask, batch, length, total, device, causal=True), total
+
+
+def _static_cache_layout(kernel: str, attention_mask: torch.Tensor | None, cache: EncoderDecoderCache, batch: int,
+                         length: int, device: torch.device) -> tuple[torch.Tensor, KernelMask, int]:
+    """Positions ``(B, T)``, the self-attention mask and the number of keys ``S`` for a preallocated cache of ``S``
+    slots (``generate(..., cache_implementation="static")``, whose fixed shapes ``torch.compile`` captures as one
+    graph).
+
+    Fixed shapes and no host synchronisation: the number of tokens already cached is a 0-d tensor on the device
+    (``past``), the keys are all ``S`` slots, and query ``i`` may attend to a slot that holds a token at or before it
+    (``slot <= past + i``), which masks the empty slots and the future alike (section 3.2.3). Decoder inputs are
+    taken as unpadded (what ``generate`` feeds an encoder-decoder); a 2-D ``(B, S)`` padding mask or the 4-D mask
+    ``generate`` builds may narrow it.
+    """
+    past = cache.get_seq_length()  # 0-d tensor once the cache is filled, 0 before
+    total = cache.self_attention_cache.get_mask_sizes(length, 0)[0]  # S, a Python int
+    query_positions = torch.arange(length, device=device) + past  # (T,)
+    may_attend = (torch.arange(total, device=device)[None, :] <= query_positions[:, None])[None, None]  # (1, 1, T, S)
+    if attention_mask is not None and attention_mask.dim() == 2:
+        _check_mask("decoder_attention_mask", attention_mask, batch, (total,))
+        may_attend = may_attend & padding_mask(attention_mask)
+    elif attention_mask is not None:
+        if attention_mask.dim() != 4 or attention_mask.shape[-2:] != (length, total):
+            raise ValueError(f"decoder_attention_mask must have shape (batch, {total}) or (batch, 1, {length}, "
+                             f"{total}) with a static cache of {total} slots, got {tuple(attention_mask.shape)}")
+        may_attend = may_attend & (attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0)
+    return query_positions.expand(batch, length), _render(kernel, may_attend, batch, length), total
 
 
 def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, past_length: int,
@@ -557,123 +369,205 @@ def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, pa
     return positions[:, -length:]
 
 
-def _blocked_keys(
-    key_padding_mask: torch.Tensor | None, query_length: int, key_length: int, causal: bool, device: torch.device,
-    explicit: bool,
-) -> torch.Tensor | None:
-    """Which keys each query may not attend to: a boolean tensor broadcastable to ``(B, H, T, S)``, ``True`` =
-    masked (padding, and for causal attention the future).
+# --------------------------------------------------------------------------------------------------------------------
+# Output recording
+# --------------------------------------------------------------------------------------------------------------------
 
-    Returns ``None`` when nothing is masked, so that sdpa can use its fastest kernel (``is_causal`` handles the causal
-    case when there is no cache); ``explicit=True`` forces a tensor (the eager kernel needs the causal mask).
+
+def _start_recording(stack: nn.Module, output_hidden_states: bool, output_attentions: bool,
+                     ) -> tuple[dict[str, list], list]:
+    """Forward hooks that collect what one call of ``stack`` is asked for: the embeddings' and every layer's output
+    (``hidden_states``), and the weights of each self-attention (``attentions``) and cross-attention
+    (``cross_attentions``). Returns the lists they fill and the hooks, which the caller removes when the call ends.
+
+    (transformers' ``capture_outputs`` does this by declaration, but its behaviour differs between 5.4, the floor,
+    and 5.24, so the hooks are made here.)
     """
-    if (key_padding_mask is not None and key_padding_mask.device.type == "cpu" and not torch.compiler.is_compiling()
-            and bool(key_padding_mask.all())):
-        key_padding_mask = None  # nothing is padded: let sdpa use its fastest kernel (checked on the CPU only,
-        # where it costs no synchronisation; on a GPU the mask is built instead of stalling the host)
-    past_length = key_length - query_length
-    needs_causal = causal and query_length > 1  # a single new token may see every key
-    if key_padding_mask is None:
-        if not needs_causal:
-            return None
-        if not explicit and past_length == 0:
-            return None  # sdpa applies `is_causal` itself (valid only without a cache: it aligns top-left)
-    allowed = torch.ones(1, 1, 1, key_length, dtype=torch.bool, device=device)
-    if causal:
-        # query i (absolute position past + i) may see keys 0..past + i  (section 3.2.3, "masking out")
-        allowed = torch.ones(query_length, key_length, dtype=torch.bool, device=device).tril(past_length)[None, None]
-    if key_padding_mask is not None:
-        allowed = allowed & key_padding_mask.bool()[:, None, None, :]  # (B, 1, T or 1, S)
-    return ~allowed
+    recorded: dict[str, list] = {}
+    hooks = []
+
+    def record(name: str, module: nn.Module, index: int | None = None) -> None:
+        store = recorded.setdefault(name, [])
+        hooks.append(module.register_forward_hook(
+            lambda _module, _inputs, output: store.append(output if index is None else output[index])))
+
+    if output_hidden_states:
+        for module in (stack.embeddings, *stack.layers):
+            record("hidden_states", module)
+    if output_attentions:
+        for layer in stack.layers:
+            record("attentions", layer.self_attn, 1)
+            if hasattr(layer, "cross_attn"):
+                record("cross_attentions", layer.cross_attn, 1)
+    return recorded, hooks
 
 
-def _additive(blocked: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """The additive form of a boolean mask: 0 where attending is allowed, the most negative finite number where it is
-    blocked (never -inf: a fully padded row then gets uniform weights, not NaN)."""
-    if blocked is None:
-        return None
-    return torch.zeros(blocked.shape, dtype=dtype, device=blocked.device).masked_fill(blocked, torch.finfo(dtype).min)
-
-
-def _flex_block_mask(blocked: torch.Tensor, batch: int, query_length: int) -> BlockMask:
-    """flex attention's own form of a boolean mask ``(B or 1, 1, T or 1, S)`` (``True`` = masked) for ``B`` rows of
-    ``T`` queries: a ``BlockMask``, with which flex skips whole blocks of masked keys (padding, the future) instead of
-    adding a bias to every score.
-
-    It is also the form transformers' own models give flex. (For a tensor mask, transformers' flex path reads
-    ``mask[b][0][q][k]`` in its ``score_mod``, which torch 2.13's CPU flex kernel crashes on with a segmentation
-    fault.) The mask is made for every row even where one row would do: after a few shapes, torch 2.13 compiles flex
-    for dynamic shapes, and its CPU code for a one-row (broadcast) mask then fails to build. A query that may see no
-    key at all, e.g. a padded position under a causal mask, gets zeros from flex where the additive mask gives it
-    uniform weights; either is ignored, neither is NaN.
-    """
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    allowed = (~blocked).expand(batch, 1, query_length, -1)  # (B, 1, T, S)
-
-    def mask_mod(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return allowed[b, 0, q, k]
-
-    return create_block_mask(mask_mod, batch, None, query_length, allowed.shape[-1], device=blocked.device)
-
-
-def _kernel_mask(blocked: torch.Tensor | None, batch: int, query_length: int, dtype: torch.dtype,
-                 config: ScratchformerConfig, output_attentions: bool) -> torch.Tensor | BlockMask | None:
-    """A :func:`_blocked_keys` mask in the form the configured attention kernel reads: a ``BlockMask`` for flex
-    attention, the additive form for the others (and for calls that return the weights: they run the eager kernel).
-    """
-    if blocked is not None and config._attn_implementation == "flex_attention" and not output_attentions:
-        return _flex_block_mask(blocked, batch, query_length)
-    return _additive(blocked, dtype)
-
-
-def _static_cache_layout(attention_mask: torch.Tensor | None, past_key_values: EncoderDecoderCache, batch: int,
-                         length: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Positions ``(B, T)``, the self-attention mask ``(B or 1, 1, T, S)`` (``True`` = masked) and the number of keys
-    ``S`` for a preallocated cache of ``S`` slots.
-
-    Everything here has a fixed shape and no host synchronisation, so that a compiled decoding step is one graph: the
-    number of tokens already cached is a 0-d tensor on the device (``past``), the keys are all ``S`` slots, and a slot
-    is visible to query ``i`` when it holds a token at or before it (``slot <= past + i``), which masks the empty
-    slots and the future alike (section 3.2.3). Decoder inputs are taken as unpadded (what ``generate`` feeds an
-    encoder-decoder); a 2-D ``(B, S)`` padding mask or the 4-D mask ``generate`` builds may refine the mask.
-    """
-    past = past_key_values.get_seq_length()  # 0-d tensor once the cache is filled, 0 before
-    total = past_key_values.self_attention_cache.get_mask_sizes(length, 0)[0]  # S, a Python int
-    query_positions = torch.arange(length, device=device) + past  # (T,)
-    masked = torch.arange(total, device=device)[None, :] > query_positions[:, None]  # (T, S)
-    masked = masked[None, None]  # (1, 1, T, S)
-    if attention_mask is not None and attention_mask.dim() == 2:
-        _check_mask("decoder_attention_mask", attention_mask, batch, (total,))
-        masked = masked | ~attention_mask.bool()[:, None, None, :]
-    elif attention_mask is not None:
-        if attention_mask.dim() != 4 or attention_mask.shape[-2:] != (length, total):
-            raise ValueError(f"decoder_attention_mask must have shape (batch, {total}) or (batch, 1, {length}, "
-                             f"{total}) with a static cache of {total} slots, got {tuple(attention_mask.shape)}")
-        visible = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
-        masked = masked | ~visible
-    return query_positions.expand(batch, length), masked, total
-
-
-def _signature_computed_once(forward: Callable) -> Callable:
-    """Store ``forward``'s signature on it, so that ``inspect.signature`` becomes a lookup.
-
-    transformers' ``generate()`` calls ``inspect.signature(model.forward)`` at every decoding step of a model
-    registered for remote code (it looks for a ``cache_position`` argument). Building the signature of a 16-argument
-    ``forward`` takes tens of microseconds, as long as a small model's decoding step spends launching a dozen kernels
-    on a GPU: 3% of a tiny model's time per token (the overhead group of benchmarks/RESULTS.md), BART does not pay it
-    (it is not remote code). The signature itself is unchanged.
-    """
-    forward.__signature__ = inspect.signature(forward)
-    return forward
-
-
-def _flag(value: bool | None, config: ScratchformerConfig, name: str, default: bool = False) -> bool:
-    return bool(value) if value is not None else bool(getattr(config, name, default))
+def _recorded(recorded: dict[str, list], last_hidden_state: torch.Tensor) -> dict[str, tuple]:
+    """The recorded outputs as tuples; the last hidden state is the stack's output (pre-LN: after its LayerNorm)."""
+    outputs = {name: tuple(values) for name, values in recorded.items()}
+    if "hidden_states" in outputs:
+        outputs["hidden_states"] = (*outputs["hidden_states"][:-1], last_hidden_state)
+    return outputs
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Pre-trained model base
+# The paper's attention, layers and stacks, with transformers' kernels, cache and gradient checkpointing
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class ScratchformerAttention(MultiHeadAttention):
+    """The paper's multi-head attention, with the kernels of transformers' attention interface (``sdpa`` by default,
+    ``flex_attention``, or ``eager``: the paper's formula) and the key/value cache of ``generate()``."""
+
+    layer_idx = 0  # set by the decoder: where the cache keeps this layer's keys and values
+    is_cross_attention = False  # set by the decoder for its encoder-decoder attentions
+
+    def keys_values(self, memory: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+                    cache: EncoderDecoderCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The paper's keys and values, through the cache: self-attention appends this step's and gets them all back;
+        encoder-decoder attention projects the encoder output once (step 1) and reuses it, as it does not change."""
+        if cache is None:
+            return super().keys_values(memory, rotary)
+        if not self.is_cross_attention:
+            return cache.self_attention_cache.update(*super().keys_values(memory, rotary), self.layer_idx)
+        if cache.is_updated.get(self.layer_idx):
+            layer = cache.cross_attention_cache.layers[self.layer_idx]
+            return layer.keys, layer.values  # (B, H, S, Dh)
+        cache.is_updated[self.layer_idx] = True
+        return cache.cross_attention_cache.update(*super().keys_values(memory), self.layer_idx)
+
+    def kernel(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               mask: KernelMask | torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The kernel ``mask`` was rendered for; a plain "may attend" tensor (or ``None``) runs the paper's formula."""
+        if not isinstance(mask, KernelMask):
+            mask = KernelMask("eager", mask)
+        if mask.kernel == "eager":
+            return super().kernel(query, key, value, mask.mask)
+        attend: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(mask.kernel, None)
+        return attend(self, query, key, value, mask.mask, is_causal=mask.is_causal, scaling=self.scaling,
+                      dropout=self.dropout if self.training else 0.0)
+
+
+class ScratchformerEncoderLayer(GradientCheckpointingLayer, EncoderLayer):
+    """The paper's encoder layer, with transformers' gradient checkpointing and attention kernels."""
+
+    attention_class = ScratchformerAttention
+
+
+class ScratchformerDecoderLayer(GradientCheckpointingLayer, DecoderLayer):
+    """The paper's decoder layer, with transformers' gradient checkpointing, attention kernels and cache."""
+
+    attention_class = ScratchformerAttention
+
+
+class ScratchformerEncoder(Encoder):
+    """The paper's encoder with input checks, positions that skip padding, masks for the kernel and the outputs
+    transformers callers ask for (``output_hidden_states``, ``output_attentions``, ``return_dict``)."""
+
+    layer_class = ScratchformerEncoderLayer
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__(config)
+        self.config = config
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> BaseModelOutput:
+        """input_ids, attention_mask: (B, S); ``attention_mask`` is 1 for real tokens and 0 for padding."""
+        config = self.config
+        batch, length, device = _check_stack_input(self, "encoder", input_ids, inputs_embeds)
+        _check_mask("attention_mask", attention_mask, batch, (length,))
+        _check_positions(config, "encoder", length, "truncate it (tokenizer truncation=True)")
+        output_attentions = _flag(output_attentions, config, "output_attentions")
+        mask = _mask_for(_kernel(config, output_attentions), attention_mask, batch, length, length, device, causal=False)
+        position_ids = _position_ids(attention_mask, batch, length, 0, device)
+
+        recorded, hooks = _start_recording(self, _flag(output_hidden_states, config, "output_hidden_states"),
+                                           output_attentions)
+        try:
+            hidden_states = super().forward(input_ids, position_ids, mask, inputs_embeds, num_positions=length)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        return BaseModelOutput(last_hidden_state=hidden_states, **_recorded(recorded, hidden_states))
+
+
+class ScratchformerDecoder(Decoder):
+    """The paper's decoder with input checks, positions that skip padding, masks for the kernel, the outputs
+    transformers callers ask for, and the key/value cache of ``generate()``: a growing ``DynamicCache`` (the default)
+    or a preallocated ``StaticCache`` (``cache_implementation="static"``, see :func:`_static_cache_layout`)."""
+
+    layer_class = ScratchformerDecoderLayer
+
+    def __init__(self, config: ScratchformerConfig):
+        super().__init__(config)
+        self.config = config
+        for index, layer in enumerate(self.layers):  # the cache keeps each layer's keys and values at its index
+            layer.self_attn.layer_idx = layer.cross_attn.layer_idx = index
+            layer.cross_attn.is_cross_attention = True
+
+    def _cache_for(self, cache: EncoderDecoderCache | None, use_cache: bool) -> EncoderDecoderCache | None:
+        """The cache this call fills: the one given, a new one, or none under gradient checkpointing (which runs
+        each layer again in the backward pass and would fill it twice)."""
+        if use_cache and self.training and torch.is_grad_enabled() and self.layers[0].gradient_checkpointing:
+            return None
+        if use_cache and cache is None:
+            # every layer is full attention: its cache is made when first filled (DynamicCache(config=...) would
+            # copy the config at every forward, docs/performance.md)
+            return EncoderDecoderCache(DynamicCache(), DynamicCache())
+        return cache
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        cache: EncoderDecoderCache | None = None,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """input_ids: (B, T) the tokens of this step (only the new ones when a cache is given);
+        attention_mask: (B, T) or (B, past + T) decoder padding; encoder_hidden_states: (B, S, D);
+        encoder_attention_mask: (B, S); cache (or past_key_values, its name before transformers 5.24): the keys and
+        values of the earlier steps."""
+        config = self.config
+        batch, length, device = _check_stack_input(self, "decoder", input_ids, inputs_embeds)
+        _check_encoder_output(encoder_hidden_states, encoder_attention_mask, batch)
+        use_cache = _flag(use_cache, config, "use_cache")
+        cache = self._cache_for(_one_cache(cache, past_key_values), use_cache)
+        output_attentions = _flag(output_attentions, config, "output_attentions")
+        kernel = _kernel(config, output_attentions)
+        layout = _static_cache_layout if cache is not None and cache.is_compileable else _dynamic_cache_layout
+        position_ids, self_mask, total = layout(kernel, attention_mask, cache, batch, length, device)
+        _check_positions(config, "decoder", total, "generate fewer tokens")
+        source_mask = _mask_for(kernel, encoder_attention_mask, batch, length, encoder_hidden_states.shape[1], device,
+                                causal=False)
+
+        recorded, hooks = _start_recording(self, _flag(output_hidden_states, config, "output_hidden_states"),
+                                           output_attentions)
+        try:
+            hidden_states = super().forward(input_ids, encoder_hidden_states, self_mask, source_mask, position_ids,
+                                            inputs_embeds, num_positions=total, cache=cache)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        return _output_with_cache(BaseModelOutputWithPastAndCrossAttentions, cache if use_cache else None,
+                                  last_hidden_state=hidden_states, **_recorded(recorded, hidden_states))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Pre-trained model base and its policies
 # --------------------------------------------------------------------------------------------------------------------
 
 
@@ -703,6 +597,13 @@ def safetensors_problem(folder: str | os.PathLike) -> str | None:
             "it, then save_pretrained writes safetensors).")
 
 
+def _signature_computed_once(forward: Callable) -> Callable:
+    """Store ``forward``'s signature on it, so that ``inspect.signature`` becomes a lookup: ``generate()`` reads it at
+    every decoding step of a model registered for remote code (docs/performance.md). The signature is unchanged."""
+    forward.__signature__ = inspect.signature(forward)
+    return forward
+
+
 class ScratchformerPreTrainedModel(PreTrainedModel):
     """Weight initialisation and the Hugging Face plumbing shared by all Scratchformer models."""
 
@@ -715,7 +616,7 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
     _skip_keys_device_placement = ["past_key_values", "cache"]  # the cache's name before and from transformers 5.24
     _supports_sdpa = True
     _supports_attention_backend = True
-    _supports_flex_attn = True  # our boolean masks become BlockMasks (_flex_block_mask)
+    _supports_flex_attn = True  # our masks become BlockMasks (_flex_block_mask)
 
     def post_init(self) -> None:
         """Initialise and tie as usual, then list the tied copies (e.g. ``lm_head.weight``) as keys that are never
@@ -733,16 +634,51 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save as usual, with our ``auto_map`` only: transformers lists just the class being saved (Hub users also
         need ``AutoModel`` -> the encoder, for embeddings and the feature-extraction pipeline), and keeps any
-        foreign entry a loaded config carried in (code we never reviewed would then run for Hub users)."""
+        foreign entry a loaded config carried in (code we never reviewed would then run for Hub users).
+
+        A path that is a file raises ``NotADirectoryError`` (transformers logs an error and saves nothing). The
+        weights get the permissions ``config.json`` got from the umask: safetensors 0.8 writes them through a
+        temporary file made ``-rw-------`` (safetensors issue #782), which no other user could read.
+
+        A failed save (a full disk) leaves an earlier save in the folder as it was: transformers writes
+        ``config.json`` and the others in place, so the files are written into a temporary folder inside
+        ``save_directory`` and then moved into place, one ``os.replace`` each; the shards of an earlier, differently
+        sharded save are removed afterwards, as transformers removes them. The error is the library's own (this file
+        travels with the weights and imports nothing of scratchformer's)."""
+        import shutil
+        import tempfile
+
+        if os.path.isfile(save_directory):
+            raise NotADirectoryError(f"cannot save the model into {save_directory}: it is a file, not a folder")
         ours = {key: value for key, value in (getattr(self.config, "auto_map", None) or {}).items()
                 if AUTO_MAP.get(key) == value}
         self.config.auto_map = {**ours, **{key: AUTO_MAP[key] for key in self._auto_classes_also_served}}
-        return super().save_pretrained(save_directory, *args, **kwargs)
+        if not kwargs.get("is_main_process", True):  # writes nothing
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        os.makedirs(save_directory, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=".saving-", dir=save_directory)
+        try:
+            saved = super().save_pretrained(staging, *args, **kwargs)
+            written = sorted(os.listdir(staging))
+            config_file = os.path.join(staging, "config.json")
+            mode = os.stat(config_file).st_mode & 0o777 if os.path.isfile(config_file) else None
+            for name in written:
+                if name.endswith(".safetensors") and mode is not None:
+                    os.chmod(os.path.join(staging, name), mode)
+                os.replace(os.path.join(staging, name), os.path.join(save_directory, name))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        if any(name.endswith(".safetensors") for name in written):
+            for name in os.listdir(save_directory):
+                if (name not in written and re.fullmatch(r"model.*?-\d{5}-of-\d{5}\.(safetensors|bin)", name)
+                        and os.path.isfile(os.path.join(save_directory, name))):
+                    os.remove(os.path.join(save_directory, name))  # a shard of an earlier save
+        return saved
 
     def push_to_hub(self, repo_id: str, **kwargs):
         """Upload as transformers does (one commit: weights, config and code), but a repo without a ``README.md``
-        gets our model card (:func:`model_card_text`) instead of transformers' empty template. Same arguments as
-        ``PreTrainedModel.push_to_hub``."""
+        gets our short model card (``card_scratchformer.py``, which travels with this file, so a Hub user's copy
+        does it too) instead of transformers' empty template. Same arguments as ``PreTrainedModel.push_to_hub``."""
         return push_with_model_card(self, repo_id, **kwargs)
 
     @classmethod
@@ -791,214 +727,6 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
             init.zeros_(module.bias)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Encoder and decoder stacks
-# --------------------------------------------------------------------------------------------------------------------
-
-
-class ScratchformerStack(nn.Module):
-    """What the encoder and the decoder share (section 3.1): the input embeddings, N identical layers and, for
-    pre-LN, a final LayerNorm. Subclasses say which side of the config they read and which layer they stack."""
-
-    side: str  # "encoder" or "decoder": selects the config fields {side}_layers, {side}_attention_heads
-    layer_class: type[nn.Module]
-
-    def __init__(self, config: ScratchformerConfig):
-        super().__init__()
-        self.config = config
-        self.embeddings = ScratchformerEmbeddings(config)
-        head_dim = config.d_model // getattr(config, f"{self.side}_attention_heads")
-        self.rotary = ScratchformerRotaryEmbedding(head_dim, config.rope_theta) if (
-            config.position_embedding_type == "rope") else None
-        num_layers = getattr(config, f"{self.side}_layers")
-        self.layers = nn.ModuleList(self.layer_class(config, i) for i in range(num_layers))
-        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.pre_layer_norm else None
-
-    def _input_shape(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
-                     names: tuple[str, str]) -> tuple[int, int, torch.device]:
-        """Check the token ids (or embeddings) this stack reads; return batch size, length and device."""
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError(f"pass exactly one of {names[0]} or {names[1]} to the {self.side}")
-        given = input_ids if input_ids is not None else inputs_embeds
-        if isinstance(given, torch.Tensor) and given.device.type == "meta" != self.embeddings.word_embeddings.weight.device.type:
-            raise ValueError(f"{names[0] if input_ids is not None else names[1]} are on the meta device (shapes "
-                             "without values): make them on the model's device")
-        if input_ids is not None:
-            _check_ids(names[0], input_ids, self.config.vocab_size)
-            return input_ids.shape[0], input_ids.shape[1], input_ids.device
-        _check_embeds(names[1], inputs_embeds, self.config.d_model, self.embeddings.word_embeddings.weight.dtype)
-        return inputs_embeds.shape[0], inputs_embeds.shape[1], inputs_embeds.device
-
-    def _check_positions(self, length: int, advice: str) -> None:
-        limit = self.config.max_position_embeddings
-        if self.config.position_embedding_type == "learned" and length > limit:
-            raise ValueError(f"the {self.side} input has {length} tokens but learned positions stop at "
-                             f"max_position_embeddings={limit}; {advice} or use sinusoidal or rope positions")
-
-    def _final_layer_norm(self, hidden_states: torch.Tensor, all_hidden_states: list | None) -> torch.Tensor:
-        """Pre-LN's final LayerNorm; the last ``hidden_states`` entry is then the normalised output."""
-        if self.layer_norm is None:
-            return hidden_states
-        hidden_states = self.layer_norm(hidden_states)
-        if all_hidden_states is not None:
-            all_hidden_states[-1] = hidden_states
-        return hidden_states
-
-
-class ScratchformerEncoder(ScratchformerStack):
-    """The encoder: embeddings, then N layers of self-attention + feed-forward (section 3.1)."""
-
-    side = "encoder"
-    layer_class = ScratchformerEncoderLayer
-
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> BaseModelOutput | tuple:
-        """input_ids, attention_mask: (B, S); ``attention_mask`` is 1 for real tokens and 0 for padding."""
-        config = self.config
-        output_attentions = _flag(output_attentions, config, "output_attentions")
-        output_hidden_states = _flag(output_hidden_states, config, "output_hidden_states")
-        return_dict = _flag(return_dict, config, "return_dict", True)
-        batch, length, device = self._input_shape(input_ids, inputs_embeds, ("input_ids", "inputs_embeds"))
-        _check_mask("attention_mask", attention_mask, batch, (length,))
-        self._check_positions(length, "truncate it (tokenizer truncation=True)")
-
-        position_ids = _position_ids(attention_mask, batch, length, 0, device)
-        hidden_states = self.embeddings(input_ids, position_ids, inputs_embeds, num_positions=length)
-        rotary = self.rotary(position_ids) if self.rotary is not None else None
-        explicit = output_attentions or config._attn_implementation != "sdpa"
-        mask = _kernel_mask(_blocked_keys(attention_mask, length, length, False, device, explicit),
-                            batch, length, hidden_states.dtype, config, output_attentions)
-
-        all_hidden_states = [hidden_states] if output_hidden_states else None
-        all_attentions = [] if output_attentions else None
-        for layer in self.layers:
-            hidden_states, weights = layer(hidden_states, attention_mask=mask, rotary=rotary,
-                                           output_attentions=output_attentions)
-            if output_hidden_states:
-                all_hidden_states.append(hidden_states)
-            if output_attentions:
-                all_attentions.append(weights)
-        hidden_states = self._final_layer_norm(hidden_states, all_hidden_states)
-
-        output = BaseModelOutput(
-            last_hidden_state=hidden_states,
-            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
-            attentions=tuple(all_attentions) if output_attentions else None,
-        )
-        return output if return_dict else output.to_tuple()
-
-
-class ScratchformerDecoder(ScratchformerStack):
-    """The decoder: embeddings, N layers of masked self-attention + cross-attention + FFN (section 3.1).
-
-    Two kinds of key/value cache: a growing ``DynamicCache`` (the default) and a preallocated ``StaticCache``
-    (``generate(..., cache_implementation="static")``), whose fixed shapes let ``torch.compile`` capture one decoding
-    step as a single graph; see :func:`_static_cache_layout`.
-    """
-
-    side = "decoder"
-    layer_class = ScratchformerDecoderLayer
-
-    def _dynamic_cache_layout(self, attention_mask: torch.Tensor | None, past_key_values: Cache | None, batch: int,
-                              length: int, device: torch.device, explicit: bool,
-                              ) -> tuple[torch.Tensor, torch.Tensor | None, int]:
-        """Positions ``(B, T)``, the causal self-attention mask (``True`` = masked, or ``None``) and the number of
-        keys, for no cache or a growing one: the keys are the ``past`` cached ones plus these ``T``."""
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        total = past_length + length
-        _check_mask("decoder_attention_mask", attention_mask, batch, (length, total) if past_length else (length,))
-        if attention_mask is not None and attention_mask.shape[1] == length and past_length:
-            attention_mask = None  # a mask of the new tokens only says nothing about the cached ones
-        position_ids = _position_ids(attention_mask, batch, length, past_length, device)
-        blocked = _blocked_keys(attention_mask, length, total, True, device, explicit or past_length > 0)
-        return position_ids, blocked, total
-
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: EncoderDecoderCache | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        cache: EncoderDecoderCache | None = None,
-    ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
-        """input_ids: (B, T) the tokens of this step (only the new ones when a cache is given);
-        attention_mask: (B, T) or (B, past + T) decoder padding; encoder_hidden_states: (B, S, D);
-        encoder_attention_mask: (B, S); cache (or past_key_values, its name before transformers 5.24): the keys and
-        values of the earlier steps."""
-        past_key_values = _one_cache(cache, past_key_values)
-        config = self.config
-        output_attentions = _flag(output_attentions, config, "output_attentions")
-        output_hidden_states = _flag(output_hidden_states, config, "output_hidden_states")
-        return_dict = _flag(return_dict, config, "return_dict", True)
-        use_cache = _flag(use_cache, config, "use_cache")
-        batch, length, device = self._input_shape(
-            input_ids, inputs_embeds, ("decoder_input_ids", "decoder_inputs_embeds"))
-        if encoder_hidden_states is None:
-            raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
-        if encoder_hidden_states.shape[0] != batch:
-            raise ValueError(f"the decoder inputs have batch size {batch} but the encoder output has "
-                             f"{encoder_hidden_states.shape[0]}")
-        _check_mask("encoder attention_mask", encoder_attention_mask, batch, (encoder_hidden_states.shape[1],))
-
-        if use_cache and self.training and torch.is_grad_enabled() and self.layers[0].gradient_checkpointing:
-            # Checkpointing runs each layer again in the backward pass, which would fill a cache twice.
-            use_cache, past_key_values = False, None
-        if use_cache and past_key_values is None:
-            # Every layer is full attention, so the layers are made as they are first filled. (DynamicCache(config=...)
-            # would deep-copy this encoder-decoder config into a decoder config at every forward: 10% of a small
-            # model's forward, measured in the overhead group of benchmarks/RESULTS.md.)
-            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
-        explicit = output_attentions or config._attn_implementation != "sdpa"
-        if past_key_values is not None and past_key_values.is_compileable:
-            position_ids, self_mask, total = _static_cache_layout(attention_mask, past_key_values, batch, length, device)
-        else:
-            position_ids, self_mask, total = self._dynamic_cache_layout(
-                attention_mask, past_key_values, batch, length, device, explicit)
-        self._check_positions(total, "generate fewer tokens")
-        hidden_states = self.embeddings(input_ids, position_ids, inputs_embeds, num_positions=total)
-        rotary = self.rotary(position_ids) if self.rotary is not None else None
-        self_mask = _kernel_mask(self_mask, batch, length, hidden_states.dtype, config, output_attentions)
-        cross_mask = _kernel_mask(
-            _blocked_keys(encoder_attention_mask, length, encoder_hidden_states.shape[1], False, device, explicit),
-            batch, length, hidden_states.dtype, config, output_attentions)
-
-        all_hidden_states = [hidden_states] if output_hidden_states else None
-        all_self, all_cross = ([], []) if output_attentions else (None, None)
-        for layer in self.layers:
-            hidden_states, self_weights, cross_weights = layer(
-                hidden_states, encoder_hidden_states, attention_mask=self_mask, encoder_attention_mask=cross_mask,
-                rotary=rotary, past_key_values=past_key_values, use_cache=use_cache,
-                output_attentions=output_attentions)
-            if output_hidden_states:
-                all_hidden_states.append(hidden_states)
-            if output_attentions:
-                all_self.append(self_weights)
-                all_cross.append(cross_weights)
-        hidden_states = self._final_layer_norm(hidden_states, all_hidden_states)
-
-        output = _output_with_cache(
-            BaseModelOutputWithPastAndCrossAttentions, past_key_values if use_cache else None,
-            last_hidden_state=hidden_states,
-            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
-            attentions=tuple(all_self) if output_attentions else None,
-            cross_attentions=tuple(all_cross) if output_attentions else None,
-        )
-        return output if return_dict else output.to_tuple()
-
-
 def mean_over_labelled(total: torch.Tensor, labels: torch.Tensor,
                        num_items_in_batch: int | torch.Tensor | None = None) -> torch.Tensor:
     """A loss summed over the labelled positions (``labels != -100``), divided by their number; 0, not NaN, when there
@@ -1012,13 +740,14 @@ def mean_over_labelled(total: torch.Tensor, labels: torch.Tensor,
     return total / count.clamp(min=1)
 
 
-def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
-    """Teacher forcing: the decoder input is the target shifted one step right, starting with the start token
-    (``-100`` loss-ignore markers become padding)."""
-    shifted = labels.new_zeros(labels.shape)
-    shifted[:, 1:] = labels[:, :-1].clone()
-    shifted[:, 0] = decoder_start_token_id
-    return shifted.masked_fill(shifted == -100, pad_token_id)
+def _token_loss(logits: torch.Tensor, labels: torch.Tensor,
+                num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
+    """The mean cross-entropy of ``logits`` (B, L, C) against ``labels`` (B, L), ``-100`` where nothing is to be
+    predicted (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
+    labels = labels.to(logits.device).reshape(-1)
+    total = nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels, ignore_index=-100,
+                                        reduction="sum")
+    return mean_over_labelled(total, labels, num_items_in_batch)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -1049,6 +778,7 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
         if self.config.tie_word_embeddings:
             self.decoder.embeddings.word_embeddings = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1062,15 +792,13 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         cache: EncoderDecoderCache | None = None,
         **kwargs,
-    ) -> Seq2SeqModelOutput | tuple:
+    ) -> Seq2SeqModelOutput:
         """Encode the source (unless ``encoder_outputs`` are given) and decode. Without decoder inputs, the
         decoder reads the source shifted right (as BART does), which makes the bare model usable on one text."""
         _warn_ignored(self, kwargs)
-        _warn_old_cache_name(self, past_key_values)
-        return_dict = _flag(return_dict, self.config, "return_dict", True)
+        cache = _model_cache(self, cache, past_key_values)
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             if input_ids is None:
                 raise ValueError("pass decoder_input_ids (or input_ids, which are then shifted right)")
@@ -1090,9 +818,9 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
         decoder_outputs = self.decoder(
             input_ids=decoder_input_ids, attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
-            past_key_values=_one_cache(cache, past_key_values), inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
+            cache=cache, inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True)
-        output = _output_with_cache(
+        return _output_with_cache(
             Seq2SeqModelOutput, _cache_of(decoder_outputs),
             last_hidden_state=decoder_outputs.last_hidden_state,
             decoder_hidden_states=decoder_outputs.hidden_states,
@@ -1102,7 +830,6 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,
         )
-        return output if return_dict else output.to_tuple()
 
 
 class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, GenerationMixin):
@@ -1119,7 +846,7 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
         self.model = ScratchformerModel(config)
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head = pre_softmax_linear(config)
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -1151,8 +878,8 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
     def create_masks_for_generate(self, config, inputs_embeds, attention_mask, *args, **kwargs):
         """What ``generate()`` calls at every step with a static cache, outside the compiled step, to make a 4-D
         decoder mask. Without a decoder mask (what ``generate`` passes an encoder-decoder) there is nothing to make:
-        the decoder masks the empty slots and the future itself (:func:`_static_cache_layout`). Building the causal
-        mask anyway took 6% of a tiny model's static-cache generation on the host, every step."""
+        the decoder masks the empty slots and the future itself (:func:`_static_cache_layout`), and no host work is
+        spent on it at every step (docs/performance.md)."""
         if attention_mask is None:
             return None
         from transformers.masking_utils import create_masks_for_generate
@@ -1160,6 +887,7 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         return create_masks_for_generate(config, inputs_embeds, attention_mask, *args, **kwargs)
 
     @_signature_computed_once
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1174,53 +902,36 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         cache: EncoderDecoderCache | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         **kwargs,
-    ) -> Seq2SeqLMOutput | tuple:
+    ) -> Seq2SeqLMOutput:
         """``labels`` give the mean cross-entropy over the labelled target tokens (see :func:`mean_over_labelled`
         for ``num_items_in_batch``)."""
         _warn_ignored(self, kwargs)
-        _warn_old_cache_name(self, past_key_values)
-        return_dict = _flag(return_dict, self.config, "return_dict", True)
+        cache = _model_cache(self, cache, past_key_values)
         if labels is not None:
             if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
                 raise ValueError("labels must be a (batch, target_length) tensor of token ids, -100 where ignored")
             _check_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
-            use_cache = False
+            use_cache = False  # teacher forcing: the whole target at once
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
             input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
-            cache=_one_cache(cache, past_key_values), inputs_embeds=inputs_embeds,
-            decoder_inputs_embeds=decoder_inputs_embeds, use_cache=use_cache, output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states, return_dict=True)
+            decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs, cache=cache,
+            inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True)
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
-
         loss = None
         if labels is not None:
             if labels.shape != logits.shape[:2]:
                 raise ValueError(f"labels have shape {tuple(labels.shape)} but the decoder produced "
                                  f"{tuple(logits.shape[:2])} positions")
-            labels = labels.to(logits.device).reshape(-1)
-            total = nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels, ignore_index=-100,
-                                                reduction="sum")
-            loss = mean_over_labelled(total, labels, num_items_in_batch)
-
-        output = _output_with_cache(
-            Seq2SeqLMOutput, _cache_of(outputs),
-            loss=loss,
-            logits=logits,
-            decoder_hidden_states=outputs.decoder_hidden_states,
-            decoder_attentions=outputs.decoder_attentions,
-            cross_attentions=outputs.cross_attentions,
-            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states,
-            encoder_attentions=outputs.encoder_attentions,
-        )
-        return output if return_dict else output.to_tuple()
+            loss = _token_loss(logits, labels, num_items_in_batch)
+        # the model's outputs (the cache under this transformers version's name), with the logits for the last state
+        return Seq2SeqLMOutput(loss=loss, logits=logits,
+                               **{name: value for name, value in outputs.items() if name != "last_hidden_state"})
 
 
 class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
@@ -1240,7 +951,7 @@ class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
         self.post_init()
 
     @property
-    def embeddings(self) -> ScratchformerEmbeddings:
+    def embeddings(self) -> Embeddings:
         """The input embedding layer (``embeddings.word_embeddings`` is the learned table), as in BERT/DistilBERT."""
         return self.encoder.embeddings
 
@@ -1253,6 +964,7 @@ class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
     def get_encoder(self) -> ScratchformerEncoder:
         return self.encoder
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1260,17 +972,16 @@ class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
-    ) -> BaseModelOutput | tuple:
+    ) -> BaseModelOutput:
         _warn_ignored(self, kwargs)
-        return self.encoder(
-            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=return_dict)
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                            return_dict=True)
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Task heads on the encoder (as DistilBERT and BART have them)
+# Task heads on the encoder (as DistilBERT and BART have them), and the checks of generate()
 # --------------------------------------------------------------------------------------------------------------------
 
 
@@ -1419,6 +1130,12 @@ class ScratchformerEncoderWithHead(ScratchformerPreTrainedModel):
     def get_encoder(self) -> ScratchformerEncoder:
         return self.model.encoder
 
+    def _encode(self, input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+                ) -> BaseModelOutput:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                          output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                          return_dict=True)
+
 
 class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
     """The encoder with a sentence-level classification (or regression) head, for ``text-classification``.
@@ -1441,6 +1158,7 @@ class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
         self.classifier = ScratchformerClassificationHead(config)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1449,21 +1167,16 @@ class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
-    ) -> SequenceClassifierOutput | tuple:
+    ) -> SequenceClassifierOutput:
         """labels: ``(B,)`` class ids, ``(B,)`` or ``(B, 1)`` targets for regression, or ``(B, num_labels)`` 0/1
         floats for multi-label classification."""
         _warn_ignored(self, kwargs)
-        return_dict = _flag(return_dict, self.config, "return_dict", True)
-        encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                             return_dict=True)
+        encoded = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
         logits = self.classifier(mean_over_tokens(encoded.last_hidden_state, attention_mask))  # (B, num_labels)
         loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
-        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
-                                          attentions=encoded.attentions)
-        return output if return_dict else output.to_tuple()
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                        attentions=encoded.attentions)
 
 
 class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
@@ -1480,6 +1193,7 @@ class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
         self.classifier = nn.Linear(config.d_model, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1488,28 +1202,20 @@ class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         **kwargs,
-    ) -> TokenClassifierOutput | tuple:
+    ) -> TokenClassifierOutput:
         """labels: ``(B, S)`` label ids, ``-100`` where a token has no label; the loss is their mean cross-entropy
         (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
         _warn_ignored(self, kwargs)
-        return_dict = _flag(return_dict, self.config, "return_dict", True)
-        encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                             return_dict=True)
+        encoded = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
         logits = self.classifier(self.dropout(encoded.last_hidden_state))  # (B, S, num_labels)
         loss = None
         if labels is not None:
-            labels = labels.to(logits.device).reshape(-1)
-            _check_labels(labels, self.num_labels, ignored=-100)
-            total = nn.functional.cross_entropy(logits.float().view(-1, self.num_labels), labels, ignore_index=-100,
-                                                reduction="sum")
-            loss = mean_over_labelled(total, labels, num_items_in_batch)
-        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
-                                       attentions=encoded.attentions)
-        return output if return_dict else output.to_tuple()
+            _check_labels(labels.to(logits.device).reshape(-1), self.num_labels, ignored=-100)
+            loss = _token_loss(logits, labels, num_items_in_batch)
+        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                     attentions=encoded.attentions)
 
 
 class ScratchformerForMaskedLM(ScratchformerEncoderWithHead):
@@ -1525,7 +1231,7 @@ class ScratchformerForMaskedLM(ScratchformerEncoderWithHead):
 
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head = pre_softmax_linear(config)
         self.post_init()
 
     def get_output_embeddings(self) -> nn.Linear:
@@ -1534,6 +1240,7 @@ class ScratchformerForMaskedLM(ScratchformerEncoderWithHead):
     def set_output_embeddings(self, value: nn.Linear) -> None:
         self.lm_head = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -1542,101 +1249,25 @@ class ScratchformerForMaskedLM(ScratchformerEncoderWithHead):
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         **kwargs,
-    ) -> MaskedLMOutput | tuple:
+    ) -> MaskedLMOutput:
         """labels: ``(B, S)`` token ids to predict, ``-100`` where there is nothing to predict; the loss is their
         mean cross-entropy (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
         _warn_ignored(self, kwargs)
-        return_dict = _flag(return_dict, self.config, "return_dict", True)
-        encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                             return_dict=True)
+        encoded = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
         logits = self.lm_head(encoded.last_hidden_state)  # (B, S, V)
-        loss = None
-        if labels is not None:
-            labels = labels.to(logits.device).reshape(-1)
-            total = nn.functional.cross_entropy(logits.float().view(-1, self.config.vocab_size), labels,
-                                                ignore_index=-100, reduction="sum")
-            loss = mean_over_labelled(total, labels, num_items_in_batch)
-        output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
-                                attentions=encoded.attentions)
-        return output if return_dict else output.to_tuple()
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Model card for push_to_hub
-# --------------------------------------------------------------------------------------------------------------------
-
-PAPER_CITATION = """
-@inproceedings{vaswani2017attention,
-  title     = {Attention Is All You Need},
-  author    = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki and Uszkoreit, Jakob and Jones, Llion and
-               Gomez, Aidan N. and Kaiser, {\\L}ukasz and Polosukhin, Illia},
-  booktitle = {Advances in Neural Information Processing Systems 30 (NIPS 2017)},
-  pages     = {5998--6008},
-  year      = {2017},
-  url       = {https://arxiv.org/abs/1706.03762}
-}
-"""
-
-
-def model_card_text(model: ScratchformerPreTrainedModel, repo_id: str) -> str:
-    """A short model card for ``model.push_to_hub``: metadata, the architecture, how to load it, what it is for,
-    its limits and the paper to cite. ``scratchformer push`` writes the full card (scores, data sources, snippets)."""
-    c = model.config
-    tags = ["scratchformer", "transformer", "attention-is-all-you-need", "custom_code", "feature-extraction"]
-    return "\n".join([
-        "---", "library_name: transformers", "pipeline_tag: feature-extraction", "tags:", *[f"- {tag}" for tag in tags],
-        "---", "", f"# {repo_id.split('/')[-1]}", "",
-        f"A Scratchformer ({type(model).__name__}): the encoder-decoder Transformer of *Attention Is All You Need* "
-        f"written from scratch, with {c.encoder_layers} encoder / {c.decoder_layers} decoder layers, d_model "
-        f"{c.d_model}, {c.encoder_attention_heads} heads, d_ff {c.encoder_ffn_dim}, {c.position_embedding_type} "
-        f"positions and {model.num_parameters() / 1e6:.1f} M parameters.", "",
-        "## How to use", "", "```python", "from transformers import AutoModel, AutoTokenizer", "",
-        f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)',
-        f'encoder = AutoModel.from_pretrained("{repo_id}", trust_remote_code=True)  # runs this repo\'s code',
-        'states = encoder(**tokenizer(["A sentence."], return_tensors="pt")).last_hidden_state', "```", "",
-        "## Uses and limitations", "",
-        "For studying and teaching the Transformer, and as a small model to fine-tune. A small model trained from "
-        "scratch: not for decisions about people or anything that needs reliable or unbiased output.", "",
-        "## Training data", "", "Not described yet: add the data this model was trained on, and their licences.", "",
-        "## Citation", "", "```bibtex", PAPER_CITATION.strip(), "```", "",
-    ])
-
-
-def push_with_model_card(model: ScratchformerPreTrainedModel, repo_id: str, *, commit_message: str | None = None,
-                         commit_description: str | None = None, private: bool | None = None,
-                         token: bool | str | None = None, revision: str | None = None, create_pr: bool = False,
-                         max_shard_size: int | str | None = "50GB", tags: list[str] | None = None):
-    """``PreTrainedModel.push_to_hub`` with our card: create the repo if needed, save the model into a temporary
-    folder, add ``README.md`` unless the repo has one (its card is kept), upload everything in one commit."""
-    import tempfile
-
-    from huggingface_hub import HfApi
-
-    api = HfApi(token=token)
-    repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
-    with tempfile.TemporaryDirectory() as folder:
-        model.save_pretrained(folder, max_shard_size=max_shard_size)
-        if not api.file_exists(repo_id, "README.md", revision=revision):
-            card = model_card_text(model, repo_id)
-            if tags:
-                card = card.replace("tags:\n", "tags:\n" + "".join(f"- {tag}\n" for tag in tags), 1)
-            with open(os.path.join(folder, "README.md"), "w", encoding="utf-8") as handle:
-                handle.write(card)
-        return api.upload_folder(repo_id=repo_id, folder_path=folder, revision=revision, create_pr=create_pr,
-                                 commit_message=commit_message or "Upload model",
-                                 commit_description=commit_description)
+        loss = _token_loss(logits, labels, num_items_in_batch) if labels is not None else None
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                              attentions=encoded.attentions)
 
 
 __all__ = [
     "ScratchformerEncoderModel",
     "ScratchformerForConditionalGeneration",
+    "ScratchformerForMaskedLM",
     "ScratchformerForSequenceClassification",
     "ScratchformerForTokenClassification",
     "ScratchformerModel",
     "ScratchformerPreTrainedModel",
-    "sinusoidal_position_encoding",
 ]

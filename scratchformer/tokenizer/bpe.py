@@ -112,6 +112,21 @@ def check_text(text: object, what: str = "text") -> str:
     return text
 
 
+MAX_MIN_FREQUENCY = 2**64 - 1  # the tokenizers library keeps it in an unsigned 64-bit integer
+
+
+def check_min_frequency(min_frequency: object) -> int:
+    """Return ``min_frequency`` if it is a whole number of occurrences (0 to 2**64 - 1; 0 and 1 both merge any pair
+    that occurs), else raise a ``TypeError``/``ValueError`` naming the argument."""
+    if isinstance(min_frequency, bool) or not isinstance(min_frequency, int):
+        raise TypeError(f"min_frequency must be an int (a count of occurrences), got "
+                        f"{type(min_frequency).__name__}: {min_frequency!r:.60}")
+    if not 0 <= min_frequency <= MAX_MIN_FREQUENCY:
+        raise ValueError(f"min_frequency must be a count of occurrences, 0 or more (at most 2**64 - 1), got "
+                         f"{min_frequency}: a pair is merged only when seen at least that often")
+    return min_frequency
+
+
 def check_scheme(scheme: str) -> str:
     if scheme not in SCHEMES:
         raise ValueError(f"unknown pre-tokenization scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
@@ -369,6 +384,7 @@ def train(
     check_scheme(scheme)
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
         raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
+    check_min_frequency(min_frequency)
     seen_text = False
 
     def watched(texts: Iterable[str]) -> Iterator[str]:

@@ -177,6 +177,7 @@ def train_fast_tokenizer(
     bpe.check_scheme(scheme)
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
         raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
+    bpe.check_min_frequency(min_frequency)  # the library's own: OverflowError for -1
     base_size = len(bpe.SPECIAL_TOKENS) + len(bpe.BYTE_LEVEL_ALPHABET)
     if scheme == bpe.BYTE_LEVEL and vocab_size < base_size:
         raise ValueError(
@@ -204,6 +205,12 @@ def train_fast_tokenizer(
             f"{backend.get_vocab_size()}"
         )
     return wrap_backend(backend, model_max_length)
+
+
+def saved_size(tokenizer: Any) -> int:
+    """About the bytes ``tokenizer.save_pretrained`` writes: ``tokenizer.json`` as it is saved (indented) and a
+    kilobyte for ``tokenizer_config.json`` (for the message of a full disk)."""
+    return len(tokenizer.backend_tokenizer.to_str(pretty=True).encode("utf-8")) + 1024
 
 
 def _on_a_terminal() -> bool:

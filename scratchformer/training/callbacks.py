@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
+from .. import files
+
 
 class EpochCallback(TrainerCallback):
     """Tell the noising collator which epoch it is in (its noise depends on it, so each epoch draws new noise)."""
@@ -127,4 +129,4 @@ class RunRecord(TrainerCallback):
     def write(self, folder, step: int) -> None:
         """Write the record up to ``step`` into ``folder`` (a checkpoint being saved, or the run folder)."""
         if int(os.environ.get("RANK", "0")) == 0:
-            Path(folder, RUN_RECORD).write_text(json.dumps(self.record(step), indent=2))
+            files.write_json(Path(folder, RUN_RECORD), self.record(step))

@@ -25,21 +25,26 @@ folder named by ``latest``) and of FSDP's sharded optimizer folder only the pres
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..loading import safetensors_file_problem
+from .. import files
+from ..errors import StorageError
+from ..loading import safetensors_file_problem, write_checksums
 
 CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
 CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}-(\d+)$")
 STAGING = ".checkpoint-staging"  # under OUTPUT_DIR; never matches checkpoint-*
 DELETING = ".deleting-"  # prefix of a folder being deleted
 RUN_CONFIG = "train_config.json"
+PICKLED_STATES = ("optimizer.pt", "scheduler.pt", "scaler.pt")  # what the Trainer unpickles on resume (+ rng_state*)
+_REFUSED_GLOBAL = re.compile(r"Unsupported global: (GLOBAL \S+)")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -47,9 +52,10 @@ RUN_CONFIG = "train_config.json"
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def checkpoint_problems(folder: str | Path, model_only: bool = False) -> list[str]:
+def checkpoint_problems(folder: str | Path, model_only: bool = False, loadable: bool = False) -> list[str]:
     """What keeps ``folder`` from being a complete Trainer checkpoint (empty list: complete). ``model_only``: a
-    checkpoint saved with ``--save_only_model`` (no optimizer, scheduler or RNG states)."""
+    checkpoint saved with ``--save_only_model`` (no optimizer, scheduler or RNG states). ``loadable`` (``--resume``)
+    also unpickles the pickled states as the Trainer will (:func:`refused_pickles`)."""
     folder = Path(folder)
     if not folder.is_dir():
         return [f"{folder} is not a folder"]
@@ -65,6 +71,37 @@ def checkpoint_problems(folder: str | Path, model_only: bool = False) -> list[st
         problems += _torch_file_problems(path)
     for path in sorted(folder.glob("stream_state_*.json")):
         problems += _json_problems(path, "stream")
+    if loadable and not problems:
+        problems += refused_pickles(folder)
+    return problems
+
+
+def refused_pickles(folder: Path) -> list[str]:
+    """What the Trainer's ``torch.load(..., weights_only=True)`` of ``--resume`` would refuse in ``folder``: the
+    optimizer, scheduler and scaler states as it loads them, the RNG states with transformers' numpy allowlist
+    (``trainer_pt_utils.safe_globals``). A checkpoint whose pickles hold other objects (written by other code, or
+    tampered with) is unusable: resuming from it would end in ``UnpicklingError`` after the model and data are
+    loaded. Memory-mapped, so a large optimizer state costs little to check."""
+    import contextlib
+    import pickle
+
+    import torch
+    from transformers.trainer_pt_utils import safe_globals
+
+    problems = []
+    for path in [*(folder / name for name in PICKLED_STATES), *sorted(folder.glob("rng_state*.pth"))]:
+        if not path.is_file():
+            continue
+        allowed = safe_globals() if path.name.startswith("rng_state") else contextlib.nullcontext()
+        try:
+            with allowed:
+                torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except pickle.UnpicklingError as error:
+            refused = _REFUSED_GLOBAL.search(str(error))
+            problems.append(f"{path.name} holds pickled objects that torch.load(weights_only=True) refuses"
+                            f"{f' ({refused.group(1)})' if refused else ''}")
+        except (RuntimeError, OSError, ValueError, EOFError) as error:
+            problems.append(f"{path.name} does not load ({type(error).__name__})")
     return problems
 
 
@@ -129,13 +166,13 @@ def list_checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def newest_complete_checkpoint(output_dir: str | Path, model_only: bool = False
+def newest_complete_checkpoint(output_dir: str | Path, model_only: bool = False, loadable: bool = False
                                ) -> tuple[Path | None, list[tuple[Path, list[str]]]]:
     """The newest complete checkpoint of ``output_dir`` (or ``None``), and the newer incomplete ones skipped on the
-    way, each with its problems."""
+    way, each with its problems (``loadable``: see :func:`checkpoint_problems`)."""
     skipped = []
     for _, folder in reversed(list_checkpoints(output_dir)):
-        problems = checkpoint_problems(folder, model_only)
+        problems = checkpoint_problems(folder, model_only, loadable)
         if not problems:
             return folder, skipped
         skipped.append((folder, problems))
@@ -150,6 +187,12 @@ def describe_skipped(skipped: list[tuple[Path, list[str]]]) -> str:
 # --------------------------------------------------------------------------------------------------------------------
 # Rotation
 # --------------------------------------------------------------------------------------------------------------------
+
+
+def checkpoint_bytes(model) -> int:
+    """About the bytes of a checkpoint of ``model``: its weights, and Adam's two moments of the same size (for the
+    message of a full disk)."""
+    return 3 * sum(p.numel() * p.element_size() for p in model.parameters())
 
 
 def remove_folder(folder: Path) -> None:
@@ -244,30 +287,50 @@ class CrashSafeCheckpoints:
         run_dir = Path(super()._get_output_dir(trial))
         name = f"{CHECKPOINT_PREFIX}-{self.state.global_step}"
         staging_root = run_dir / STAGING
-        if self.args.should_save:
-            shutil.rmtree(staging_root, ignore_errors=True)  # what a killed save left behind
-            staging_root.mkdir(parents=True)
-        self.accelerator.wait_for_everyone()
-        self._staging_root = str(staging_root)
+        with self._failed_save_is_one_error(run_dir / name, staging_root):
+            if self.args.should_save:
+                shutil.rmtree(staging_root, ignore_errors=True)  # what a killed save left behind
+                staging_root.mkdir(parents=True)
+            self.accelerator.wait_for_everyone()
+            self._staging_root = str(staging_root)
+            try:
+                # the Trainer's own save (weights, optimizer, scheduler, RNG states of every process, trainer state);
+                # its rotation sees only the staging folder, which holds one checkpoint, so it deletes nothing
+                super()._save_checkpoint(model, trial)
+                for write in self.process_files:
+                    write(staging_root / name, self.state.global_step)
+            finally:
+                self._staging_root = None
+            self.accelerator.wait_for_everyone()  # every process has written its rng_state_<rank>.pth
+            if self.args.should_save:
+                self._publish(staging_root / name, run_dir / name)
+                shutil.rmtree(staging_root, ignore_errors=True)
+                rotate_checkpoints(run_dir, self.args.save_total_limit, self.state.best_model_checkpoint,
+                                   model_only=self.args.save_only_model, say=lambda text: None)
+
+    @contextlib.contextmanager
+    def _failed_save_is_one_error(self, checkpoint: Path, staging_root: Path) -> Iterator[None]:
+        """A save that the file system refuses (a full disk: ``torch.save`` of the optimizer says only "unexpected
+        pos"; a folder that may not be written) deletes what it staged, which frees its space, and ends the run with
+        a :class:`~scratchformer.errors.StorageError` that names the folder, the space needed and free, and says
+        that the earlier checkpoints are intact."""
         try:
-            # the Trainer's own save (weights, optimizer, scheduler, RNG states of every process, trainer state); its
-            # rotation sees only the staging folder, which holds one checkpoint, so it deletes nothing
-            super()._save_checkpoint(model, trial)
-            for write in self.process_files:
-                write(staging_root / name, self.state.global_step)
-        finally:
-            self._staging_root = None
-        self.accelerator.wait_for_everyone()  # every process has written its rng_state_<rank>.pth
-        if self.args.should_save:
-            self._publish(staging_root / name, run_dir / name)
+            yield
+        except Exception as error:
             shutil.rmtree(staging_root, ignore_errors=True)
-            rotate_checkpoints(run_dir, self.args.save_total_limit, self.state.best_model_checkpoint,
-                               model_only=self.args.save_only_model, say=lambda text: None)
+            failure = files.storage_error(error, checkpoint, checkpoint_bytes(self.model))
+            if failure is None:
+                raise
+            earlier = ("; the earlier checkpoints are intact (--resume continues from the newest complete one)"
+                       if list_checkpoints(checkpoint.parent) else "")
+            raise StorageError(f"{checkpoint.name} was not saved: {failure}{earlier}", failure.errno,
+                               failure.filename) from error
 
     def _publish(self, staged: Path, final: Path) -> None:
         if self.run_config is not None:
-            (staged / RUN_CONFIG).write_text(json.dumps(self.run_config, indent=2))
+            files.write_json(staged / RUN_CONFIG, self.run_config)
         if self.state.best_model_checkpoint is not None and Path(self.state.best_model_checkpoint) == staged:
             self.state.best_model_checkpoint = str(final)  # the Trainer found the best checkpoint in staging
             self.state.save_to_json(str(staged / "trainer_state.json"))
+        write_checksums(staged)  # checksums.sha256 of the weights: scratchformer.load verifies them
         publish(staged, final)

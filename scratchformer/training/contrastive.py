@@ -12,7 +12,7 @@ with t the temperature (``--contrastive-temperature``). What ``a_i`` is (``--con
 
 - ``sentence``: the mean of window i's last-layer vectors (the sentence vector, as ``sentence_embeddings`` pools it);
 - ``tokens``: *each* last-layer token vector of window i, against the other window's mean: every word's vector
-  has to carry the topic of its text, which is what the word-sense score asks of it (docs/training.md, "After v2").
+  has to carry the topic of its text, which is what the word-sense score asks of it (docs/experiments.md, "After v2").
 
 The negatives are the other windows of the same micro-batch. The loss is added to the denoising loss as
 ``weight x loss / accumulation steps``, so an optimizer step sees the mean over its micro-batches; training logs

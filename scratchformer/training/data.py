@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from .. import files
 from ..errors import DataError
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def _check_file(path: str | os.PathLike) -> None:
         raise DataError(f"data file not found: {path}")
     if not path.is_file():
         raise DataError(f"not a file: {path}")
-    with open(path, "rb") as f:
+    with files.reading(path), open(path, "rb") as f:  # a file this user may not read: one line naming both
         gzipped = f.read(2) == b"\x1f\x8b"
     try:
         with (gzip.open if gzipped else open)(path, "rb") as f:

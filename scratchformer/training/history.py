@@ -1,9 +1,11 @@
-"""What a run leaves behind about its losses: ``loss_history.json`` and ``loss_curve.png``."""
+"""What a run leaves behind about its losses: ``loss_history.json`` and ``loss_curve.png`` (each replaced whole or
+not at all, :mod:`scratchformer.files`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from .. import files
 
 
 def loss_history(log_history: list[dict]) -> dict[str, list[dict]]:
@@ -19,7 +21,7 @@ def write_loss_curve(history: dict[str, list[dict]], output_dir: str | Path, tit
     """``loss_history.json`` and ``loss_curve.png``; returns the files written."""
     output_dir = Path(output_dir)
     written = [output_dir / "loss_history.json"]
-    written[0].write_text(json.dumps(history, indent=1))
+    files.write_json(written[0], history, indent=1)
     import matplotlib  # a core dependency
 
     matplotlib.use("Agg")
@@ -37,7 +39,9 @@ def write_loss_curve(history: dict[str, list[dict]], output_dir: str | Path, tit
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(output_dir / "loss_curve.png", dpi=120)
-    plt.close(fig)
+    try:
+        files.save_figure(fig, output_dir / "loss_curve.png", dpi=120)
+    finally:
+        plt.close(fig)
     written.append(output_dir / "loss_curve.png")
     return written

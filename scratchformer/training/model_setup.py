@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import PreTrainedConfig
 
+from .. import files
 from ..errors import ScratchformerError, TrainingSetupError
 from ..models import ScratchformerConfig, ScratchformerForConditionalGeneration, ScratchformerTokenizer
 from .options import PRESETS, STREAM_TOKENIZER_ROWS, parse_overrides
@@ -151,7 +152,7 @@ def _train_tokenizer(options: TrainOptions, train, columns: list[str], folder: P
     """A byte-level BPE of ``--tokenizer-vocab-size`` trained on (at most ``--tokenizer-max-rows``) training rows,
     saved in ``folder``. From a stream, only its first ``--tokenizer-max-rows`` rows are read (default
     :data:`~scratchformer.training.options.STREAM_TOKENIZER_ROWS`)."""
-    from ..tokenizer.training import train_fast_tokenizer
+    from ..tokenizer.training import saved_size, train_fast_tokenizer
 
     rows_read = [0]
     if hasattr(train, "__len__"):
@@ -160,7 +161,9 @@ def _train_tokenizer(options: TrainOptions, train, columns: list[str], folder: P
     else:
         texts = _stream_texts(train, columns, options.tokenizer_max_rows or STREAM_TOKENIZER_ROWS, rows_read)
     tokenizer = train_fast_tokenizer(texts, options.tokenizer_vocab_size, model_max_length=_longest_sequence(options))
-    tokenizer.save_pretrained(str(folder))
+    # whole files or none (the other processes wait for tokenizer.json); a full disk is one line
+    files.save_files_into(folder, lambda staging: tokenizer.save_pretrained(str(staging)),
+                          needed=saved_size(tokenizer))
     print(f"[scratchformer train] tokenizer: trained on {rows_read[0]:,} rows ({len(tokenizer):,} tokens), saved in "
           f"{folder}", flush=True)
     return tokenizer

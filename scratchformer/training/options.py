@@ -27,8 +27,9 @@ from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 from transformers.trainer_utils import IntervalStrategy, SchedulerType
 
 from ..errors import TrainingSetupError
-from .resume import LATEST
 from .schedule import default_warmup_steps
+
+LATEST = "latest"  # what ``--resume`` without a value means (training.resume resolves it)
 
 OBJECTIVES = ("denoise", "seq2seq")
 STREAM_TOKENIZER_ROWS = 100_000  # --tokenizer-max-rows when --streaming leaves it unset

@@ -6,9 +6,13 @@
   nothing stale to break. The file itself stays (removing it would let a third run lock a new file while a second
   one waits on the old). Beside it, ``.scratchformer.lock.holder`` says which run holds the lock (pid, host, start),
   only for the refusal's message. Under ``torchrun`` only the main process (global rank 0) takes it.
+- :func:`check_apart_from_inputs`: before anything else, an output folder that is, holds or lies inside an input of
+  the run (``--model``, ``--tokenizer``, the data files, a local ``--dataset-name`` folder; paths resolved) is
+  refused, ``--overwrite_output_dir`` or not: nothing the run reads is ever deleted or written over;
 - :func:`claim_output_dir`: takes the lock, then refuses a folder that holds an earlier run or a model
   (``config.json``, ``model.safetensors``, ``checkpoint-*``, ``train_config.json``) unless the run continues it
-  (``--resume``) or replaces it (``--overwrite_output_dir``, which deletes the earlier run's files first).
+  (``--resume``) or replaces it (``--overwrite_output_dir``, which deletes the earlier run's files first). A folder
+  this user may not write into, or a full disk, is one line (:mod:`scratchformer.files`).
 """
 
 from __future__ import annotations
@@ -20,11 +24,16 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from filelock import FileLock, Timeout
 
+from .. import files
 from ..errors import TrainingSetupError
 from .checkpoints import DELETING, STAGING, list_checkpoints
+
+if TYPE_CHECKING:
+    from .options import TrainOptions
 
 LOCK_NAME = ".scratchformer.lock"
 HOLDER_NAME = LOCK_NAME + ".holder"  # who holds the lock, for the message of a refused run
@@ -32,7 +41,7 @@ PREVIOUS_RUN_FILES = ("config.json", "model.safetensors", "train_config.json")
 # what ``scratchformer train`` writes in OUTPUT_DIR (deleted by --overwrite_output_dir)
 RUN_FOLDERS = ("tokenizer", STAGING)
 RUN_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
-             "train_config.json", "training_args.bin", "tokenizer.json", "tokenizer_config.json",
+             "checksums.sha256", "train_config.json", "training_args.bin", "tokenizer.json", "tokenizer_config.json",
              "special_tokens_map.json", "loss_history.json", "loss_curve.png", "all_results.json", "run_record.json",
              "configuration_scratchformer.py", "modeling_scratchformer.py", "paper_scratchformer.py",
              "card_scratchformer.py", "tokenization_scratchformer.py")
@@ -48,14 +57,23 @@ class OutputLock:
         self._lock = FileLock(str(self.path), timeout=0)
 
     def acquire(self) -> OutputLock:
-        """Take the lock, or raise :class:`TrainingSetupError` at once if another run holds it."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._lock.acquire()
-        except Timeout:
-            raise TrainingSetupError(self._refusal()) from None
-        self.holder.write_text(f"process {os.getpid()} on {socket.gethostname()}, started "
-                               f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n", encoding="utf-8")
+        """Take the lock, or raise :class:`TrainingSetupError` at once if another run holds it (a
+        :class:`~scratchformer.errors.StorageError` where the folder cannot be written)."""
+        folder = self.path.parent
+        if not os.access(files.folder_of(folder), os.W_OK | os.X_OK):
+            raise files.permission_denied(files.folder_of(folder))
+        with files.writing(folder):
+            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                self._lock.acquire()
+            except Timeout:
+                raise TrainingSetupError(self._refusal()) from None
+            try:
+                files.write_text(self.holder, f"process {os.getpid()} on {socket.gethostname()}, started "
+                                              f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+            except BaseException:
+                self._lock.release()
+                raise
         return self
 
     @property
@@ -83,6 +101,33 @@ def previous_run(output_dir: str | Path) -> list[str]:
         return []
     found = [name for name in PREVIOUS_RUN_FILES if (out / name).exists()]
     return found + [folder.name for _, folder in list_checkpoints(out)]
+
+
+def run_inputs(options: TrainOptions) -> list[tuple[str, str]]:
+    """``(option, path)`` of every local file or folder the run reads: ``--model`` and ``--tokenizer`` (aliases
+    resolved), the training and validation files, and ``--dataset-name`` where it names a local folder."""
+    from .model_setup import source_folder
+
+    inputs = [(flag, source_folder(name)) for flag, name in (("--model", options.model),
+                                                              ("--tokenizer", options.tokenizer)) if name]
+    inputs += [("--train-files", path) for path in options.train_files or []]
+    inputs += [("--validation-files", path) for path in options.validation_files or []]
+    if options.dataset_name and Path(options.dataset_name).exists():
+        inputs.append(("--dataset-name", options.dataset_name))
+    return inputs
+
+
+def check_apart_from_inputs(options: TrainOptions, output_dir: str) -> None:
+    """Refuse an ``--output-dir`` that is, holds or lies inside anything the run reads (:func:`run_inputs`), before
+    anything is written or deleted, whatever ``--overwrite_output_dir`` says: the run writes checkpoints,
+    ``tokenizer/`` and model files there, and ``--overwrite_output_dir`` deletes the earlier ones."""
+    for flag, path in run_inputs(options):
+        relation = files.overlap(output_dir, path)
+        if relation is not None:
+            raise TrainingSetupError(
+                f"--output-dir {output_dir} {relation} {flag} {path}: the run writes (and --overwrite_output_dir "
+                f"deletes) files in its output folder, so it must be apart from everything the run reads; choose "
+                "another --output-dir")
 
 
 def claim_output_dir(output_dir: str, resume: str | None, overwrite: bool,

@@ -20,7 +20,6 @@ the paper's (:mod:`scratchformer.training.schedule`).
 from __future__ import annotations
 
 import copy
-import json
 import os
 import sys
 import time
@@ -29,6 +28,8 @@ from typing import Any
 
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerState, set_seed
 
+from .. import files
+from ..loading import CHECKSUMS, write_checksums
 from . import data, streaming
 from .callbacks import RUN_RECORD, EpochCallback, RunRecord, TimeLimit
 from .checkpoints import CrashSafeCheckpoints
@@ -41,7 +42,7 @@ from .metrics import GenerationMetrics, Seq2SeqLoss, argmax_logits, token_accura
 from .model_setup import build_model, check_model_sources, load_tokenizer
 from .noise import DataCollatorForTextInfilling
 from .options import ScratchformerTrainingArguments, TrainOptions
-from .output_dir import claim_output_dir
+from .output_dir import check_apart_from_inputs, claim_output_dir
 from .resume import continue_run_options, finishes_without_training, resolve_resume, run_config
 from .sampling import SeededSampling
 from .schedule import default_warmup_steps, learning_rate_warning, peak_learning_rate, training_step_count
@@ -69,13 +70,21 @@ def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
     read. ``args`` is not changed (the run works on a copy with the learning rate filled in).
 
     The main process (global rank 0) holds the output folder's lock for the whole run
-    (:mod:`scratchformer.training.output_dir`)."""
+    (:mod:`scratchformer.training.output_dir`), which must be apart from everything the run reads. A full disk or a
+    folder this user may not write into, at any step, is a :class:`~scratchformer.errors.StorageError` (one line in
+    the CLI) naming the folder."""
     check_options(options, args)
+    check_apart_from_inputs(options, args.output_dir)
     is_main = args.process_index == 0
     lock = (claim_output_dir(args.output_dir, args.resume_from_checkpoint, options.overwrite_output_dir, _say)
             if is_main else None)
     try:
         return _run(options, args, callbacks, is_main)
+    except OSError as error:  # a write the steps below do not name themselves (the datasets cache, a log file)
+        failure = files.storage_error(error, error.filename or args.output_dir)
+        if failure is None or failure is error:
+            raise
+        raise failure from error
     finally:
         if lock is not None:
             lock.release()
@@ -268,8 +277,9 @@ def _announce(options: TrainOptions, args: ScratchformerTrainingArguments, train
     if not trainer.is_world_process_zero():
         return
     out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    _write_atomically(out / "train_config.json", json.dumps(trainer.run_config, indent=2))
+    with files.writing(out):
+        out.mkdir(parents=True, exist_ok=True)
+    files.write_json(out / "train_config.json", trainer.run_config)
     groups = f" (held-out groups of {splits.group_column!r})" if splits.group_column else ""
     schedule = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
     training = f"{num_train:,} training" if num_train is not None else "streamed training"
@@ -304,7 +314,7 @@ def _finish(options: TrainOptions, args: ScratchformerTrainingArguments, trainer
     if trainer.is_world_process_zero():
         history = loss_history(trainer.state.log_history)
         result["files"] = [str(p) for p in write_loss_curve(history, out, f"scratchformer {options.objective}")]
-        (out / "all_results.json").write_text(json.dumps(metrics, indent=2))
+        files.write_json(out / "all_results.json", metrics)
         print(f"{LOG_PREFIX} done: step {trainer.state.global_step}, " + ", ".join(
             f"{k}={v:.4g}" for k, v in eval_metrics.items() if isinstance(v, float)), flush=True)
         _report_speed(trainer, out)
@@ -334,15 +344,15 @@ def _save_final_model(trainer: Seq2SeqTrainer, tokenizer, out: Path, save_dtype:
     import torch
 
     trainer.model.config.use_cache = True  # the Trainer turned it off for training; generation wants it
-    if save_dtype == "float32":
-        trainer.save_model(str(out))  # every process calls it; the main process writes
-    elif trainer.is_world_process_zero():
-        copy.deepcopy(trainer.model).to(getattr(torch, save_dtype)).save_pretrained(str(out))
-        tokenizer.save_pretrained(str(out))
+    if trainer.is_world_process_zero():
+        (out / CHECKSUMS).unlink(missing_ok=True)  # an earlier save's: stale once the new weights are written
+    size = torch.finfo(getattr(torch, save_dtype)).bits // 8
+    with files.writing(out, needed=trainer.model.num_parameters() * size):  # a full disk: one line, not a traceback
+        if save_dtype == "float32":
+            trainer.save_model(str(out))  # every process calls it; the main process writes
+        elif trainer.is_world_process_zero():
+            copy.deepcopy(trainer.model).to(getattr(torch, save_dtype)).save_pretrained(str(out))
+            tokenizer.save_pretrained(str(out))
+        if trainer.is_world_process_zero():
+            write_checksums(out)  # checksums.sha256: scratchformer.load verifies the weights against it
 
-
-def _write_atomically(path: Path, text: str) -> None:
-    """``path`` holds either its old or its new content, whenever the process is killed."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)

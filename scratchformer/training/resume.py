@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TrainingSetupError
 from .checkpoints import RUN_CONFIG, checkpoint_problems, describe_skipped, newest_complete_checkpoint
+from .options import LATEST  # what ``--resume`` without a value means
 
 if TYPE_CHECKING:
     from .options import ScratchformerTrainingArguments, TrainOptions
 
-LATEST = "latest"  # what ``--resume`` without a value means
 WORLD_SIZE_KEY = "world_size"  # train_config.json also records the number of processes
 
 # Options that may change between the invocations of one run: they change what is logged, evaluated, saved or how
@@ -75,12 +75,14 @@ def checkpoint_step(checkpoint: str | Path) -> int:
 
 def resolve_resume(output_dir: str, resume: str | None, say: Callable[[str], None] = print) -> str | None:
     """The checkpoint folder to continue from, or ``None`` for a new run; :class:`TrainingSetupError` for a
-    ``--resume`` with nothing complete to resume. Skipped incomplete checkpoints are reported through ``say``."""
+    ``--resume`` with nothing complete to resume. Skipped incomplete checkpoints are reported through ``say``; a
+    checkpoint whose pickled states the Trainer's ``torch.load(weights_only=True)`` would refuse counts as
+    incomplete (``--resume`` falls back to the one before it, ``--resume PATH`` of it is refused)."""
     if resume is None:
         return None
     out = Path(output_dir)
     if resume == LATEST:
-        found, skipped = newest_complete_checkpoint(out)
+        found, skipped = newest_complete_checkpoint(out, loadable=True)
         if found is None:
             if not skipped:
                 raise TrainingSetupError(f"--resume: no checkpoint in {out} to continue from (start the run without "
@@ -91,9 +93,9 @@ def resolve_resume(output_dir: str, resume: str | None, say: Callable[[str], Non
             say(f"--resume: skipping incomplete checkpoint(s) {describe_skipped(skipped)}; continuing from "
                 f"{found.name}")
         return str(found)
-    problems = checkpoint_problems(resume)
+    problems = checkpoint_problems(resume, loadable=True)
     if problems:
-        found, _ = newest_complete_checkpoint(Path(resume).parent)
+        found, _ = newest_complete_checkpoint(Path(resume).parent, loadable=True)
         hint = f"; the newest complete one next to it is {found}" if found is not None else ""
         raise TrainingSetupError(f"--resume {resume}: not a complete Trainer checkpoint ({'; '.join(problems[:4])})"
                                  f"{hint}")

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from .. import files
 from ..errors import DataError, TrainingSetupError
 from . import data
 
@@ -232,7 +233,7 @@ class StreamPosition(TrainerCallback):
         folder.mkdir(parents=True, exist_ok=True)
         state = {"stream": self.positions[taken], "rank": self.rank, "world_size": self.world_size,
                  "global_step": global_step}
-        (folder / STATE_FILE.format(rank=self.rank)).write_text(json.dumps(state))
+        files.write_text(folder / STATE_FILE.format(rank=self.rank), json.dumps(state))
 
     def restore(self, checkpoint: str | Path) -> None:
         """Continue the stream where ``checkpoint`` left it (see :func:`check_resume` for the checks)."""

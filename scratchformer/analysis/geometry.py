@@ -1,0 +1,307 @@
+"""How contextual are the vectors? The embedding-geometry measures of Ethayarajh (EMNLP 2019), per layer.
+
+For the vectors ``f_l(s, w)`` of word occurrences at one layer ``l`` (a word's sub-tokens pooled as everywhere in
+this package), with ``cos`` the cosine:
+
+- **self-similarity** of a word: the mean ``cos`` over pairs of its occurrences in different sentences
+  (:func:`self_similarities`; every pair up to :data:`MAX_PAIRS_PER_WORD`, a seeded sample of that many beyond, as
+  the author's code samples 1,000). A static embedding scores 1.
+- **intra-sentence similarity** of a sentence: the mean ``cos`` between each of its words and the mean of its word
+  vectors (:func:`intra_sentence_similarity`).
+- **maximum explainable variance (MEV)** of a word: the share of the variance of its occurrence vectors that their
+  first principal component explains, with the vectors *centred* as scikit-learn's ``PCA(n_components=1)`` in the
+  author's code does (:func:`mev`). Only for words with at least :data:`MEV_MIN_OCCURRENCES` occurrences: ``n``
+  points span at most ``n - 1`` directions, so a word seen ``n`` times scores at least ``1 / (n - 1)``.
+- **anisotropy baseline**: the mean ``cos`` between random word occurrences from different sentences (one occurrence
+  sampled per sentence, :func:`mean_pairwise_cosine`). The other measures are read *adjusted*: minus the baseline
+  (MEV minus its own baseline, the first-PC share of the same random occurrences).
+
+**Standardised** variants (Timkey & van Schijndel, EMNLP 2021): each dimension minus its mean, divided by its
+standard deviation, both estimated on a sample of the layer's vectors (:class:`Standardiser`). A few "rogue"
+dimensions with a huge mean and variance can dominate the raw cosine; standardising removes them.
+
+The **learned** row (the embedding table) gives a word the same vector in every sentence where it is spelled with
+the same tokens: self-similarity 1 and MEV 1 by construction. A byte-level BPE spells a sentence's first word
+without the leading space, so measured over all pairs it can fall a little below 1; the report says how many pairs
+had identical tokens. The streaming run over a model lives in :mod:`~scratchformer.analysis.geometry_run`, the data
+in :mod:`~scratchformer.analysis.geometry_data`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .senses import pairs_within
+
+MAX_PAIRS_PER_WORD = 1000  # the author's num_samples: every pair up to this many, a seeded sample beyond
+MEV_MIN_OCCURRENCES = 5  # MEV only for words seen at least this often (and the author's min_count)
+ZERO_VARIANCE = 1e-12  # relative: below this share of the mean squared norm, a word's vectors count as identical
+
+# Published values of the author's repository (kawine/contextual, */embedding_space_stats.json, BERT-base cased and
+# GPT-2, 12 layers each, layer 0 = the embedding-layer output), marked on the plots. (model, layer, value, what)
+REFERENCE_VALUES = {
+    "anisotropy_baseline": [("BERT-base", 0, 0.105, "layer 0"), ("BERT-base", 11, 0.675, "layer 11, highest"),
+                            ("BERT-base", 12, 0.477, "layer 12, last"), ("GPT-2", 0, 0.611, "layer 0"),
+                            ("GPT-2", 12, 0.978, "layer 12, last")],
+    "intra_sentence_similarity": [("BERT-base", 0, 0.435, "layer 0"), ("BERT-base", 11, 0.87, "layer 11, highest"),
+                                  ("BERT-base", 12, 0.776, "layer 12, last")],
+    "self_similarity": [("static embedding", None, 1.0, "by construction")],
+    "mev": [("static embedding", None, 1.0, "by construction")],
+}
+MEASURES = ("self_similarity", "intra_sentence_similarity", "mev", "anisotropy_baseline")
+MEASURE_NAMES = {"self_similarity": "self-similarity", "intra_sentence_similarity": "intra-sentence similarity",
+                 "mev": "maximum explainable variance (MEV)", "anisotropy_baseline": "anisotropy baseline"}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The measures, on tensors
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def unit(x: torch.Tensor) -> torch.Tensor:
+    """Rows of ``x`` scaled to length 1 (a zero row stays zero)."""
+    return torch.nn.functional.normalize(x.double(), dim=-1)
+
+
+def mean_pairwise_cosine(vectors: torch.Tensor) -> float:
+    """The mean cosine over all pairs ``i < j`` of the rows of ``(n, dims)`` ``vectors``, in O(n) memory:
+    ``(|sum of unit vectors|^2 - n) / (n (n - 1))``. ``nan`` for fewer than two rows."""
+    n = vectors.shape[0]
+    if n < 2:
+        return float("nan")
+    u = unit(vectors)
+    total = u.sum(dim=0)
+    return float(((total @ total) - (u * u).sum()) / (n * (n - 1)))
+
+
+def intra_sentence_similarity(words: torch.Tensor) -> torch.Tensor:
+    """Mean cosine between each word of a sentence and the sentence's mean word vector: ``(..., words, dims)`` ->
+    ``(...)`` (one value per layer when layers lead)."""
+    mean = words.double().mean(dim=-2, keepdim=True)
+    return torch.nn.functional.cosine_similarity(words.double(), mean, dim=-1).mean(dim=-1)
+
+
+def mev(vectors: torch.Tensor) -> torch.Tensor:
+    """Share of the variance of ``(..., n, dims)`` occurrence vectors explained by their first principal component,
+    after centring (scikit-learn's ``PCA(n_components=1).explained_variance_ratio_[0]``) -> ``(...)``.
+
+    Identical vectors have no variance to explain; one static vector replaces them exactly, so they score 1.
+    """
+    x = vectors.double()
+    centred = x - x.mean(dim=-2, keepdim=True)
+    squares = torch.linalg.svdvals(centred) ** 2  # (..., min(n, dims)): the variances along the components
+    total = squares.sum(dim=-1)
+    scale = (x * x).sum(dim=(-2, -1)).clamp_min(1e-300)
+    identical = total <= ZERO_VARIANCE * scale
+    return torch.where(identical, torch.ones_like(total), squares[..., 0] / total.clamp_min(1e-300))
+
+
+PAIR_BLOCK = 4096  # pairs whose cosines are computed at once: memory ~ PAIR_BLOCK x dims, whatever the data
+
+
+def self_similarities(vectors: torch.Tensor, pair_a: np.ndarray, pair_b: np.ndarray, pair_word: np.ndarray,
+                      words: int, transform: Any = None) -> np.ndarray:
+    """Per word: the mean cosine of its pairs. ``vectors`` is ``(occurrences, dims)``; pair ``k`` joins rows
+    ``pair_a[k]`` and ``pair_b[k]`` of word ``pair_word[k]`` (``0..words-1``). ``transform`` (the standardisation)
+    is applied to each block of gathered rows, so that no copy of ``vectors`` is made. ``nan`` for a word without
+    pairs."""
+    cosines = np.empty(len(pair_a), dtype=np.float64)
+    a, b = torch.from_numpy(pair_a), torch.from_numpy(pair_b)
+    for start in range(0, len(pair_a), PAIR_BLOCK):
+        x, y = vectors[a[start : start + PAIR_BLOCK]], vectors[b[start : start + PAIR_BLOCK]]
+        if transform is not None:
+            x, y = transform(x), transform(y)
+        cosines[start : start + PAIR_BLOCK] = torch.nn.functional.cosine_similarity(x.double(), y.double(),
+                                                                                    dim=-1).numpy()
+    total = np.bincount(pair_word, weights=cosines, minlength=words)
+    count = np.bincount(pair_word, minlength=words)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return total / count
+
+
+def word_pairs(groups: list[list[int]], max_pairs: int = MAX_PAIRS_PER_WORD, seed: int = 0,
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs of occurrences of each word (``groups[w]``: its rows): every pair up to ``max_pairs``, a seeded sample
+    of that many beyond. Returns ``(pair_a, pair_b, pair_word)``."""
+    pair_a, pair_b = pairs_within(groups, max_pairs, seed)
+    counts = [min(len(g) * (len(g) - 1) // 2, max_pairs) for g in groups]
+    return pair_a, pair_b, np.repeat(np.arange(len(groups)), counts)
+
+
+class Standardiser:
+    """Per-dimension mean and standard deviation of each row's vectors, accumulated over a sample, then
+    ``(x - mean) / std`` (a dimension without variance is only centred)."""
+
+    def __init__(self, rows: int, dims: int) -> None:
+        self.count = 0
+        self.total = torch.zeros(rows, dims, dtype=torch.float64)
+        self.squares = torch.zeros(rows, dims, dtype=torch.float64)
+
+    def add(self, vectors: torch.Tensor) -> None:
+        """Add ``(rows, n, dims)`` vectors (n occurrences at every row)."""
+        x = vectors.double()
+        self.count += x.shape[1]
+        self.total += x.sum(dim=1)
+        self.squares += (x * x).sum(dim=1)
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self.total / max(self.count, 1)
+
+    @property
+    def std(self) -> torch.Tensor:
+        variance = (self.squares / max(self.count, 1) - self.mean ** 2).clamp_min(0)
+        std = variance.sqrt()
+        return torch.where(std > 1e-12 * (self.mean.abs() + 1), std, torch.ones_like(std))
+
+    def fit(self, vectors: torch.Tensor) -> Standardiser:
+        """Estimate from ``(rows, n, dims)`` vectors at once (tests and small samples)."""
+        self.add(vectors)
+        return self
+
+    def __call__(self, vectors: torch.Tensor, row: int | None = None) -> torch.Tensor:
+        """``vectors`` standardised: ``(rows, n, dims)`` with every row's statistics, or ``(n, dims)`` of ``row``."""
+        mean, std = self.mean, self.std
+        if row is not None:
+            return (vectors.double() - mean[row]) / std[row]
+        return (vectors.double() - mean[:, None]) / std[:, None]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Results
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GeometryRow:
+    """The measures of one row: ``layer`` is ``"learned"`` (the table), 0 (embedding-layer output) or k."""
+
+    layer: int | str
+    kind: str
+    description: str
+    self_similarity: float
+    intra_sentence_similarity: float
+    mev: float
+    anisotropy_baseline: float
+    mev_baseline: float  # first-PC share of the baseline's random occurrences, what MEV is adjusted by
+    self_similarity_adjusted: float
+    intra_sentence_similarity_adjusted: float
+    mev_adjusted: float
+    # the same after per-dimension standardisation (None when it was switched off)
+    self_similarity_standardised: float | None = None
+    intra_sentence_similarity_standardised: float | None = None
+    mev_standardised: float | None = None
+    anisotropy_baseline_standardised: float | None = None
+    mev_baseline_standardised: float | None = None
+    self_similarity_adjusted_standardised: float | None = None
+    intra_sentence_similarity_adjusted_standardised: float | None = None
+    mev_adjusted_standardised: float | None = None
+    note: str = ""
+
+
+def geometry_row(layer: int | str, kind: str, description: str, raw: dict[str, float],
+                 standardised: dict[str, float] | None, note: str = "") -> GeometryRow:
+    """A row from the four measures plus ``mev_baseline`` (``raw``, and ``standardised`` or ``None``), with the
+    adjusted values: self- and intra-sentence similarity minus the anisotropy baseline, MEV minus its baseline."""
+
+    def adjusted(values: dict[str, float]) -> dict[str, float]:
+        return {"self_similarity_adjusted": values["self_similarity"] - values["anisotropy_baseline"],
+                "intra_sentence_similarity_adjusted": values["intra_sentence_similarity"]
+                - values["anisotropy_baseline"],
+                "mev_adjusted": values["mev"] - values["mev_baseline"]}
+
+    fields: dict[str, Any] = {**raw, **adjusted(raw)}
+    if standardised is not None:
+        fields.update({f"{name}_standardised": value
+                       for name, value in {**standardised, **adjusted(standardised)}.items()})
+    return GeometryRow(layer=layer, kind=kind, description=description, note=note, **fields)
+
+
+@dataclass
+class GeometryReport:
+    """The geometry of one model on one data set: one :class:`GeometryRow` per row (learned, 0, 1..N)."""
+
+    model: str
+    source: str
+    data: str
+    num_layers: int
+    sentences: int
+    words: int  # word types measured (at least min_occurrences occurrences, at most max_words of them)
+    eligible_words: int  # word types with at least min_occurrences occurrences
+    occurrences: int  # occurrence vectors kept for self-similarity and MEV
+    pairs: int  # occurrence pairs behind the self-similarity
+    mev_words: int  # words with at least MEV_MIN_OCCURRENCES occurrences
+    intra_sentences: int  # sentences with at least two words
+    baseline_sentences: int  # sentences sampled for the baseline and the standardisation
+    truncated_sentences: int  # longer than the model's maximum: words past the cut left out
+    identical_token_pairs: int  # pairs whose two occurrences have the same tokens (learned cosine exactly 1)
+    settings: dict[str, Any] = field(default_factory=dict)
+    random_init: bool = False
+    rows: list[GeometryRow] = field(default_factory=list)
+    word_rows: list[dict[str, Any]] = field(default_factory=list)  # the per-word CSV; not in the JSON
+
+    @property
+    def standardised(self) -> bool:
+        return bool(self.rows) and self.rows[0].self_similarity_standardised is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        payload = asdict(self)
+        payload.pop("word_rows")
+        return _finite(payload)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GeometryReport:
+        """The report that :meth:`as_dict` (one entry of ``geometry.json``'s ``models``) describes."""
+        return cls(**{**data, "rows": [GeometryRow(**_nan(row)) for row in data["rows"]]})
+
+    def table(self) -> str:
+        """The short table printed to the terminal."""
+        s = self.settings
+        lines = [
+            f"model: {self.model}",
+            f"data: {self.data}: {self.sentences:,} sentences; {self.words:,} of {self.eligible_words:,} words with "
+            f">= {s.get('min_occurrences', '?')} occurrences ({self.occurrences:,} occurrences, {self.pairs:,} "
+            f"pairs); MEV on {self.mev_words:,} words with >= {MEV_MIN_OCCURRENCES}; baseline: "
+            f"{self.baseline_sentences:,} sampled sentences, one word each",
+            *([f"{self.truncated_sentences:,} sentence(s) longer than the model's maximum: words past the cut are "
+               "left out"] if self.truncated_sentences else []),
+            "adjusted = measure - anisotropy baseline (MEV - the random words' MEV)"
+            + ("; std = after per-dimension standardisation" if self.standardised else ""),
+            f"{'layer':>8}  {'self':>6} {'intra':>6} {'MEV':>6} {'base':>6} | {'self-b':>6} {'intra-b':>7} "
+            f"{'MEV-b':>6}" + (f" | std: {'self':>6} {'intra':>6} {'MEV':>6} {'base':>6} {'self-b':>6}"
+                              if self.standardised else ""),
+        ]
+        for r in self.rows:
+            line = (f"{r.layer!s:>8}  {r.self_similarity:6.3f} {r.intra_sentence_similarity:6.3f} {r.mev:6.3f} "
+                    f"{r.anisotropy_baseline:6.3f} | {r.self_similarity_adjusted:6.3f} "
+                    f"{r.intra_sentence_similarity_adjusted:7.3f} {r.mev_adjusted:6.3f}")
+            if self.standardised:
+                line += (f" |      {r.self_similarity_standardised:6.3f} {r.intra_sentence_similarity_standardised:6.3f}"
+                         f" {r.mev_standardised:6.3f} {r.anisotropy_baseline_standardised:6.3f} "
+                         f"{r.self_similarity_adjusted_standardised:6.3f}")
+            lines.append(line)
+        lines += [f"note: {r.note}" for r in self.rows if r.note]
+        return "\n".join(lines)
+
+
+def _finite(value: Any) -> Any:
+    """``nan`` as ``None`` (JSON has no nan), recursively."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _nan(row: dict[str, Any]) -> dict[str, Any]:
+    """A JSON row back: ``None`` as ``nan`` for the measures that are always computed."""
+    always = {*MEASURES, "mev_baseline", "self_similarity_adjusted", "intra_sentence_similarity_adjusted",
+              "mev_adjusted"}
+    return {k: float("nan") if v is None and k in always else v for k, v in row.items()}

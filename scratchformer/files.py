@@ -1,0 +1,351 @@
+"""Writing files so that nothing a user had is lost, and the file system's refusals as one clear error.
+
+- **Replacing a file**: :func:`replace_file` (a temporary path to write, which then takes the file's place),
+  :func:`write_bytes`, :func:`write_text`, :func:`write_json` and :func:`save_figure`. The new content goes to a
+  temporary file in the same folder (``tempfile.mkstemp``), is flushed to disk, and takes the old file's place in one
+  ``os.replace``: a failure at any moment (a full disk, a kill) leaves the old file as it was and no partial file
+  behind. ``mkstemp`` makes the file ``-rw-------``; before the rename it gets the permissions a plain
+  ``open(path, "w")`` would have left: the old file's, or for a new file ``0o666`` less the umask. A symbolic link is
+  followed (its target is replaced, the link stays).
+- **Saving several files into a folder**: :func:`save_files_into` runs a library's ``save(folder)``
+  (``save_pretrained``, which writes in place) on a temporary folder inside the target, then moves each file into
+  place with ``os.replace``; a failure leaves the files already there as they were.
+- **The file system's refusals** (:func:`storage_error`, :func:`writing`, :func:`reading`) become a
+  :class:`~scratchformer.errors.StorageError` (a ``ScratchformerError`` and an ``OSError``): a full disk names the
+  folder, about how much the write needed and how much is free (``shutil.disk_usage``); a permission denied names
+  the path and the user; a read-only file system says so. Libraries report a full disk in their own ways and all
+  are recognised: an ``OSError`` with ``errno.ENOSPC``, ``tokenizers``' bare ``Exception: No space left on device
+  (os error 28)``, safetensors' ``SafetensorError`` with the same words, ``torch.save``'s ``RuntimeError: ...
+  unexpected pos`` (no errno: the free space decides).
+- **Inputs and outputs apart**: :func:`overlap` says whether an output folder is, lies inside or holds an input
+  (paths resolved: symbolic links, relative paths), so that a command refuses it before writing or deleting anything.
+
+Standard library only, nothing imported at import time but what the interpreter has loaded anyway; every layer above
+:mod:`scratchformer.errors` may use it (the model core excepted: it imports nothing of ours).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .errors import StorageError
+
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+DENIED = frozenset({errno.EACCES, errno.EPERM})
+READ_ONLY = frozenset({errno.EROFS})
+_OS_ERROR_CODE = re.compile(r"\(os error (\d+)\)|\bcode: (\d+)")  # Rust's io::Error (tokenizers, safetensors)
+_TORCH_WRITE_FAILED = ("unexpected pos", "file write failed", "PytorchStreamWriter failed")
+
+T = TypeVar("T")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Replacing a file
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def replace_file(path: str | os.PathLike, needed: int | None = None, suffix: str = ".tmp") -> Iterator[Path]:
+    """Yield a temporary path in ``path``'s folder (an empty file, named ``.NAME.XXXXXXXX`` + ``suffix``); write the
+    new content there, and on leaving the block it takes ``path``'s place (see the module docstring). ``needed``
+    (bytes, an estimate) goes into a full disk's message.
+    Any failure deletes the temporary file and leaves ``path`` untouched; a refusal of the file system is a
+    :class:`~scratchformer.errors.StorageError`."""
+    target = _followed(Path(path))
+    with writing(target, needed):
+        descriptor, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+        os.close(descriptor)
+        temporary = Path(name)
+        try:
+            yield temporary
+            _fsync(temporary)
+            os.chmod(temporary, new_file_mode(target))
+            os.replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Replace ``path`` with ``data`` (whole or not at all)."""
+    with replace_file(path, len(data)) as temporary, open(temporary, "wb") as handle:
+        handle.write(data)
+    return Path(path)
+
+
+def write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
+    """Replace ``path`` with ``text`` (whole or not at all)."""
+    return write_bytes(path, text.encode(encoding))
+
+
+def write_json(path: str | os.PathLike, payload: Any, indent: int | None = 2, **dumps: Any) -> Path:
+    """Replace ``path`` with ``payload`` as JSON and a final newline (whole or not at all)."""
+    return write_text(path, json.dumps(payload, indent=indent, **dumps) + "\n")
+
+
+def save_figure(fig: Any, path: str | os.PathLike, **savefig: Any) -> Path:
+    """A matplotlib figure into ``path`` (whole or not at all): drawn into memory, then written with
+    :func:`write_bytes`. The format is ``path``'s suffix unless ``format=`` is given."""
+    import io
+
+    buffer = io.BytesIO()
+    savefig.setdefault("format", Path(path).suffix.lstrip(".").lower() or "png")
+    fig.savefig(buffer, **savefig)
+    return write_bytes(path, buffer.getvalue())
+
+
+def new_file_mode(path: str | os.PathLike) -> int:
+    """The permissions ``open(path, "w")`` would leave: an existing file's own, else ``0o666`` less the umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    """The process's umask (read from ``/proc/self/status`` where there is one: setting it to read it back is not
+    thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _followed(path: Path) -> Path:
+    """``path``, or the file a symbolic link at ``path`` points to (so that the link stays a link)."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _fsync(path: Path) -> None:
+    """Flush ``path``'s content to disk, so that the rename never publishes an empty file after a power cut."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Saving several files into a folder
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def save_files_into(folder: str | os.PathLike, save: Callable[[Path], T], needed: int | None = None) -> T:
+    """Run ``save(staging)`` on a temporary folder inside ``folder`` (created with its parents), then move each file
+    it wrote into ``folder`` with ``os.replace``; returns what ``save`` returned. A failure leaves the files already
+    in ``folder`` as they were, and nothing of the staging folder; a refusal of the file system is a
+    :class:`~scratchformer.errors.StorageError` (``needed``: bytes, an estimate for its message)."""
+    folder = Path(folder)
+    with writing(folder, needed):
+        folder.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=folder))
+        try:
+            result = save(staging)
+            _move_into(staging, folder)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return result
+
+
+def _move_into(source: Path, target: Path) -> None:
+    """Every entry of ``source`` into ``target`` (one ``os.replace`` each; a folder that exists there is merged)."""
+    for entry in sorted(source.iterdir()):
+        destination = target / entry.name
+        if entry.is_dir() and not entry.is_symlink():
+            if destination.is_dir():
+                _move_into(entry, destination)
+                continue
+        else:
+            _fsync(entry)
+        os.replace(entry, destination)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The file system's refusals
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike, needed: int | None = None) -> Iterator[None]:
+    """Turn a refusal of the file system while writing ``path`` (a file, or a folder being written into) into a
+    :class:`~scratchformer.errors.StorageError`; anything else goes through unchanged."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except Exception as error:
+        failure = storage_error(error, path, needed)
+        if failure is None:
+            raise
+        raise failure from error
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike) -> Iterator[None]:
+    """Turn a permission denied while reading ``path`` into a :class:`~scratchformer.errors.StorageError`."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except Exception as error:
+        failure = storage_error(error, path, reading=True)
+        if failure is None:
+            raise
+        raise failure from error
+
+
+def storage_error(error: BaseException, path: str | os.PathLike, needed: int | None = None,
+                  reading: bool = False) -> StorageError | None:
+    """``error`` (raised while writing, or with ``reading`` reading, ``path``) as a
+    :class:`~scratchformer.errors.StorageError` when the file system refused (full, denied, read-only), else
+    ``None``."""
+    if isinstance(error, StorageError):
+        return error
+    number = error_number(error)
+    if number is None and not reading and any(words in str(error) for words in _TORCH_WRITE_FAILED):
+        free = free_bytes(folder_of(path))  # torch.save says no more than "unexpected pos": ask the disk
+        number = errno.ENOSPC if free is not None and free < max(needed or 0, 1 << 20) else errno.EIO
+        if number == errno.EIO:
+            return StorageError(f"could not write {path}: {_one_line(error)}", number, str(path))
+    filename = getattr(error, "filename", None) or str(path)
+    if number in DISK_FULL:
+        return StorageError(disk_full_message(path, needed, number), number, filename)
+    if number in DENIED:
+        return permission_denied(path, reading, number)
+    if number in READ_ONLY:
+        return StorageError(f"cannot write {path}: {folder_of(path)} is on a read-only file system; write somewhere "
+                            "else", number, filename)
+    return None
+
+
+def permission_denied(path: str | os.PathLike, reading: bool = False, number: int = errno.EACCES) -> StorageError:
+    """``permission denied: user nobody (uid 65534) may not write into /out (a folder of user root (uid 0), mode
+    drwxr-xr-x): ...``: for a write, the file when it exists and may not be written, else its folder."""
+    where = Path(path) if reading else _denied_write_target(Path(path))
+    verb = "read" if reading else "write" if where.is_file() else "write into"
+    return StorageError(f"permission denied: {describe_user()} may not {verb} {where}{_owner(where)}: give that user "
+                        f"{'read' if reading else 'write'} access (chmod, chown) or "
+                        f"{'run as a user who may' if reading else 'choose another place'}", number, str(path))
+
+
+def _denied_write_target(path: Path) -> Path:
+    """What refused a write of ``path``: the file itself when it is one and not writable, else its folder."""
+    if path.is_file() and not os.access(path, os.W_OK):
+        return path
+    return folder_of(path)
+
+
+def disk_full_message(path: str | os.PathLike, needed: int | None, number: int = errno.ENOSPC) -> str:
+    """``no space left on the device of FOLDER: writing NAME needs about 2.3 MB, 120 kB free; ...``."""
+    folder = folder_of(path)
+    free = free_bytes(folder)
+    what = "disk quota exceeded in" if number == errno.EDQUOT else "no space left on the device of"
+    need = f"needs about {human_size(needed)}" if needed else "needs more space than there is"
+    shown = "an unknown amount" if free is None else human_size(free)
+    return (f"{what} {folder}: writing {Path(path).name} {need}, {shown} free; free some space or write "
+            "somewhere else")
+
+
+def error_number(error: BaseException) -> int | None:
+    """The operating system's error number behind ``error``: an ``OSError``'s ``errno``, or the ``(os error N)`` of
+    a Rust library's message (``tokenizers``, ``safetensors``); ``None`` when there is none."""
+    if isinstance(error, OSError) and error.errno:
+        return error.errno
+    match = _OS_ERROR_CODE.search(str(error))
+    return int(match.group(1) or match.group(2)) if match else None
+
+
+def folder_of(path: str | os.PathLike) -> Path:
+    """``path`` when it is a folder, else the nearest existing folder above it (absolute)."""
+    folder = Path(path).absolute()
+    if folder.is_dir():
+        return folder
+    folder = folder.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def free_bytes(folder: str | os.PathLike) -> int | None:
+    """The bytes free for this user on ``folder``'s file system (``shutil.disk_usage``), or ``None``."""
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def human_size(size: int) -> str:
+    """``1234567`` -> ``'1.2 MB'`` (decimal units, as ``df -H`` shows them)."""
+    for unit in ("bytes", "kB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"  # not reached
+
+
+def describe_user(uid: int | None = None) -> str:
+    """``user nobody (uid 65534)``: the user this process runs as (or ``uid``), for the messages of refused reads and
+    writes."""
+    if uid is None:
+        uid = os.geteuid() if hasattr(os, "geteuid") else None
+    if uid is None:
+        import getpass
+
+        return f"user {getpass.getuser()}"
+    try:
+        import pwd
+
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _owner(path: str | os.PathLike) -> str:
+    """`` (a folder of user root (uid 0), mode drwxr-xr-x)``, or nothing where ``path`` cannot be looked at."""
+    import stat
+
+    try:
+        info = os.stat(path)
+    except OSError:
+        return ""
+    kind = "folder" if stat.S_ISDIR(info.st_mode) else "file"
+    return f" (a {kind} of {describe_user(info.st_uid)}, mode {stat.filemode(info.st_mode)})"
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Inputs and outputs apart
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def overlap(output: str | os.PathLike, source: str | os.PathLike) -> str | None:
+    """How the output folder ``output`` overlaps the input ``source`` (a file or a folder): ``"is"``,
+    ``"lies inside"`` or ``"holds"``; ``None`` when they are apart. Paths are resolved (symbolic links, ``..``,
+    relative paths), and two existing paths that are the same file count as the same."""
+    out, src = Path(output).expanduser().resolve(), Path(source).expanduser().resolve()
+    if out == src or (out.exists() and src.exists() and os.path.samefile(out, src)):
+        return "is"
+    if out.is_relative_to(src):
+        return "lies inside"
+    if src.is_relative_to(out):
+        return "holds"
+    return None
