@@ -20,8 +20,9 @@
 - **Inputs and outputs apart**: :func:`overlap` says whether an output folder is, lies inside or holds an input
   (paths resolved: symbolic links, relative paths), so that a command refuses it before writing or deleting anything.
 
-Standard library only, nothing imported at import time but what the interpreter has loaded anyway; every layer above
-:mod:`scratchformer.errors` may use it (the model core excepted: it imports nothing of ours).
+The standard library only (``scratchformer --help`` imports it nowhere: the command line imports it inside a
+command); every layer above :mod:`scratchformer.errors` may use it (the model core excepted: it imports nothing of
+ours, so ``save_pretrained`` stages its own files).
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def current_umask() -> int:
 
 def _followed(path: Path) -> Path:
     """``path``, or the file a symbolic link at ``path`` points to (so that the link stays a link)."""
-    return Path(os.path.realpath(path)) if path.is_symlink() else path
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path
 
 
 def _fsync(path: Path) -> None:
@@ -211,8 +212,8 @@ def reading(path: str | os.PathLike) -> Iterator[None]:
 
 
 def storage_error(error: BaseException, path: str | os.PathLike, needed: int | None = None,
-                  reading: bool = False) -> StorageError | None:
-    """``error`` (raised while writing, or with ``reading`` reading, ``path``) as a
+                  reading: bool | None = False) -> StorageError | None:
+    """``error`` (raised while writing, or with ``reading`` reading, ``path``; ``reading=None``: either) as a
     :class:`~scratchformer.errors.StorageError` when the file system refused (full, denied, read-only), else
     ``None``."""
     if isinstance(error, StorageError):
@@ -234,19 +235,26 @@ def storage_error(error: BaseException, path: str | os.PathLike, needed: int | N
     return None
 
 
-def permission_denied(path: str | os.PathLike, reading: bool = False, number: int = errno.EACCES) -> StorageError:
+def permission_denied(path: str | os.PathLike, reading: bool | None = False, number: int = errno.EACCES
+                      ) -> StorageError:
     """``permission denied: user nobody (uid 65534) may not write into /out (a folder of user root (uid 0), mode
-    drwxr-xr-x): ...``: for a write, the file when it exists and may not be written, else its folder."""
-    where = Path(path) if reading else _denied_write_target(Path(path))
-    verb = "read" if reading else "write" if where.is_file() else "write into"
+    drwxr-xr-x): ...``: for a write, the file when it exists and may not be written, else its folder; ``reading``
+    ``None``: not known whether it was a read or a write (``may not access PATH``)."""
+    if reading is None:
+        where, verb, access, advice = Path(path), "access", "", "run as a user who may"
+    elif reading:
+        where, verb, access, advice = Path(path), "read", "read ", "run as a user who may"
+    else:
+        where = _denied_write_target(Path(path))
+        verb = "write" if os.path.isfile(where) else "write into"
+        access, advice = "write ", "choose another place"
     return StorageError(f"permission denied: {describe_user()} may not {verb} {where}{_owner(where)}: give that user "
-                        f"{'read' if reading else 'write'} access (chmod, chown) or "
-                        f"{'run as a user who may' if reading else 'choose another place'}", number, str(path))
+                        f"{access}access (chmod, chown) or {advice}", number, str(path))
 
 
 def _denied_write_target(path: Path) -> Path:
     """What refused a write of ``path``: the file itself when it is one and not writable, else its folder."""
-    if path.is_file() and not os.access(path, os.W_OK):
+    if os.path.isfile(path) and not os.access(path, os.W_OK):
         return path
     return folder_of(path)
 
@@ -274,10 +282,10 @@ def error_number(error: BaseException) -> int | None:
 def folder_of(path: str | os.PathLike) -> Path:
     """``path`` when it is a folder, else the nearest existing folder above it (absolute)."""
     folder = Path(path).absolute()
-    if folder.is_dir():
+    if os.path.isdir(folder):
         return folder
     folder = folder.parent
-    while not folder.exists() and folder != folder.parent:
+    while not os.path.exists(folder) and folder != folder.parent:
         folder = folder.parent
     return folder
 
@@ -340,9 +348,10 @@ def _one_line(error: BaseException) -> str:
 def overlap(output: str | os.PathLike, source: str | os.PathLike) -> str | None:
     """How the output folder ``output`` overlaps the input ``source`` (a file or a folder): ``"is"``,
     ``"lies inside"`` or ``"holds"``; ``None`` when they are apart. Paths are resolved (symbolic links, ``..``,
-    relative paths), and two existing paths that are the same file count as the same."""
+    relative paths), and two existing paths that are the same file count as the same. A path this user may not look
+    at counts as what its name says (the command that reads it says why it cannot)."""
     out, src = Path(output).expanduser().resolve(), Path(source).expanduser().resolve()
-    if out == src or (out.exists() and src.exists() and os.path.samefile(out, src)):
+    if out == src or (os.path.exists(out) and os.path.exists(src) and os.path.samefile(out, src)):
         return "is"
     if out.is_relative_to(src):
         return "lies inside"

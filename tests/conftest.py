@@ -43,6 +43,7 @@ RELIABILITY = {
     ],
     "ids, masks and model inputs": [
         "test_bad_inputs_raise_value_errors", "test_bad_decoder_inputs_and_labels_raise_value_errors",
+        "test_a_negative_min_frequency_is_refused_by_both_trainers",
         "test_bad_generation_counts_raise_value_errors", "test_all_labels_ignored_gives_a_zero_loss_not_nan",
         "test_a_mask_that_is_not_zeros_and_ones_is_refused", "test_a_fully_padded_row_gives_finite_numbers",
         "test_bf16_forward_is_finite", "test_static_cache_step_refuses_a_mask_of_the_wrong_size",
@@ -73,6 +74,7 @@ RELIABILITY = {
         "test_a_run_that_fails_leaves_no_empty_output_folder",
         "test_a_folder_or_file_this_user_may_not_read_is_one_line_naming_path_and_user",
         "test_a_symlink_loop_is_one_line_for_export_as_for_compare",
+        "test_library_reports_of_a_full_disk_are_recognised_and_said_in_one_line",
     ],
     "kills, locks and concurrent runs": [
         "test_killed_saves_resume_to_the_uninterrupted_weights", "test_incomplete_checkpoints_are_found",
@@ -81,6 +83,7 @@ RELIABILITY = {
         "test_resume_refuses_options_that_change_the_run", "test_torchrun_two_nodes_train_one_tokenizer",
         "test_resume_of_a_run_recorded_before_an_option_existed_allows_only_its_default",
         "test_resume_with_the_contrastive_loss_keeps_the_micro_batch",
+        "test_a_checkpoint_whose_pickles_torch_refuses_is_skipped_on_resume",
     ],
     "no code run unasked": [
         "test_a_scratchformer_folder_never_runs_its_own_code", "test_booby_trapped_model_and_tokenizer_folders_never_run",
@@ -92,6 +95,20 @@ RELIABILITY = {
         "test_push_refuses_a_bad_repo_id_before_touching_any_file", "test_cli_refuses_a_bad_repo_id_with_exit_2",
         "test_export_never_writes_into_or_over_its_source", "test_overwrite_refuses_what_is_not_an_earlier_export",
         "test_output_that_is_a_file_or_holds_a_tokenizer_is_refused_before_training",
+        "test_an_output_dir_that_is_holds_or_lies_inside_an_input_is_refused_before_anything_is_deleted",
+        "test_analysis_commands_never_write_into_a_model_folder_or_over_their_data",
+        "test_train_tokenizer_never_saves_over_its_training_file",
+        "test_a_replaced_file_is_whole_or_untouched_and_gets_the_permissions_of_a_plain_write",
+    ],
+    "full disks and permissions": [
+        "test_a_full_disk_in_compare_keeps_the_earlier_results_and_is_one_line",
+        "test_a_full_disk_in_senses_keeps_the_earlier_results_and_is_one_line",
+        "test_train_tokenizer_overwrite_on_a_full_disk_keeps_the_earlier_tokenizer",
+        "test_save_pretrained_on_a_full_disk_keeps_the_earlier_save",
+        "test_a_full_disk_in_export_is_one_line_and_keeps_the_earlier_export",
+        "test_a_full_disk_at_the_first_save_of_a_run_is_one_line",
+        "test_a_full_disk_at_a_later_checkpoint_keeps_the_earlier_ones_and_is_one_error",
+        "test_unreadable_data_and_unwritable_output_folders_are_one_line_for_another_user",
     ],
     "bounded memory and time": [
         "test_senses_memory_benchmark_quick_mode_samples_the_big_lemma",

@@ -118,9 +118,9 @@ def test_an_output_dir_that_is_holds_or_lies_inside_an_input_is_refused_before_a
     assert not (model / "finetuned").exists()
 
 
-def test_analysis_commands_never_write_into_a_model_folder_or_over_their_data(tmp_path, capsys):
-    """``senses --model small --output <the shipped folder>`` would replace the shipped senses.json; compare into a
-    folder inside a model it reads; senses whose results would replace its own --data file."""
+def test_analysis_commands_never_write_into_a_model_folder_or_over_their_data(tmp_path, capsys, monkeypatch):
+    """``senses --model small --output <the shipped folder>`` would replace the shipped senses.json; compare into
+    the model folder it reads (by a relative path); senses whose results would replace its own --data file."""
     shipped = pretrained_path("small")
     before = snapshot(shipped)
     (tmp_path / "shipped").symlink_to(shipped)
@@ -128,14 +128,14 @@ def test_analysis_commands_never_write_into_a_model_folder_or_over_their_data(tm
     assert cli_main(["senses", "--data", str(data), "--model", "small", "--output", str(tmp_path / "shipped")]) == 2
     assert "the folder of the model 'small'" in one_error_line(capsys, "senses")
     model = tiny_model_folder(tmp_path / "model")
-    assert cli_main(["compare", "--no-defaults", "--model", str(model), "--no-plots", "--output",
-                     str(model / "results")]) == 2
-    assert "lies inside the folder of the model" in one_error_line(capsys, "compare")
+    monkeypatch.chdir(model)
+    assert cli_main(["compare", "--no-defaults", "--model", str(model), "--no-plots", "--output", "."]) == 2
+    assert "'.' is the folder of the model" in one_error_line(capsys, "compare")
     (tmp_path / "out").mkdir()
     clash = write_tsv(tmp_path / "out" / "senses.json")
     with pytest.raises(ScratchformerError, match="would replace the data file"):
         run_senses(clash, ["random-scratchformer"], output=tmp_path / "out", quiet=True)
-    assert snapshot(shipped) == before and not (model / "results").exists()
+    assert snapshot(shipped) == before and not (model / "compare.json").exists()
     assert clash.read_text().startswith("lemma\t")
 
 
@@ -263,6 +263,25 @@ def test_save_pretrained_on_a_full_disk_keeps_the_earlier_save(tmp_path):
             model.save_pretrained(folder)
         assert "No space left on device" in str(caught.value) or getattr(caught.value, "errno", None) == errno.ENOSPC
         assert snapshot(folder) == earlier  # config.json and the weights of the earlier save, nothing half-written
+
+
+def test_a_full_disk_in_export_is_one_line_and_keeps_the_earlier_export(tmp_path, capsys):
+    """tokenizers' save says a full disk with a bare ``Exception``, safetensors with its own error: either way one
+    line, and the earlier export stays whole."""
+    from scratchformer.tokenizer.training import train_fast_tokenizer
+
+    source = tiny_model_folder(tmp_path / "model")
+    train_fast_tokenizer(["the cat sees the dog"] * 20, 300).save_pretrained(source)
+    with small_disk(tmp_path / "disk") as disk:
+        out = disk / "export"
+        assert cli_main(["export", str(source), str(out)]) == 0
+        earlier = snapshot(out)
+        fill(disk)
+        capsys.readouterr()
+        assert cli_main(["export", str(source), str(out), "--overwrite", "--model-name", "another card"]) == 2
+        line = one_error_line(capsys, "export")
+        assert f"cannot export to {out}: no space left on the device of" in line
+        assert snapshot(out) == earlier and sorted(p.name for p in disk.iterdir()) == ["export", "filler"]
 
 
 def test_a_full_disk_at_the_first_save_of_a_run_is_one_line(tmp_path, corpus, capsys):  # noqa: F811

@@ -17,10 +17,10 @@ def check_output_folder(path: str | Path, option: str = "--output") -> Path:
     """Say now, creating nothing, why ``path`` could not become the output folder: a file there, or a nearest
     existing parent that is not a writable folder. ``option`` names it in the message."""
     folder = Path(path)
-    if folder.exists() and not folder.is_dir():
+    if os.path.exists(folder) and not os.path.isdir(folder):
         raise ScratchformerError(f"{option} {str(folder)!r} is a file, not a folder; give a folder to write into")
     parent = files.folder_of(folder)
-    if not parent.is_dir():
+    if not os.path.isdir(parent):
         raise ScratchformerError(f"{option} {str(folder)!r}: {parent} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ScratchformerError(f"{option} {str(folder)!r}: {files.permission_denied(parent)}")
@@ -29,17 +29,17 @@ def check_output_folder(path: str | Path, option: str = "--output") -> Path:
 
 def check_apart_from_inputs(output: str | Path, models: Iterable[str] = (), data: Iterable[str | Path] = (),
                             writes: Iterable[str] = (), option: str = "--output") -> None:
-    """A command never writes into what it reads: the output folder may not be, or lie inside, the folder of a model
-    it reads (``small``'s own ``senses.json`` stays the shipped one), and none of the files it writes there
-    (``writes``, names) may be one of its ``data`` files. Paths are resolved (symbolic links, relative paths). An
-    output folder that merely holds an input (``--data d/x.tsv --output d``) is fine: only the listed names are
-    written there."""
+    """A command never writes into what it reads: the output folder may not be the folder of a model it reads
+    (``small``'s own ``senses.json`` stays the shipped one, and no ``compare.json`` joins a model's files), and none
+    of the files it writes there (``writes``, names) may be one of its ``data`` files. Paths are resolved (symbolic
+    links, relative paths). A folder inside a model folder (``RUN/package/senses``, where packaging keeps its
+    scores) is not the model's, and a folder that merely holds an input (``--data d/x.tsv --output d``) is fine:
+    only the listed names are written there, never a file of the model or the data."""
     for name in models:
         folder = _model_folder(name)
-        relation = files.overlap(output, folder) if folder is not None else None
-        if relation in ("is", "lies inside"):
+        if folder is not None and files.overlap(output, folder) == "is":
             raise ScratchformerError(
-                f"{option} {str(output)!r} {relation} the folder of the model {name!r} ({folder}); write the results "
+                f"{option} {str(output)!r} is the folder of the model {name!r} ({folder}); write the results "
                 "somewhere else: a command never writes into a model folder it reads")
     written = [Path(output) / name for name in writes]
     for path in data:
@@ -57,7 +57,7 @@ def _model_folder(name: str) -> Path | None:
         path = Path(resolve(name))
     except ScratchformerError:  # an alias whose package is missing: the loader says so later
         return None
-    return path if path.is_dir() else None
+    return path if os.path.isdir(path) else None  # False, not PermissionError, for a folder it may not enter
 
 
 def output_folder(path: str | Path, option: str = "--output") -> Path:

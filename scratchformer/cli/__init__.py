@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:  # a full disk or a refused read/write the command did not name itself: still one line
         from ..files import storage_error
 
-        failure = storage_error(error, error.filename or ".")
+        failure = storage_error(error, error.filename or ".", reading=None)  # a read or a write: not known here
         if failure is None:
             raise
         return _one_line(args.command, failure)

@@ -224,8 +224,19 @@ def _default_name(repo_id: str | None, out_dir: Path) -> str:
 @contextmanager
 def _file_system_errors(out_dir: Path) -> Iterator[None]:
     """An ``OSError`` (no permission, a file where a folder should be, a full disk) is the caller's to fix: it
-    becomes a :class:`HubError` naming the export folder."""
+    becomes a :class:`HubError` naming the export folder. A full disk or a refused write is said as
+    :mod:`scratchformer.files` says it (the folder, the space needed and free; the path and the user), also where a
+    library reports it without an ``OSError`` (``tokenizers``' bare ``Exception: No space left on device``,
+    safetensors' ``SafetensorError``)."""
+    from .. import files
+    from ..errors import ScratchformerError
+
     try:
         yield
     except OSError as error:
-        raise HubError(f"cannot export to {out_dir}: {error}") from error
+        raise HubError(f"cannot export to {out_dir}: {files.storage_error(error, out_dir) or error}") from error
+    except Exception as error:
+        failure = None if isinstance(error, ScratchformerError) else files.storage_error(error, out_dir)
+        if failure is None:
+            raise
+        raise HubError(f"cannot export to {out_dir}: {failure}") from error

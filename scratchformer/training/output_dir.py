@@ -112,7 +112,7 @@ def run_inputs(options: TrainOptions) -> list[tuple[str, str]]:
                                                               ("--tokenizer", options.tokenizer)) if name]
     inputs += [("--train-files", path) for path in options.train_files or []]
     inputs += [("--validation-files", path) for path in options.validation_files or []]
-    if options.dataset_name and Path(options.dataset_name).exists():
+    if options.dataset_name and os.path.exists(options.dataset_name):
         inputs.append(("--dataset-name", options.dataset_name))
     return inputs
 

@@ -81,7 +81,7 @@ def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
     try:
         return _run(options, args, callbacks, is_main)
     except OSError as error:  # a write the steps below do not name themselves (the datasets cache, a log file)
-        failure = files.storage_error(error, error.filename or args.output_dir)
+        failure = files.storage_error(error, error.filename or args.output_dir, reading=None)
         if failure is None or failure is error:
             raise
         raise failure from error
