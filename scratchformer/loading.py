@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import MissingDependencyError, ScratchformerError
+from .files import describe_user
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 CHECKPOINTS = {
@@ -376,26 +377,12 @@ def _denied(path: Path, action: str) -> str:
     try:
         info = os.stat(path)
         kind = "folder" if stat.S_ISDIR(info.st_mode) else "file"
-        whose = f" (a {kind} of {_user(info.st_uid)}, mode {stat.filemode(info.st_mode)})"
+        whose = f" (a {kind} of {describe_user(info.st_uid)}, mode {stat.filemode(info.st_mode)})"
     except OSError:
         whose = ""
-    current = _user(os.geteuid() if hasattr(os, "geteuid") else None)
+    current = describe_user()
     return (f"permission denied: {current} may not {action} {path}{whose}: give that user read access (chmod, chown) "
             "or run as a user who may read it")
-
-
-def _user(uid: int | None) -> str:
-    """``user nobody (uid 65534)``; the uid alone where it has no name."""
-    if uid is None:
-        import getpass
-
-        return f"user {getpass.getuser()}"
-    try:
-        import pwd
-
-        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except (ImportError, KeyError):
-        return f"uid {uid}"
 
 
 # ---------------------------------------------------------------------------------------------------------------
