@@ -17,7 +17,10 @@ The studies built on it:
 - :mod:`~scratchformer.analysis.bank` - the "bank" study behind ``scratchformer compare`` (tables, JSON);
 - :mod:`~scratchformer.analysis.sense_data` and :mod:`~scratchformer.analysis.senses` - the WordNet word-sense data
   and evaluation behind ``scratchformer senses``;
-- :mod:`~scratchformer.analysis.plots` - the PNG figures of both (labels placed by
+- :mod:`~scratchformer.analysis.geometry_data`, :mod:`~scratchformer.analysis.geometry` and
+  :mod:`~scratchformer.analysis.geometry_run` - ``scratchformer geometry``: how contextual each layer's vectors are
+  (Ethayarajh 2019: self-similarity, intra-sentence similarity, MEV, the anisotropy baseline; raw and standardised);
+- :mod:`~scratchformer.analysis.plots` - the PNG figures of all three (labels placed by
   :mod:`~scratchformer.analysis.label_placement`);
 - :mod:`~scratchformer.analysis.report` - ``compare --html``: one self-contained page with an interactive attention
   view (its CSS and JavaScript in :mod:`~scratchformer.analysis.report_assets`);
