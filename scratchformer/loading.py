@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import MissingDependencyError, ScratchformerError
-from .files import describe_user
+from .files import describe_user, write_text
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 CHECKPOINTS = {
@@ -289,10 +289,7 @@ def write_checksums(folder: str | os.PathLike) -> Path:
     written; export and training do. The file is replaced atomically and gets the permissions the umask gives."""
     folder = Path(folder)
     lines = [f"{file_sha256(path)}  {path.name}\n" for path in sorted(folder.glob("*.safetensors"))]
-    temporary = folder / f".{CHECKSUMS}.{os.getpid()}.tmp"
-    temporary.write_text("".join(lines), encoding="utf-8")
-    os.replace(temporary, folder / CHECKSUMS)
-    return folder / CHECKSUMS
+    return write_text(folder / CHECKSUMS, "".join(lines))
 
 
 def checksum_problems(folder: str | os.PathLike) -> list[str]:

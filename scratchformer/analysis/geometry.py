@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .senses import pairs_within
+from .senses import PAIR_BLOCK, pairs_within
 
 MAX_PAIRS_PER_WORD = 1000  # the author's num_samples: every pair up to this many, a seeded sample beyond
 MEV_MIN_OCCURRENCES = 5  # MEV only for words seen at least this often (and the author's min_count)
@@ -99,9 +99,6 @@ def mev(vectors: torch.Tensor) -> torch.Tensor:
     scale = (x * x).sum(dim=(-2, -1)).clamp_min(1e-300)
     identical = total <= ZERO_VARIANCE * scale
     return torch.where(identical, torch.ones_like(total), squares[..., 0] / total.clamp_min(1e-300))
-
-
-PAIR_BLOCK = 4096  # pairs whose cosines are computed at once: memory ~ PAIR_BLOCK x dims, whatever the data
 
 
 def self_similarities(vectors: torch.Tensor, pair_a: np.ndarray, pair_b: np.ndarray, pair_word: np.ndarray,

@@ -115,9 +115,10 @@ def plan_geometry(sentences: list[str], *, min_occurrences: int = MIN_OCCURRENCE
     """Choose the words, their kept occurrences and the baseline sample (see the module docstring); a
     :class:`~scratchformer.errors.DataError` when no word occurs in ``min_occurrences`` different sentences."""
     check_plan_options(min_occurrences, max_words, max_occurrences, sample_sentences)
+    words_of = [[w for w, _, _ in sentence_words(text)] for text in sentences]  # split once, used twice below
     counts: Counter = Counter()  # in order of first appearance (not a set's order, which changes per process)
-    for text in sentences:
-        counts.update(list(dict.fromkeys(w for w, _, _ in sentence_words(text))))  # once per sentence
+    for words in words_of:
+        counts.update(list(dict.fromkeys(words)))  # once per sentence
     eligible = [w for w, n in counts.items() if n >= min_occurrences]
     if not eligible:
         _no_words(counts, min_occurrences)
@@ -126,9 +127,9 @@ def plan_geometry(sentences: list[str], *, min_occurrences: int = MIN_OCCURRENCE
               else [eligible[i] for i in sorted(rng.choice(len(eligible), max_words, replace=False))])
     index = {w: k for k, w in enumerate(chosen)}
     found: dict[int, list[int]] = defaultdict(list)  # word -> coded occurrences
-    for s, text in enumerate(sentences):
+    for s, words in enumerate(words_of):
         seen = set()
-        for position, (w, _, _) in enumerate(sentence_words(text)):
+        for position, w in enumerate(words):
             if w in index and w not in seen:
                 seen.add(w)
                 found[index[w]].append(s << _POSITION_BITS | position)

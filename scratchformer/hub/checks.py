@@ -24,7 +24,7 @@ from .layout import DROPPED_CODE_KEYS, REQUIRED_FILES, config_auto_map
 ALLOWED_IMPORTS = frozenset({"torch", "transformers", "huggingface_hub", *sys.stdlib_module_names})
 
 
-def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = None) -> None:
+def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = None, checksums: bool = True) -> None:
     """Raise :class:`HubError` listing every reason ``folder`` would not load for a Hub user.
 
     Checks: the required files; no pickled files; ``config.json`` and ``tokenizer_config.json`` parse, the
@@ -32,7 +32,8 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
     code), neither has ``custom_pipelines``;
     ``model_type`` is ``scratchformer`` and the checkpoint format is one this code reads; every ``*.safetensors`` file
     has a valid header and size, and the sha256 that ``checksums.sha256`` lists for it (when there is one); the code files import only torch, transformers, the standard library and sibling
-    files (single-dot). ``where`` is the name used in the message.
+    files (single-dot). ``where`` is the name used in the message; ``checksums=False`` skips re-hashing weights
+    whose checksums were just written from them (the export's own staging folder).
     """
     folder = Path(folder)
     problems = [f"{name} is missing" for name in REQUIRED_FILES if not (folder / name).is_file()]
@@ -42,7 +43,7 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
     if (tokenizer_config := _read_json(folder / "tokenizer_config.json", problems)) is not None:
         problems += _remote_code_problems("tokenizer_config.json", tokenizer_config, {})
     problems += [problem for path in sorted(folder.glob("*.safetensors")) if (problem := safetensors_file_problem(path))]
-    problems += checksum_problems(folder)  # checksums.sha256, when there is one
+    problems += checksum_problems(folder) if checksums else []  # checksums.sha256, when there is one
     siblings = {path.stem for path in folder.glob("*.py")}
     for path in sorted(folder.glob("*.py")):
         problems += _import_problems(path, siblings)

@@ -161,7 +161,7 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
         if results:
             (staging / SCORES_FILE).write_text(json.dumps({"results": results}, indent=2) + "\n", encoding="utf-8")
         card.save(staging / README)
-        check_folder(staging, where=out_dir)
+        check_folder(staging, where=out_dir, checksums=False)  # write_checksums just hashed these weights
         _give_umask_permissions(staging)
         move_into_place(staging, target)
     finally:

@@ -25,8 +25,6 @@ CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py", "pa
 POOLING_FOLDER = "1_Pooling"
 SENTENCE_TRANSFORMERS_FILES = ("modules.json", "config_sentence_transformers.json", "sentence_bert_config.json",
                                f"{POOLING_FOLDER}/config.json")
-# the sha256 of each weights file (scratchformer.loading.CHECKSUMS), which loading verifies
-CHECKSUMS_FILE = CHECKSUMS
 # the encoder as ONNX (``--onnx``), where transformers.js and Optimum look for it
 ONNX_FILE = "onnx/model.onnx"
 # what ``--onnx`` needs (the extra ``scratchformer[onnx]``): the exporter, its dynamo backend, and the runtime that
@@ -36,7 +34,7 @@ REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", 
                   "tokenizer_config.json", README, *CODE_FILES, *SENTENCE_TRANSFORMERS_FILES)
 # Every name an export writes (besides the source's card assets, below): the files that --overwrite may replace or
 # remove, and the only subfolders an export makes.
-EXPORT_FILES = frozenset({*REQUIRED_FILES, SCORES_FILE, ONNX_FILE, CHECKSUMS_FILE})
+EXPORT_FILES = frozenset({*REQUIRED_FILES, SCORES_FILE, ONNX_FILE, CHECKSUMS})  # + the weights' sha256
 EXPORT_FOLDERS = frozenset(str(PurePosixPath(name).parent) for name in EXPORT_FILES if "/" in name)
 # Files that earlier versions of the export wrote and this one does not: --overwrite removes them.
 RETIRED_FILES = frozenset({"tokenization_scratchformer.py"})

@@ -82,7 +82,6 @@ def refused_pickles(folder: Path) -> list[str]:
     (``trainer_pt_utils.safe_globals``). A checkpoint whose pickles hold other objects (written by other code, or
     tampered with) is unusable: resuming from it would end in ``UnpicklingError`` after the model and data are
     loaded. Memory-mapped, so a large optimizer state costs little to check."""
-    import contextlib
     import pickle
 
     import torch
