@@ -148,14 +148,17 @@ def load(name: str | Path, *, task: str = "encoder", dtype: Any = "float32", att
     if str(name) == RANDOM_SCRATCHFORMER:
         # the full encoder-decoder either way: it is a demonstration, and its decoder attention is part of it
         return build_random_scratchformer(texts or ["Attention is all you need."])
+    hub: dict[str, Any] = {}  # the Hub is asked once (by load_model) for both halves
     model = load_model(name, task=task, dtype=dtype, attn_implementation=attn_implementation,
-                       trust_remote_code=trust_remote_code, strict=strict)
-    return model, load_tokenizer(name, trust_remote_code=trust_remote_code)
+                       trust_remote_code=trust_remote_code, strict=strict, _hub=hub)
+    return model, load_tokenizer(name, trust_remote_code=trust_remote_code, _hub=hub)
 
 
 def load_model(name: str | Path, *, task: str = "encoder", dtype: Any = "float32",
-               attn_implementation: str | None = None, trust_remote_code: bool = False, strict: bool = False) -> Any:
-    """The model half of :func:`load` (same arguments), for a folder whose tokenizer is elsewhere."""
+               attn_implementation: str | None = None, trust_remote_code: bool = False, strict: bool = False,
+               _hub: dict[str, Any] | None = None) -> Any:
+    """The model half of :func:`load` (same arguments), for a folder whose tokenizer is elsewhere. ``_hub``: a dict
+    that receives :func:`hub_options`' answer, for :func:`load_tokenizer` to reuse."""
     if task not in TASKS:
         raise ScratchformerError(f"task must be one of {TASKS}, got {task!r}")
     source = resolve(name)
@@ -168,7 +171,10 @@ def load_model(name: str | Path, *, task: str = "encoder", dtype: Any = "float32
     if _model_type(source) == "scratchformer":
         model, missing = _load_scratchformer(source, task, kwargs)
     else:
-        model, missing = _load_auto(source, task, {**kwargs, **hub_options(source)}, trust_remote_code)
+        hub = hub_options(source)
+        if _hub is not None:
+            _hub["options"] = hub
+        model, missing = _load_auto(source, task, {**kwargs, **hub}, trust_remote_code)
     missing = [key for key in missing if "pooler" not in key]
     if missing:
         message = (f"{len(missing)} weight(s) of {type(model).__name__} were not in {source!r} and are random: "
@@ -179,9 +185,9 @@ def load_model(name: str | Path, *, task: str = "encoder", dtype: Any = "float32
     return model.eval()
 
 
-def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False) -> Any:
+def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False, _hub: dict[str, Any] | None = None) -> Any:
     """The tokenizer half of :func:`load`: ours for a Scratchformer folder (its code file never runs), else
-    ``AutoTokenizer``."""
+    ``AutoTokenizer``. ``_hub``: :func:`load_model`'s answer from the Hub, so that it is not asked twice."""
     source = resolve(name)
     _check_exists(source)
     try:
@@ -191,7 +197,9 @@ def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False) -> Any:
             return ScratchformerTokenizer.from_pretrained(source)
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **hub_options(source))
+        hub = (_hub or {}).get("options")
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code,
+                                             **(hub if hub is not None else hub_options(source)))
     except (OSError, ValueError, KeyError) as error:
         raise ScratchformerError(f"cannot load the tokenizer of {source!r}: {_one_line(error)}") from error
 

@@ -64,6 +64,14 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def physical_memory() -> int | None:
+    """This machine's memory in bytes, or ``None`` where the system does not say (not POSIX)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def checkpoint_format_problem(version: object) -> str | None:
     """Why a ``scratchformer_format`` value cannot be read by this code, or ``None`` if it can. The one place of the
     format-version rule: the config checks itself with it, and so does the Hub export's folder check."""
@@ -235,9 +243,8 @@ class ScratchformerConfig(PreTrainedConfig):
     def check_fits_in_memory(self, bytes_per_parameter: int = 4) -> None:
         """Refuse, before anything is built, a model whose parameters alone exceed this machine's memory
         (``vocab_size=10**9`` or ``encoder_layers=10**5`` would otherwise allocate for minutes, then fail)."""
-        try:
-            memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (AttributeError, ValueError, OSError):  # not a POSIX system: nothing to compare with
+        memory = physical_memory()
+        if memory is None:  # not a POSIX system: nothing to compare with
             return
         needed = self.parameter_count() * bytes_per_parameter
         if needed > memory:

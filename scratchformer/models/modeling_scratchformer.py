@@ -65,7 +65,7 @@ from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.generic import can_return_tuple
 
 from .card_scratchformer import push_with_model_card
-from .configuration_scratchformer import ScratchformerConfig
+from .configuration_scratchformer import ScratchformerConfig, physical_memory
 from .paper_scratchformer import (
     Decoder,
     DecoderLayer,
@@ -136,16 +136,18 @@ def _check_embeds(name: str, embeds: torch.Tensor, d_model: int, dtype: torch.dt
                          f"{name}.to({dtype}) (or run under torch.autocast)")
 
 
-def _check_mask(name: str, mask: torch.Tensor | None, batch: int, lengths: tuple[int, ...]) -> None:
+def _check_mask(name: str, mask: torch.Tensor | None, batch: int, lengths: tuple[int, ...], values: bool = True,
+                ) -> None:
     """A padding mask is ``(batch, length)`` of 1 (a real token) and 0 (padding), or booleans; 0.5, 2 or -1 mean
-    nothing, so they are refused rather than read as ``mask.bool()``."""
+    nothing, so they are refused rather than read as ``mask.bool()``. ``values=False``: the shape only (a mask
+    whose values were checked at an earlier decoding step)."""
     if mask is None:
         return
     if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.shape[0] != batch or mask.shape[1] not in lengths:
         shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
         expected = " or ".join(f"({batch}, {n})" for n in lengths)
         raise ValueError(f"{name} must have shape {expected} to match the input ids, got {shape}")
-    if mask.dtype == torch.bool or torch.compiler.is_compiling() or mask.device.type == "meta":
+    if not values or mask.dtype == torch.bool or torch.compiler.is_compiling() or mask.device.type == "meta":
         return
     _check_values(((mask == 0) | (mask == 1)).all(), f"{name} must hold only 1 (a real token) and 0 (padding), or "
                   "booleans", lambda: f"; it holds {sorted({float(v) for v in mask.unique()[:6].tolist()})}")
@@ -177,13 +179,13 @@ def _check_positions(config: ScratchformerConfig, side: str, length: int, advice
 
 
 def _check_encoder_output(encoder_hidden_states: torch.Tensor | None, encoder_attention_mask: torch.Tensor | None,
-                          batch: int) -> None:
+                          batch: int, values: bool = True) -> None:
     if encoder_hidden_states is None:
         raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
     if encoder_hidden_states.shape[0] != batch:
         raise ValueError(f"the decoder inputs have batch size {batch} but the encoder output has "
                          f"{encoder_hidden_states.shape[0]}")
-    _check_mask("encoder attention_mask", encoder_attention_mask, batch, (encoder_hidden_states.shape[1],))
+    _check_mask("encoder attention_mask", encoder_attention_mask, batch, (encoder_hidden_states.shape[1],), values)
 
 
 # What the Trainer (and some generate() versions) pass that this model has no use for: it reads positions from the cache.
@@ -543,9 +545,10 @@ class ScratchformerDecoder(Decoder):
         values of the earlier steps."""
         config = self.config
         batch, length, device = _check_stack_input(self, "decoder", input_ids, inputs_embeds)
-        _check_encoder_output(encoder_hidden_states, encoder_attention_mask, batch)
         use_cache = _flag(use_cache, config, "use_cache")
         cache = self._cache_for(_one_cache(cache, past_key_values), use_cache)
+        later_step = cache is not None and bool(cache.is_updated.get(0, False))  # a dict lookup, no sync
+        _check_encoder_output(encoder_hidden_states, encoder_attention_mask, batch, values=not later_step)
         output_attentions = _flag(output_attentions, config, "output_attentions")
         kernel = _kernel(config, output_attentions)
         layout = _static_cache_layout if cache is not None and cache.is_compileable else _dynamic_cache_layout
@@ -1041,12 +1044,7 @@ def _device_memory(device: torch.device) -> int | None:
     """The memory of ``device`` in bytes (a property lookup: no synchronisation), or ``None`` where unknown."""
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory
-    if device.type != "cpu":
-        return None
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
+    return physical_memory() if device.type == "cpu" else None
 
 
 def _check_labels(labels: torch.Tensor, num_labels: int, ignored: int | None = None) -> None:
