@@ -104,10 +104,11 @@ def test_values_given_under_their_hugging_face_alias_are_checked_too():
         ScratchformerConfig(hidden_size=30, num_attention_heads=4)
 
 
+@pytest.mark.parametrize("field", ["pre_layer_norm", "bias"])
 @pytest.mark.parametrize("value", ["false", "no", 0, 1, None])
-def test_flags_must_be_booleans_not_strings(value):
-    with pytest.raises(ValueError, match="pre_layer_norm=.* must be true or false"):
-        ScratchformerConfig(pre_layer_norm=value)
+def test_flags_must_be_booleans_not_strings(field, value):
+    with pytest.raises(ValueError, match=f"{field}=.* must be true or false"):
+        ScratchformerConfig(**{field: value})
 
 
 def test_a_string_boolean_in_config_json_is_refused_not_read_as_true(tmp_path):
@@ -176,7 +177,7 @@ def test_parameter_count_is_exact_and_a_model_too_big_for_memory_is_refused_befo
     from scratchformer import ScratchformerForConditionalGeneration
 
     for overrides in ({}, {"tie_word_embeddings": False, "position_embedding_type": "learned",
-                           "attention_bias": False, "pre_layer_norm": True}):
+                           "attention_bias": False, "pre_layer_norm": True}, {"bias": False}):
         config = ScratchformerConfig(vocab_size=100, d_model=16, encoder_layers=2, decoder_layers=3,
                                      encoder_attention_heads=2, decoder_attention_heads=4, encoder_ffn_dim=24,
                                      decoder_ffn_dim=40, max_position_embeddings=32, **overrides)

@@ -582,6 +582,40 @@ def test_tied_weights_stay_tied_when_training():
     assert model.lm_head.weight is model.model.encoder.embeddings.word_embeddings.weight
 
 
+def _linear_bias_names(model: nn.Module) -> list[str]:
+    """The names of the biases of the attention projections and feed-forward linears (LayerNorms excluded)."""
+    return [f"{name}.bias" for name, module in model.named_modules()
+            if isinstance(module, nn.Linear) and module.bias is not None
+            and name.rsplit(".", 1)[-1] in ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")]
+
+
+def test_bias_false_drops_every_attention_and_feed_forward_bias_and_trains_saves_and_reloads(tmp_path):
+    with_bias = make_model()
+    assert len(_linear_bias_names(with_bias)) == 2 * (4 + 2) + 3 * (2 * 4 + 2)  # 2 encoder, 3 decoder layers
+    model = make_model(bias=False).train()
+    assert _linear_bias_names(model) == []
+    assert all(module.bias is not None for module in model.modules() if isinstance(module, nn.LayerNorm))
+    assert model.num_parameters() == model.config.parameter_count() < with_bias.num_parameters()
+
+    ids = random_batch()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before_step = [parameter.detach().clone() for parameter in model.parameters()]
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    optimizer.step()
+    assert torch.isfinite(loss)
+    assert any(not torch.equal(old, new) for old, new in zip(before_step, model.parameters()))
+
+    model.eval().save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["bias"] is False
+    loaded, info = ScratchformerForConditionalGeneration.from_pretrained(tmp_path, output_loading_info=True)
+    assert info["missing_keys"] == set() and info["unexpected_keys"] == set()
+    assert loaded.config.bias is False and _linear_bias_names(loaded) == []
+    with torch.no_grad():
+        expected = model(input_ids=ids, decoder_input_ids=ids).logits
+        assert torch.equal(loaded.eval()(input_ids=ids, decoder_input_ids=ids).logits, expected)  # exact: tolerance 0
+
+
 def test_encoder_model_loads_from_a_full_checkpoint_without_missing_keys(tmp_path):
     full = make_model()
     full.save_pretrained(tmp_path)

@@ -40,7 +40,7 @@ CHECKPOINT_FORMAT = 1
 
 _POSITIVE_INTS = ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
                   "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
-_FLAGS = ("pre_layer_norm", "scale_embedding", "tie_word_embeddings", "attention_bias", "use_cache")
+_FLAGS = ("pre_layer_norm", "scale_embedding", "tie_word_embeddings", "attention_bias", "bias", "use_cache")
 _PROBABILITIES = ("dropout", "attention_dropout", "activation_dropout")
 _POSITIVE_NUMBERS = ("layer_norm_eps", "init_std", "rope_theta")
 _CHOICES = {"activation_function": ACTIVATIONS, "position_embedding_type": POSITION_EMBEDDING_TYPES}
@@ -111,6 +111,9 @@ class ScratchformerConfig(PreTrainedConfig):
         tie_word_embeddings: share one matrix between the encoder input, decoder input and output projection.
             When ``False`` the three are separate matrices.
         attention_bias: use biases in the q/k/v/output projections.
+        bias: ``False`` drops the biases of every attention projection (q, k, v, output) and feed-forward linear, as
+            Cramming does (Geiping & Goldstein 2023: fewer parameters, same quality at a fixed compute budget);
+            LayerNorms keep theirs. ``True`` (default) is the paper's ``x W + b``.
         init_std: standard deviation of the normal initialisation of linear layers. Token embeddings use
             ``d_model ** -0.5`` when ``scale_embedding`` is on, so that the scaled embedding has unit variance.
         pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids; they must agree
@@ -150,6 +153,7 @@ class ScratchformerConfig(PreTrainedConfig):
     scale_embedding: bool = True
     tie_word_embeddings: bool = True
     attention_bias: bool = True
+    bias: bool = True
     init_std: float = 0.02
     pad_token_id: int | None = 0
     bos_token_id: int | None = 1
@@ -227,11 +231,11 @@ class ScratchformerConfig(PreTrainedConfig):
     def parameter_count(self) -> int:
         """The number of parameters of the encoder-decoder with its LM head, from the sizes alone (before anything
         is built): what :meth:`check_fits_in_memory` weighs."""
-        d, bias = self.d_model, self.attention_bias
-        attention = 4 * d * d + (4 * d if bias else 0)
+        d = self.d_model
+        attention = 4 * d * d + (4 * d if self.attention_bias and self.bias else 0)
 
         def ffn(inner: int) -> int:
-            return 2 * d * inner + inner + d
+            return 2 * d * inner + (inner + d if self.bias else 0)
 
         stacks = (self.encoder_layers * (attention + ffn(self.encoder_ffn_dim) + 2 * 2 * d)
                   + self.decoder_layers * (2 * attention + ffn(self.decoder_ffn_dim) + 3 * 2 * d)

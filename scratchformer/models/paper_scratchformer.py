@@ -175,7 +175,7 @@ class MultiHeadAttention(nn.Module):
         self.head_dim = config.d_model // num_heads  # d_k = d_v = d_model / h
         self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
         self.dropout = config.attention_dropout  # on the attention weights
-        bias = config.attention_bias
+        bias = config.attention_bias and config.bias  # bias=False: no bias anywhere (Cramming)
         self.q_proj = nn.Linear(config.d_model, config.d_model, bias=bias)  # W^Q of every head, side by side
         self.k_proj = nn.Linear(config.d_model, config.d_model, bias=bias)  # W^K
         self.v_proj = nn.Linear(config.d_model, config.d_model, bias=bias)  # W^V
@@ -219,10 +219,10 @@ class FeedForward(nn.Module):
 
     def __init__(self, config, ffn_dim: int):
         super().__init__()
-        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc1 = nn.Linear(config.d_model, ffn_dim, bias=config.bias)  # W1, b1 (bias=False: x W1, as in Cramming)
         self.activation = nn.ReLU() if config.activation_function == "relu" else nn.GELU()
         self.activation_dropout = nn.Dropout(config.activation_dropout)
-        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model, bias=config.bias)  # W2, b2
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = self.fc1(x)  # (B, T, d_ff)
