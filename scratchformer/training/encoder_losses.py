@@ -49,6 +49,8 @@ class EncoderLosses:
             if value is None:
                 continue
             self._remember(loss_fn.name, value.detach())
+            for name, part in getattr(loss_fn, "logged", {}).items():  # a loss's parts, logged beside it
+                self._remember(name, part)
             added = added + loss_fn.weight * value / steps
         if return_outputs:
             return result[0] + added, result[1]

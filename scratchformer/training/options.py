@@ -114,6 +114,16 @@ class TrainOptions:
                                              "projection; 0 = off (docs/training.md, 'Objectives')")
     encoder_mlm_probability: float = _option(0.15, "with --encoder-mlm-weight: the share of tokens chosen (80 %% "
                                                    "become <mask>, 10 %% a random token, 10 %% stay), in (0, 1)")
+    electra_weight: float = _option(0.0, "denoise: add ELECTRA's replaced-token detection on the encoder with this "
+                                         "weight: a small generator fills the masked tokens of a BERT-masked copy "
+                                         "(--encoder-mlm-probability) and the encoder tells each token of the "
+                                         "result original or replaced; 0 = off (docs/training.md, 'Objectives')")
+    electra_discriminator_weight: float = _option(50.0, "with --electra-weight: ELECTRA's lambda, the weight of "
+                                                        "the detection loss against the generator's")
+    electra_generator_width: int | None = _option(None, "with --electra-weight: the generator's width (default: a "
+                                                        "quarter of d_model)")
+    electra_generator_layers: int | None = _option(None, "with --electra-weight: the generator's layers (default: "
+                                                         "the encoder's)")
     num_proc: int | None = _option(None, "processes for datasets.map")
     cache_dir: str | None = _option(None, "datasets cache folder (default: the datasets default)")
     # --- model and tokenizer

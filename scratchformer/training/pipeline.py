@@ -35,6 +35,7 @@ from .callbacks import RUN_RECORD, EpochCallback, RunRecord, TimeLimit
 from .checkpoints import CrashSafeCheckpoints
 from .checks import check_batch_size, check_options, check_tokenizer_matches
 from .contrastive import CROP_KEYS, CroppingLoss
+from .electra import TrainsLossModules, check_electra, replaced_token_detection
 from .encoder_losses import EncoderLosses
 from .encoder_mlm import MLM_KEYS, MaskedTokenLoss
 from .history import loss_history, write_loss_curve
@@ -52,12 +53,12 @@ LOG_PREFIX = "[scratchformer train]"
 
 
 class ScratchformerTrainer(CrashSafeCheckpoints, SavesPlainModelClass, SeededSampling, streaming.StreamedTrainData,
-                           EncoderLosses, Seq2SeqTrainer):
+                           EncoderLosses, TrainsLossModules, Seq2SeqTrainer):
     """``Seq2SeqTrainer`` whose checkpoints appear only complete (:mod:`scratchformer.training.checkpoints`), that
     trains from a stream when given one (:mod:`scratchformer.training.streaming`), shuffles with the run's seed
     (:mod:`scratchformer.training.sampling`), saves a sharded model as our own class
-    (:mod:`scratchformer.training.sharding`) and adds the encoder's contrastive and masked-token losses when asked
-    (:mod:`scratchformer.training.encoder_losses`)."""
+    (:mod:`scratchformer.training.sharding`) and adds the encoder's contrastive, masked-token and replaced-token
+    losses when asked (:mod:`scratchformer.training.encoder_losses`, :mod:`scratchformer.training.electra`)."""
 
     extra_keys = CROP_KEYS + MLM_KEYS
 
@@ -96,6 +97,7 @@ def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks:
     say = _say if is_main else _quiet
     world_size, local_world_size = _process_counts()
     check_model_sources(options)
+    check_electra(options, world_size)
     if options.streaming:  # the stream's position is restored from the checkpoint, not by skipping batches
         args = copy.copy(args)
         args.ignore_data_skip = True
@@ -115,6 +117,7 @@ def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks:
     if options.streaming:
         _stream_into(trainer, train_ds, resume_from)
     _keep_a_record(trainer, args, world_size, resume_from)
+    _loss_modules_in_checkpoints(trainer, resume_from)
     trainer.run_config = run_config(options, args, world_size)
     _announce(options, args, trainer, splits, num_train, len(valid_ds), world_size)
     metrics = _train(trainer, args, resume_from, time_limit)
@@ -212,7 +215,8 @@ def _objective_parts(options: TrainOptions, args: ScratchformerTrainingArguments
         collator = DataCollatorForTextInfilling.from_tokenizer(
             tokenizer, model.config.decoder_start_token_id, mask_ratio=options.mask_ratio,
             poisson_lambda=options.poisson_lambda, seed=args.seed, crop_pairs=options.contrastive_weight > 0,
-            encoder_mlm_probability=options.encoder_mlm_probability if options.encoder_mlm_weight > 0 else 0.0)
+            encoder_mlm_probability=(options.encoder_mlm_probability
+                                     if options.encoder_mlm_weight > 0 or options.electra_weight > 0 else 0.0))
         return collator, token_accuracy, argmax_logits
     model.generation_config.max_length = args.generation_max_length
     # The Trainer turns the config's use_cache off for training; evaluation generates with the key/value cache
@@ -244,7 +248,9 @@ def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, 
         trainer.encoder_losses = tuple(
             ([CroppingLoss(options.contrastive_weight, options.contrastive_target, options.contrastive_temperature)]
              if options.contrastive_weight > 0 else [])
-            + ([MaskedTokenLoss(options.encoder_mlm_weight)] if options.encoder_mlm_weight > 0 else []))
+            + ([MaskedTokenLoss(options.encoder_mlm_weight)] if options.encoder_mlm_weight > 0 else [])
+            + ([replaced_token_detection(options, model, tokenizer, args.device)] if options.electra_weight > 0
+               else []))
     return trainer, time_limit
 
 
@@ -258,6 +264,17 @@ def _stream_into(trainer: ScratchformerTrainer, stream: streaming.PassesOverStre
     trainer.stream_position = position
     trainer.process_files = (*trainer.process_files, position.write)
     trainer.add_callback(position)
+
+
+def _loss_modules_in_checkpoints(trainer: ScratchformerTrainer, resume_from: str | None) -> None:
+    """The encoder losses that train modules of their own (ELECTRA's generator and head) save them into every
+    checkpoint and, on ``--resume``, continue from the checkpoint's."""
+    for loss in trainer.encoder_losses:
+        if hasattr(loss, "restore"):
+            if resume_from is not None:
+                loss.restore(resume_from)
+            if trainer.is_world_process_zero():
+                trainer.process_files = (*trainer.process_files, loss.write)
 
 
 def _keep_a_record(trainer: ScratchformerTrainer, args: ScratchformerTrainingArguments, world_size: int,
