@@ -13,10 +13,21 @@ Optional dependencies: a feature that needs a package outside the core install c
 any work, so that a missing package is one line naming the extra to install (``pip install "scratchformer[train]"``),
 not a ``ModuleNotFoundError`` traceback halfway through a run.
 
-This module imports nothing at import time, so that the command line can use it before loading torch.
+Secrets: :func:`redact` removes tokens and passwords from any text; :func:`no_secrets` keeps them out of the logs of
+a Hub operation and out of every exception it raises or chains (:func:`scrub`), so that a script's traceback shows
+none.
+
+This module imports only the standard library, so that the command line can use it before loading torch.
 """
 
 from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterator
 
 
 class ScratchformerError(ValueError):
@@ -81,3 +92,130 @@ def require(*modules: str, extra: str, for_what: str) -> None:
         verb = "is" if len(missing) == 1 else "are"
         raise MissingDependencyError(
             f'{for_what} needs {names}, which {verb} not installed: pip install "scratchformer[{extra}]"')
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Secrets: redacted from every message, log record and chained exception
+# ---------------------------------------------------------------------------------------------------------------
+
+_SECRET_PATTERNS = (
+    (re.compile(r"(?<=://)[^/\s@'\"<>]+@"), "***@"),  # user:password@ (or a token@) in a URL
+    (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)[^'\"\r\n,}]+"), r"\1***"),  # a header, as a server echoes it
+    # an Authorization value on its own (a token has a digit or a symbol: "Basic authentication" stays)
+    (re.compile(r"\b(Bearer|Basic)\s+(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]+"), r"\1 ***"),
+    (re.compile(r"\b(hf|api_org)_[A-Za-z0-9]{20,}"), r"\1_***"),  # Hugging Face tokens ("hf_transfer" stays)
+    (re.compile(r"(?i)([?&](?:token|access_token|api_key|password|signature|x-amz-signature|x-amz-credential)=)"
+                r"[^&\s'\"]+"), r"\1***"),  # secrets in a query string
+)
+_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+# the loggers whose records are redacted while a Hub operation runs (huggingface_hub logs each retry with its URL)
+HUB_LOGGERS = ("huggingface_hub", "httpx", "httpx2", "httpcore", "transformers")
+
+
+def tokens_in_use() -> set[str]:
+    """The Hugging Face tokens this process may send: ``HF_TOKEN``/``HUGGING_FACE_HUB_TOKEN`` and, once
+    huggingface_hub is imported (it is, whenever a request was made), the one it sends (a stored login too)."""
+    found = {os.environ.get(name) for name in _TOKEN_VARIABLES}
+    hub = sys.modules.get("huggingface_hub")
+    if hub is not None:
+        try:
+            found.add(hub.get_token())
+        except Exception:  # an unreadable token file: the variables and the patterns still apply
+            pass
+    return {token for token in found if token}
+
+
+def redact(text: object, *secrets: str | None) -> str:
+    """``text`` without secrets, for anything printed, logged or raised: each of ``secrets`` (the token in use) and
+    the tokens in use (:func:`tokens_in_use`) wherever they appear, and by their shape: the ``user:password@`` of
+    URLs, ``Authorization`` headers and ``Bearer``/``Basic`` values, ``hf_...`` tokens and ``token=``-like query
+    parameters. Each becomes ``***``."""
+    text = str(text)
+    known = {*secrets, *tokens_in_use()}
+    for secret in sorted((secret for secret in known if secret and len(secret) >= 4), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def scrub(error: BaseException, *secrets: str | None) -> BaseException:
+    """Redact, in place, ``error`` and every exception it chains (``__cause__``, ``__context__``, an exception
+    group's members): their arguments, notes and text attributes. A library's error that still shows a secret
+    afterwards (a message built elsewhere) is cut from the chain. Returns ``error``: a traceback printed from it
+    (a script's, a log's) shows no token."""
+    pending, seen = [error], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        _scrub_one(current, secrets)
+        for link in ("__cause__", "__context__"):
+            chained = getattr(current, link)
+            if chained is None:
+                continue
+            _scrub_one(chained, secrets)
+            if _leaks(chained, secrets):
+                setattr(current, link, None)
+                current.__suppress_context__ = True
+            else:
+                pending.append(chained)
+        pending.extend(getattr(current, "exceptions", None) or ())
+    return error
+
+
+def _scrub_one(error: BaseException, secrets: tuple[str | None, ...]) -> None:
+    """The arguments, notes and text attributes (an ``OSError``'s ``strerror`` and ``filename``, a Hub error's
+    ``server_message``, ...) of one exception, redacted."""
+    try:
+        error.args = tuple(redact(arg, *secrets) if isinstance(arg, str) or _leaks(arg, secrets) else arg
+                           for arg in error.args)
+        if getattr(error, "__notes__", None):
+            error.__notes__ = [redact(note, *secrets) for note in error.__notes__]
+        for name, value in list(vars(error).items()):
+            if isinstance(value, str):
+                setattr(error, name, redact(value, *secrets))
+    except (AttributeError, TypeError):  # a read-only attribute: _leaks decides whether it stays in the chain
+        pass
+
+
+def _leaks(value: object, secrets: tuple[str | None, ...]) -> bool:
+    """Whether ``value``'s text (an exception's message and its ``repr``) still holds a secret."""
+    try:
+        texts = [str(value), repr(value)]
+    except Exception:
+        return True
+    return any(redact(text, *secrets) != text for text in texts)
+
+
+@contextlib.contextmanager
+def no_secrets(*secrets: str | None) -> Iterator[None]:
+    """For a block (or, as a decorator, a function) that talks to the Hub: what the http libraries log is redacted
+    (a filter on each of :data:`HUB_LOGGERS` and their children, whichever handler writes the record), and an
+    exception that leaves it is scrubbed (:func:`scrub`) before it goes on."""
+    redacting = _Redact(secrets)
+    names = [name for name in [*HUB_LOGGERS, *logging.root.manager.loggerDict] if name.split(".")[0] in HUB_LOGGERS]
+    loggers = [logging.getLogger(name) for name in dict.fromkeys(names)]
+    for logger in loggers:
+        logger.addFilter(redacting)
+    try:
+        yield
+    except BaseException as error:
+        scrub(error, *secrets)
+        raise
+    finally:
+        for logger in loggers:
+            logger.removeFilter(redacting)
+
+
+class _Redact(logging.Filter):
+    """Redacts a log record's message (the token, ``user:password@``, ...) before any handler writes it."""
+
+    def __init__(self, secrets: tuple[str | None, ...]):
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage(), *self.secrets), None
+        return True

@@ -40,8 +40,10 @@ What a user had must never be lost or silently wrong, and a failure is one line:
   the mode (:func:`check_readable`), before transformers turns it into "No such file or directory".
 - **A config that contradicts its weights** (``d_model``, ``vocab_size``, an FFN size, a layer count) is one line
   that names the field and both sizes, found from the weights' headers before transformers loads anything.
-- **Secrets.** :func:`redact` removes tokens (``hf_...``, ``Bearer ...``, the token in use) and the ``user:password@``
-  of URLs from any text before it is printed: server messages, endpoints, library errors.
+- **Secrets.** :func:`~scratchformer.errors.redact` (importable from here too) removes tokens (``hf_...``,
+  ``Bearer ...``, the token in use) and the ``user:password@`` of URLs from any text before it is printed; :func:`load`
+  and its halves run under :func:`~scratchformer.errors.no_secrets`, so neither the Hub's logs nor any exception they
+  raise or chain (a server that echoes the request's ``Authorization``) shows a token.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import MissingDependencyError, ScratchformerError
+from .errors import MissingDependencyError, ScratchformerError, no_secrets, redact
 from .files import describe_user, write_text
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
@@ -129,6 +131,7 @@ def describe(name: str | Path) -> str:
     return path.resolve().name if path.exists() else name
 
 
+@no_secrets()
 def load(name: str | Path, *, task: str = "encoder", dtype: Any = "float32", attn_implementation: str | None = None,
          trust_remote_code: bool = False, texts: Sequence[str] | None = None, strict: bool = False,
          ) -> tuple[Any, Any]:
@@ -154,6 +157,7 @@ def load(name: str | Path, *, task: str = "encoder", dtype: Any = "float32", att
     return model, load_tokenizer(name, trust_remote_code=trust_remote_code, _hub=hub)
 
 
+@no_secrets()
 def load_model(name: str | Path, *, task: str = "encoder", dtype: Any = "float32",
                attn_implementation: str | None = None, trust_remote_code: bool = False, strict: bool = False,
                _hub: dict[str, Any] | None = None) -> Any:
@@ -185,6 +189,7 @@ def load_model(name: str | Path, *, task: str = "encoder", dtype: Any = "float32
     return model.eval()
 
 
+@no_secrets()
 def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False, _hub: dict[str, Any] | None = None) -> Any:
     """The tokenizer half of :func:`load`: ours for a Scratchformer folder (its code file never runs), else
     ``AutoTokenizer``. ``_hub``: :func:`load_model`'s answer from the Hub, so that it is not asked twice."""
@@ -388,36 +393,6 @@ def _denied(path: Path, action: str) -> str:
     current = describe_user()
     return (f"permission denied: {current} may not {action} {path}{whose}: give that user read access (chmod, chown) "
             "or run as a user who may read it")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Secrets
-# ---------------------------------------------------------------------------------------------------------------
-
-_SECRET_PATTERNS = (
-    (re.compile(r"(?<=://)[^/\s@'\"<>]+@"), "***@"),  # user:password@ (or a token@) in a URL
-    (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)[^'\"\r\n,}]+"), r"\1***"),  # a header, as a server echoes it
-    # an Authorization value on its own (a token has a digit or a symbol: "Basic authentication" stays)
-    (re.compile(r"\b(Bearer|Basic)\s+(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]+"), r"\1 ***"),
-    (re.compile(r"\b(hf|api_org)_[A-Za-z0-9]{20,}"), r"\1_***"),  # Hugging Face tokens ("hf_transfer" stays)
-    (re.compile(r"(?i)([?&](?:token|access_token|api_key|password|signature|x-amz-signature|x-amz-credential)=)"
-                r"[^&\s'\"]+"), r"\1***"),  # secrets in a query string
-)
-_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-
-
-def redact(text: object, *secrets: str | None) -> str:
-    """``text`` without secrets, for anything printed or logged: each of ``secrets`` (the token in use) and the
-    tokens in ``HF_TOKEN``/``HUGGING_FACE_HUB_TOKEN`` wherever they appear, and by their shape: the ``user:password@``
-    of URLs, ``Authorization`` headers and ``Bearer``/``Basic`` values, ``hf_...`` tokens and ``token=``-like query
-    parameters. Each becomes ``***``."""
-    text = str(text)
-    known = {*secrets, *(os.environ.get(name) for name in _TOKEN_VARIABLES)}
-    for secret in sorted((secret for secret in known if secret and len(secret) >= 4), key=len, reverse=True):
-        text = text.replace(secret, "***")
-    for pattern, replacement in _SECRET_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def _option_value(words: list[str], flag: str) -> str | None:
 
 def _one_line(command: str, error: ScratchformerError) -> int:
     """Print ``scratchformer <command>: error: <message>`` and return the exit status of a user's mistake."""
-    from ..loading import redact  # no token or user:password@ reaches the terminal
+    from ..errors import redact  # no token or user:password@ reaches the terminal
 
     print(f"scratchformer {command}: error: {redact(error)}", file=sys.stderr)
     return EXIT_USER_ERROR

@@ -10,7 +10,7 @@ from .export import add_card_arguments, card_options
 
 def _push_command(args: argparse.Namespace) -> int:
     from ..hub import push
-    from ..loading import redact
+    from ..errors import redact
 
     commit = push(args.model, args.repo_id, private=args.private, commit_message=args.message,
                   **card_options(args))

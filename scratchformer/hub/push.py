@@ -4,9 +4,10 @@ The token and the endpoint come from ``HF_TOKEN`` / ``HF_ENDPOINT`` (or the stor
 upload can fail that is the user's to fix - no token, a refused request, an unreachable or silent Hub, offline mode -
 is a :class:`HubError` that says which step failed and what to check.
 
-No secret reaches the output: every message (the server's words, the endpoint, the library's errors, and what
-huggingface_hub logs while the push runs) goes through :func:`scratchformer.loading.redact`, which removes the token
-in use, ``hf_...`` tokens, ``Authorization`` values and the ``user:password@`` of an endpoint.
+No secret reaches the output: every message (the server's words, the endpoint, the library's errors) goes through
+:func:`scratchformer.errors.redact`, which removes the token in use, ``hf_...`` tokens, ``Authorization`` values and
+the ``user:password@`` of an endpoint, and the upload runs under :func:`scratchformer.errors.no_secrets`: what
+huggingface_hub logs meanwhile, and any exception that leaves it (chained ones too), are redacted the same way.
 
 Every request is bounded. huggingface_hub's own http client waits for ever by default, so while the push runs its
 client (made by huggingface_hub's ``set_client_factory`` knob, from the factory already set) gets timeouts: at most
@@ -18,7 +19,6 @@ the connection and never answers is one line after :data:`REQUEST_TIMEOUT` secon
 
 from __future__ import annotations
 
-import logging
 import tempfile
 import threading
 import time
@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import HubError
+from ..errors import HubError, no_secrets
 from ..loading import is_network_error, redact
 from .destination import check_repo_id
 from .export import export, require_onnx
@@ -40,8 +40,6 @@ REQUEST_TIMEOUT = 20.0
 # seconds of failed tries in a row (timeouts, refused or dropped connections) after which a push gives up, whatever
 # retries huggingface_hub has left; each retry's timeouts are cut to what is left of it
 RETRY_BUDGET = 30.0
-# the loggers whose records a push redacts while it runs (huggingface_hub logs each retry with its URL)
-LOGGERS = ("huggingface_hub", "httpx", "httpx2", "httpcore")
 HTTP_HINTS = {401: "the token was rejected: check HF_TOKEN",
               403: "the token may not write there: use a token with write access to that namespace"}
 
@@ -80,7 +78,7 @@ def push(
     message = commit_message or f"Upload Scratchformer model, code and tokenizer (scratchformer {__version__})"
     with tempfile.TemporaryDirectory(prefix="scratchformer-push-") as tmp:
         folder = export(model_or_folder, Path(tmp) / "export", tokenizer, repo_id=repo_id, **export_options)
-        with _redacted_logs(token), _bounded_requests(RetryBudget(RETRY_BUDGET)):
+        with no_secrets(token), _bounded_requests(RetryBudget(RETRY_BUDGET)):
             return _upload(folder, repo_id, private=private, message=message, token=token, endpoint=endpoint)
 
 
@@ -120,7 +118,7 @@ def _refusal(error: Any, endpoint: str, step: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Bounded requests, redacted logs
+# Bounded requests
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -184,33 +182,4 @@ def _bounded_requests(budget: RetryBudget) -> Iterator[None]:
         yield
     finally:
         set_client_factory(previous)
-
-
-class _Redact(logging.Filter):
-    """Redacts a log record's message (the token, ``user:password@``, ...) before any handler writes it."""
-
-    def __init__(self, token: str | None):
-        super().__init__()
-        self.token = token
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = redact(record.getMessage(), self.token), None
-        return True
-
-
-@contextmanager
-def _redacted_logs(token: str | None) -> Iterator[None]:
-    """While the block runs, what the http libraries log (huggingface_hub logs each retry with its URL) is
-    redacted. A filter on each of their loggers, so it holds whichever handler writes the record."""
-    redacting = _Redact(token)
-    names = [name for name in [*LOGGERS, *logging.root.manager.loggerDict]
-             if name.split(".")[0] in LOGGERS]
-    loggers = [logging.getLogger(name) for name in dict.fromkeys(names)]
-    for logger in loggers:
-        logger.addFilter(redacting)
-    try:
-        yield
-    finally:
-        for logger in loggers:
-            logger.removeFilter(redacting)
 
