@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import REPO_ROOT
-from test_embeddings import minilm_or_skip, tiny_distilbert, tiny_scratchformer
+from test_embeddings import WORDS, minilm_or_skip, tiny_distilbert, tiny_scratchformer
 
 from scratchformer.analysis.extractor import EmbeddingExtractor
 from scratchformer.analysis.geometry import (
@@ -428,3 +428,88 @@ def test_the_nnsight_example_skips_cleanly_without_nnsight():
     result = _run_example(["-c", hide])
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("skipped: nnsight is not installed")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The batched run against a straightforward loop (the per-sentence implementation it replaced), to 1e-6
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def reference_geometry(ex: EmbeddingExtractor, plan) -> dict[str, np.ndarray]:
+    """Every number of a run, computed one sentence, one word and one pair at a time: ``(rows,)`` measures and
+    ``(rows, words)`` per-word values, raw and standardised (the plain loop the batched code must reproduce)."""
+    layers = ["learned", *range(ex.num_layers + 1)]
+    vectors = [torch.stack([torch.stack([w[k].vector for k in range(len(layers))]) for w in words], dim=1).double()
+               for words in ex.sentence_word_embeddings(plan.sentences, layers=layers)]  # (rows, words, dims) each
+    sample = torch.cat([vectors[s] for s in plan.sample], dim=1)
+    mean, std = sample.mean(dim=1, keepdim=True), sample.std(dim=1, unbiased=False, keepdim=True)
+    std = torch.where(std > 1e-12 * (mean.abs() + 1), std, torch.ones_like(std))
+    cos = torch.nn.functional.cosine_similarity
+    kept: dict[int, torch.Tensor] = {}
+    for s, entries in plan.slots.items():
+        for position, slot in entries:
+            kept[slot] = vectors[s][:, position]
+    groups = [sorted(slot for slot in kept if plan.slot_word[slot] == w) for w in range(len(plan.words))]
+    groups = [g for g in groups if len(g) >= 2]
+    pair_a, pair_b, pair_word = word_pairs(groups, seed=plan.seed)
+    picks = [int(np.random.default_rng([plan.seed, s]).integers(vectors[s].shape[1])) for s in plan.sample]
+    out = {}
+    for name, prepare in (("raw", lambda x: x), ("standardised", lambda x: (x - mean) / std)):
+        intra = [[float(cos(v, v.mean(dim=0, keepdim=True), dim=-1).mean()) for v in prepare(x)] for x in vectors
+                 if x.shape[1] >= 2]
+        word_self = np.zeros((len(layers), len(groups)))
+        word_mev = np.full((len(layers), len(groups)), np.nan)
+        for w, group in enumerate(groups):
+            occurrences = prepare(torch.stack([kept[slot] for slot in group], dim=1))  # (rows, n, dims)
+            where = {slot: i for i, slot in enumerate(group)}
+            mine = [(where[a], where[b]) for a, b, k in zip(pair_a, pair_b, pair_word) if k == w]
+            for r in range(len(layers)):
+                word_self[r, w] = np.mean([float(cos(occurrences[r, i], occurrences[r, j], dim=0)) for i, j in mine])
+                if len(group) >= 5:
+                    centred = occurrences[r] - occurrences[r].mean(dim=0)
+                    squares = torch.linalg.svdvals(centred) ** 2
+                    identical = squares.sum() <= 1e-12 * (occurrences[r] ** 2).sum()
+                    word_mev[r, w] = 1.0 if identical else float(squares[0] / squares.sum())
+        base = prepare(torch.stack([vectors[s][:, k] for s, k in zip(plan.sample, picks)], dim=1))
+        base_cos = [[float(cos(base[r, i], base[r, j], dim=0)) for i, j in itertools.combinations(range(len(picks)), 2)]
+                    for r in range(len(layers))]
+        base_squares = [torch.linalg.svdvals(b - b.mean(dim=0)) ** 2 for b in base]
+        base_mev = [float(q[0] / q.sum()) for q in base_squares]
+        out[name] = {"self_similarity": np.nanmean(word_self, axis=1), "word_self": word_self, "word_mev": word_mev,
+                     "intra_sentence_similarity": np.mean(intra, axis=0),
+                     "mev": np.nanmean(word_mev, axis=1), "anisotropy_baseline": np.mean(base_cos, axis=1),
+                     "mev_baseline": np.asarray(base_mev)}
+    return out
+
+
+def geometry_sample(count: int = 220, seed: int = 7) -> list[str]:
+    """A fixed sample in the tiny DistilBERT's vocabulary: 'the' starts every sentence (more than 1,000 pairs, so
+    they are sampled), words split into sub-tokens (fish ##ing, with ##draw ##ing), some words twice."""
+    rng = np.random.default_rng(seed)
+    words = [w for w in WORDS if w not in ("the",)] + ["fishing", "withdrawing"]
+    return [" ".join(["The", *rng.choice(words, int(rng.integers(3, 11)))]) + "." for _ in range(count)]
+
+
+@pytest.mark.parametrize("make", [tiny_distilbert, tiny_scratchformer], ids=["wordpiece", "byte-level-bpe"])
+def test_batched_geometry_equals_the_per_sentence_loop_to_1e_6(make):
+    model, tokenizer = make()
+    ex = EmbeddingExtractor(model, tokenizer, batch_size=16)
+    plan = plan_geometry(geometry_sample(), min_occurrences=2, max_words=25, max_occurrences=60, sample_sentences=70)
+    report = measure_geometry(ex, plan, progress=False)
+    expected = reference_geometry(ex, plan)
+    assert report.pairs > 1000 and report.mev_words > 5  # the sampled pairs and MEV are both exercised
+    for name, suffix in (("raw", ""), ("standardised", "_standardised")):
+        for r, row in enumerate(report.rows):
+            for measure in (*MEASURES, "mev_baseline"):
+                assert getattr(row, measure + suffix) == pytest.approx(expected[name][measure][r], abs=1e-6), (
+                    name, row.layer, measure)
+        layer_of = {str(row.layer): r for r, row in enumerate(report.rows)}
+        words = sorted({w["word"] for w in report.word_rows}, key=[w["word"] for w in report.word_rows].index)
+        for line in report.word_rows:
+            r, w = layer_of[str(line["layer"])], words.index(line["word"])
+            for field, key in (("self_similarity", "word_self"), ("mev", "word_mev")):
+                value = line[field + suffix]
+                if value == "":
+                    assert np.isnan(expected[name][key][r, w])
+                else:
+                    assert float(value) == pytest.approx(expected[name][key][r, w], abs=1e-6), (line, field)
