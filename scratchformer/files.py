@@ -13,10 +13,15 @@
 - **The file system's refusals** (:func:`storage_error`, :func:`writing`, :func:`reading`) become a
   :class:`~scratchformer.errors.StorageError` (a ``ScratchformerError`` and an ``OSError``): a full disk names the
   folder, about how much the write needed and how much is free (``shutil.disk_usage``); a permission denied names
-  the path and the user; a read-only file system says so. Libraries report a full disk in their own ways and all
+  the path and the user; a read-only file system says so (also where a permission check is what refused: ``access``
+  says "no" on a read-only mount), and a disk with bytes free but no inode left says that. Libraries report a full disk in their own ways and all
   are recognised: an ``OSError`` with ``errno.ENOSPC``, ``tokenizers``' bare ``Exception: No space left on device
   (os error 28)``, safetensors' ``SafetensorError`` with the same words, ``torch.save``'s ``RuntimeError: ...
   unexpected pos`` (no errno: the free space decides).
+- **Reading only regular files**: :func:`not_a_file` and :func:`check_file` refuse, in one line, a path that is a
+  loop of symbolic links, a named pipe (a read would wait for a writer for ever), a socket, a device or a folder,
+  before anything opens it; :func:`reading` asks it too. Every reader of a user's file asks it (the loader through
+  :func:`scratchformer.loading.check_readable`).
 - **Inputs and outputs apart**: :func:`overlap` says whether an output folder is, lies inside or holds an input
   (paths resolved: symbolic links, relative paths), so that a command refuses it before writing or deleting anything.
 
@@ -33,12 +38,13 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import StorageError
+from .errors import ScratchformerError, StorageError
 
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 DENIED = frozenset({errno.EACCES, errno.EPERM})
@@ -62,6 +68,9 @@ def replace_file(path: str | os.PathLike, needed: int | None = None, suffix: str
     Any failure deletes the temporary file and leaves ``path`` untouched; a refusal of the file system is a
     :class:`~scratchformer.errors.StorageError`."""
     target = _followed(Path(path))
+    if os.path.isdir(target):  # os.replace would fail late, with "Is a directory"; nothing is written
+        raise StorageError(f"cannot write {target}: a folder is in the way, where this file goes; move or rename the "
+                           "folder, or write somewhere else", errno.EISDIR, str(target))
     with writing(target, needed):
         descriptor, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
         os.close(descriptor)
@@ -183,6 +192,32 @@ def _move_into(source: Path, target: Path) -> None:
 
 
 @contextlib.contextmanager
+def signals_end_the_block(names: tuple[str, ...] = ("SIGTERM", "SIGHUP")) -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP (``kill``, a closed terminal) raise ``SystemExit(128 + signal)``
+    where they would have ended the process on the spot, as Ctrl-C raises ``KeyboardInterrupt``: the block's own
+    cleanup (``finally``: a staging folder removed) runs, then the process ends with the status a shell gives a
+    killed command. Only the main thread may set handlers; elsewhere, and for a signal that something already
+    handles, nothing changes. The earlier handlers come back when the block ends."""
+    import signal
+    import threading
+
+    def end(number: int, frame: Any) -> None:
+        raise SystemExit(128 + number)
+
+    replaced = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in names:
+            number = getattr(signal, name, None)
+            if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+                replaced[number] = signal.signal(number, end)
+    try:
+        yield
+    finally:
+        for number, handler in replaced.items():
+            signal.signal(number, handler)
+
+
+@contextlib.contextmanager
 def writing(path: str | os.PathLike, needed: int | None = None) -> Iterator[None]:
     """Turn a refusal of the file system while writing ``path`` (a file, or a folder being written into) into a
     :class:`~scratchformer.errors.StorageError`; anything else goes through unchanged."""
@@ -199,7 +234,9 @@ def writing(path: str | os.PathLike, needed: int | None = None) -> Iterator[None
 
 @contextlib.contextmanager
 def reading(path: str | os.PathLike) -> Iterator[None]:
-    """Turn a permission denied while reading ``path`` into a :class:`~scratchformer.errors.StorageError`."""
+    """Turn a permission denied while reading ``path`` into a :class:`~scratchformer.errors.StorageError`; before
+    that, refuse a ``path`` that is not a regular file (:func:`check_file`): a named pipe would block the read."""
+    check_file(path)
     try:
         yield
     except StorageError:
@@ -230,16 +267,32 @@ def storage_error(error: BaseException, path: str | os.PathLike, needed: int | N
     if number in DENIED:
         return permission_denied(path, reading, number)
     if number in READ_ONLY:
-        return StorageError(f"cannot write {path}: {folder_of(path)} is on a read-only file system; write somewhere "
-                            "else", number, filename)
+        return read_only(path, number)
     return None
+
+
+def read_only(path: str | os.PathLike, number: int = errno.EROFS) -> StorageError:
+    """``cannot write PATH: FOLDER is on a read-only file system; ...``: no chmod helps there."""
+    return StorageError(f"cannot write {path}: {folder_of(path)} is on a read-only file system; write somewhere else "
+                        "(or mount it read-write)", number, str(path))
+
+
+def on_read_only_file_system(path: str | os.PathLike) -> bool:
+    """Whether the file system of ``path`` (or of the nearest existing folder above it) is mounted read-only."""
+    try:
+        return bool(os.statvfs(folder_of(path)).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
 
 
 def permission_denied(path: str | os.PathLike, reading: bool | None = False, number: int = errno.EACCES
                       ) -> StorageError:
     """``permission denied: user nobody (uid 65534) may not write into /out (a folder of user root (uid 0), mode
     drwxr-xr-x): ...``: for a write, the file when it exists and may not be written, else its folder; ``reading``
-    ``None``: not known whether it was a read or a write (``may not access PATH``)."""
+    ``None``: not known whether it was a read or a write (``may not access PATH``). A write refused on a read-only
+    file system (``os.access`` says "no" there too, for root as well) is said as that instead."""
+    if reading is not True and on_read_only_file_system(path):
+        return read_only(path)
     if reading is None:
         where, verb, access, advice = Path(path), "access", "", "run as a user who may"
     elif reading:
@@ -263,6 +316,11 @@ def disk_full_message(path: str | os.PathLike, needed: int | None, number: int =
     """``no space left on the device of FOLDER: writing NAME needs about 2.3 MB, 120 kB free; ...``."""
     folder = folder_of(path)
     free = free_bytes(folder)
+    if number == errno.ENOSPC and free_inodes(folder) == 0:
+        shown = "an unknown amount of space" if free is None else human_size(free)
+        return (f"no free inodes on the device of {folder}: writing {Path(path).name} needs a new file, and the file "
+                f"system can hold no more files ({shown} free, but no inode left); delete files there (many small "
+                "ones count most) or write somewhere else")
     what = "disk quota exceeded in" if number == errno.EDQUOT else "no space left on the device of"
     need = f"needs about {human_size(needed)}" if needed else "needs more space than there is"
     shown = "an unknown amount" if free is None else human_size(free)
@@ -296,6 +354,16 @@ def free_bytes(folder: str | os.PathLike) -> int | None:
         return shutil.disk_usage(folder).free
     except OSError:
         return None
+
+
+def free_inodes(folder: str | os.PathLike) -> int | None:
+    """The inodes (new files) free for this user on ``folder``'s file system, or ``None`` where it does not count
+    them (``f_files`` 0: btrfs and some network file systems)."""
+    try:
+        info = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return None
+    return info.f_favail if info.f_files else None
 
 
 def human_size(size: int) -> str:
@@ -338,6 +406,34 @@ def _owner(path: str | os.PathLike) -> str:
 
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Reading only regular files
+# ----------------------------------------------------------------------------------------------------------------
+
+_NOT_FILES = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO: a read would wait for a writer)"),
+              (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def not_a_file(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be read as a file (``/m/config.json is a named pipe (FIFO) ..., not a regular file``), or
+    ``None`` for a regular file (through symbolic links) and for a path that does not exist (the caller says what is
+    missing). Only ``stat`` is asked: nothing is opened, so a named pipe cannot block."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        return f"{path} is a loop of symbolic links" if error.errno == errno.ELOOP else None
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _NOT_FILES if test(mode)), "not a regular file")
+    return f"{path} is {kind}, not a regular file"
+
+
+def check_file(path: str | os.PathLike, error: type[ScratchformerError] = ScratchformerError) -> None:
+    """Raise ``error`` in one line when ``path`` exists but is no regular file (:func:`not_a_file`)."""
+    if problem := not_a_file(path):
+        raise error(f"{problem}; put the real file there")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import MissingDependencyError, ScratchformerError, no_secrets, redact
-from .files import describe_user, write_text
+from .files import check_file, describe_user, not_a_file, write_text
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 CHECKPOINTS = {
@@ -353,26 +353,30 @@ def check_checksums(folder: str | os.PathLike) -> None:
 def check_readable(path: str | os.PathLike, also: Callable[[str], bool] | None = None) -> None:
     """Raise :class:`ScratchformerError` when this user may not read ``path``: a parent folder it may not enter,
     the folder itself (read and enter), or, in a folder, a file that loading reads (:data:`READ_SUFFIXES`, and the
-    names for which ``also(name)`` is true). The message names the path, the user, its owner and its mode. A path
-    that does not exist passes (the caller says what is missing)."""
+    names for which ``also(name)`` is true). The message names the path, the user, its owner and its mode. Each of
+    those files (or ``path``, when it is no folder) must also be a regular file (:func:`scratchformer.files.check_file`:
+    not a loop of symbolic links, a named pipe, a socket or a device; a folder of such a name is not read, so it
+    passes). A path that does not exist passes (the caller says what is missing)."""
     path = Path(os.path.abspath(path))
     for parent in reversed(path.parents):  # from the root down: the first folder that refuses is the one to name
         if not os.path.exists(parent):
             return  # nothing there (a Hub id): the caller says so
         if not _may(parent, os.X_OK):
             raise ScratchformerError(_denied(parent, "enter the folder"))
-    if not os.path.exists(path):
-        return
-    if not path.is_dir():
-        if not _may(path, os.R_OK):
+    if not os.path.exists(path) or not path.is_dir():
+        if problem := not_a_file(path):  # a loop of symbolic links ("does not exist"), a named pipe, a device
+            raise ScratchformerError(f"{problem}; give the real folder or file")
+        if os.path.exists(path) and not _may(path, os.R_OK):
             raise ScratchformerError(_denied(path, "read"))
         return
     if not _may(path, os.R_OK | os.X_OK):
         raise ScratchformerError(_denied(path, "list and enter the folder"))
     for entry in sorted(os.scandir(path), key=lambda entry: entry.name):
         wanted = entry.name.endswith(READ_SUFFIXES) or (also is not None and also(entry.name))
-        if wanted and entry.is_file() and not _may(entry.path, os.R_OK):
-            raise ScratchformerError(_denied(Path(entry.path), "read"))
+        if wanted and not os.path.isdir(entry.path):  # a folder is never read as a file (a LICENSES/ folder is fine)
+            check_file(entry.path)  # a stray named pipe "x.safetensors" would block the loader for ever
+            if not _may(entry.path, os.R_OK):
+                raise ScratchformerError(_denied(Path(entry.path), "read"))
 
 
 def _may(path: Path, mode: int) -> bool:

@@ -75,6 +75,7 @@ RELIABILITY = {
         "test_a_folder_or_file_this_user_may_not_read_is_one_line_naming_path_and_user",
         "test_a_symlink_loop_is_one_line_for_export_as_for_compare",
         "test_library_reports_of_a_full_disk_are_recognised_and_said_in_one_line",
+        "test_an_export_whose_weights_overflow_the_dtype_is_refused_naming_the_tensor",
     ],
     "kills, locks and concurrent runs": [
         "test_killed_saves_resume_to_the_uninterrupted_weights", "test_incomplete_checkpoints_are_found",
@@ -84,6 +85,9 @@ RELIABILITY = {
         "test_resume_of_a_run_recorded_before_an_option_existed_allows_only_its_default",
         "test_resume_with_the_contrastive_loss_keeps_the_micro_batch",
         "test_a_checkpoint_whose_pickles_torch_refuses_is_skipped_on_resume",
+        "test_an_export_into_a_folder_another_export_is_writing_is_refused",
+        "test_two_exports_started_together_never_mix_their_files",
+        "test_sigterm_during_an_export_removes_its_staging_folder",
     ],
     "no code run unasked": [
         "test_a_scratchformer_folder_never_runs_its_own_code", "test_booby_trapped_model_and_tokenizer_folders_never_run",

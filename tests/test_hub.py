@@ -729,7 +729,7 @@ def test_a_symlink_loop_is_one_line_for_export_as_for_compare(artifacts, tmp_pat
     for command, message in ((["export", str(loop), str(tmp_path / "out")], "is a loop of symbolic links"),
                              (["export", str(artifacts["source"]), str(loop)], "is a loop of symbolic links"),
                              (["compare", "--no-defaults", "--model", str(loop), "--no-plots", "--output",
-                               str(tmp_path / "c")], f"no model at '{loop}'")):
+                               str(tmp_path / "c")], f"{loop} is a loop of symbolic links")):
         assert cli_main(command) == 2, command
         err = capsys.readouterr().err
         assert err.startswith(f"scratchformer {command[0]}: error: ") and message in err, err
@@ -940,3 +940,127 @@ def test_the_version_check_uses_only_the_standard_library_and_transformers(artif
         first_from_import = text.index("\nfrom transformers import")
         assert text.index("\nimport transformers\n") < check < first_from_import
         assert "\nimport torch\n" not in text[:check]
+
+
+# ------------------------------------------------------------------------------------ exports: overflow, lock, kill
+
+
+def test_an_export_whose_weights_overflow_the_dtype_is_refused_naming_the_tensor(artifacts, tmp_path, capsys):
+    """export --dtype float16 wrote inf for a weight above 65504, exited 0, and the checksums vouched for it. Now
+    the cast is refused in one line naming the tensor and its largest value, and nothing is written; a dtype the
+    values fit (bfloat16) still exports, and a model whose weights are already inf or NaN is refused too."""
+    from safetensors.torch import load_file
+
+    model = copy.deepcopy(artifacts["model"])
+    with torch.no_grad():
+        model.model.encoder.layers[0].feed_forward.fc2.weight[0, 0] = 70000.0
+    source = tmp_path / "big"
+    model.save_pretrained(source)
+    artifacts["tokenizer"].save_pretrained(source)
+    name = "model.encoder.layers.0.feed_forward.fc2.weight"
+    capsys.readouterr()
+    assert cli_main(["export", str(source), str(tmp_path / "half"), "--dtype", "float16"]) == 2
+    err = capsys.readouterr().err
+    err = err[err.index("scratchformer export: error: "):]  # after the loader's progress bar
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"scratchformer export: error: cannot store the weights as float16: {name} holds values "
+                          "up to 70000, beyond float16's largest number 65504 (1 values would become inf)"), err
+    assert not (tmp_path / "half").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["big"]
+    with pytest.raises(HubError, match=f"{re.escape(name)} holds values up to 70000"):
+        export(model, tmp_path / "half", artifacts["tokenizer"], dtype=torch.float16)  # in memory: the same
+    assert cli_main(["export", str(source), str(tmp_path / "bf16"), "--dtype", "bfloat16"]) == 0
+    stored = load_file(tmp_path / "bf16" / "model.safetensors")[name]
+    assert torch.isfinite(stored).all() and abs(stored[0, 0].item() - 70000.0) < 70000.0 * 2 ** -7  # bf16 rounding
+    with torch.no_grad():
+        model.model.encoder.layers[0].feed_forward.fc2.weight[0, 1] = float("nan")
+    with pytest.raises(HubError, match=f"the weight {re.escape(name)} holds 1 inf or NaN values"):
+        export(model, tmp_path / "nan", artifacts["tokenizer"])
+    assert not (tmp_path / "nan").exists()
+
+
+def test_an_export_into_a_folder_another_export_is_writing_is_refused(artifacts, tmp_path):
+    """Two exports of different models into one new folder both said "exported", and the folder mixed their files.
+    One lock per output folder (.OUT.export.lock beside it, an OS lock): the second export is refused at once and
+    writes nothing; once the first has ended, the lock file is gone."""
+    from filelock import FileLock
+
+    out = tmp_path / "out"
+    held = FileLock(str(tmp_path / ".out.export.lock"), timeout=0)  # what a running export holds
+    held.acquire()
+    try:
+        with pytest.raises(HubError, match=f"^{re.escape(str(out))} is being written by another export .*wait for it"):
+            export(artifacts["source"], out)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".out.export.lock"]  # no staging folder, no OUT
+    finally:
+        held.release()
+    export(artifacts["source"], out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # the lock file went with the lock
+    check_folder(out)
+
+
+RACE = """
+import sys
+from scratchformer.hub import export
+try:
+    export(sys.argv[1], sys.argv[2])
+    print("EXPORTED")
+except Exception as error:
+    print("REFUSED", error)
+"""
+
+
+def test_two_exports_started_together_never_mix_their_files(artifacts, tmp_path):
+    """The issue's case as it happened: two processes export two different models into one new folder at the same
+    time. Exactly one succeeds; the folder holds that model's files only (its checksums agree)."""
+    other = tmp_path / "other"
+    model = copy.deepcopy(artifacts["model"])
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(1.0)
+    model.save_pretrained(other)
+    artifacts["tokenizer"].save_pretrained(other)
+    out = tmp_path / "out"
+    runs = [subprocess.Popen([sys.executable, "-c", RACE, str(source), str(out)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for source in (artifacts["source"], other)]
+    results = [run.communicate(timeout=TIMEOUT) for run in runs]
+    outcomes = [stdout.strip().splitlines()[-1] if stdout.strip() else stderr[-2000:] for stdout, stderr in results]
+    assert sorted(line.split()[0] for line in outcomes) == ["EXPORTED", "REFUSED"], outcomes
+    refusal = next(line for line in outcomes if line.startswith("REFUSED"))
+    assert "is being written by another export" in refusal or "is not empty" in refusal, refusal
+    check_folder(out)  # checksums.sha256 agrees with model.safetensors: one export's files
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "out"]
+
+
+def test_sigterm_during_an_export_removes_its_staging_folder(artifacts, tmp_path):
+    """SIGTERM while the export is being written left a staging folder (22 MB for the shipped model). Now the
+    signal ends the export like Ctrl-C: the staging folder and the lock file go, OUT is not created, status 143."""
+    import signal
+    import time
+
+    ready = tmp_path / "ready"
+    script = textwrap.dedent(f"""
+        import pathlib, sys, time
+        import scratchformer.hub
+        from scratchformer.cli import main
+        export_module = sys.modules["scratchformer.hub.export"]  # scratchformer.hub.export is the function
+        def stalled_check(*args, **kwargs):  # the staging folder is complete: wait here to be killed
+            pathlib.Path({str(ready)!r}).write_text("staged")
+            time.sleep(120)
+        export_module.check_folder = stalled_check
+        raise SystemExit(main(["export", {str(artifacts["source"])!r}, {str(tmp_path / "out")!r}]))
+    """)
+    run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not ready.exists() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ready.exists(), run.communicate(timeout=10)
+        staged = [p.name for p in tmp_path.iterdir() if ".export-" in p.name]
+        assert len(staged) == 1 and (tmp_path / staged[0] / "model.safetensors").is_file(), staged
+        run.send_signal(signal.SIGTERM)
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ready"], stderr[-3000:]

@@ -42,7 +42,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import HubError, require
+from .. import files
+from ..errors import HubError, ScratchformerError, require
 from ..loading import write_checksums
 from .card import DEFAULT_EXAMPLE, DEFAULT_PIPELINE_TAG, load_scores, model_card
 from .checks import check_folder
@@ -117,6 +118,8 @@ def export(
     model, tokenizer, config_dtype = model_and_tokenizer(model_or_folder, tokenizer, dtype)
     if scores is None and source is not None and (source / SCORES_FILE).is_file():
         scores = source / SCORES_FILE
+    if isinstance(scores, (str, os.PathLike)):
+        files.check_file(scores, HubError)  # a named pipe would block the read
     results = load_scores(scores) if scores is not None else []
     card = model_card(
         model, results, repo_id=repo_id, model_name=model_name or _default_name(repo_id, out_dir),
@@ -124,7 +127,8 @@ def export(
         description=description, example_text=example_text, data_sources=data_sources, onnx=onnx,
         source_card=_source_card(source),
     )
-    with _file_system_errors(out_dir):
+    with _file_system_errors(out_dir, _bytes_needed(model, onnx)), _export_lock(out_dir):
+        check_destination(out_dir, source, overwrite)  # again, under the lock: another export may have just ended
         _write(model, tokenizer, results, card, out_dir, source=source, onnx=onnx, config_dtype=config_dtype)
     return out_dir
 
@@ -139,7 +143,6 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
            onnx: bool, config_dtype: str) -> None:
     """Stage the export beside ``out_dir``, check it, move it into place; the staging folder never survives."""
     target = out_dir.resolve()  # "." or "x/..": the staging folder must be beside OUT, not inside it
-    target.parent.mkdir(parents=True, exist_ok=True)
     staging = _make_staging_folder(target)
     try:
         if source is not None:  # first, so that every file the export writes itself replaces a same-named asset
@@ -147,10 +150,10 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
                 if path.is_file() and is_card_asset(path.name):
                     shutil.copyfile(path, staging / path.name)
         model.save_pretrained(staging)
-        write_checksums(staging)  # checksums.sha256: load() verifies the weights against it
         tokenizer.save_pretrained(staging)
         _keep_only_our_code(staging / "config.json", config_auto_map(), dtype=config_dtype)
         _keep_only_our_code(staging / "tokenizer_config.json", None)
+        write_checksums(staging)  # of the weights and the final config.json: load() verifies them
         for name, content in sentence_transformers_files(model.config.d_model, tokenizer.model_max_length).items():
             (staging / name).parent.mkdir(exist_ok=True)
             (staging / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
@@ -164,8 +167,47 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
         check_folder(staging, where=out_dir, checksums=False)  # write_checksums just hashed these weights
         _give_umask_permissions(staging)
         move_into_place(staging, target)
-    finally:
+    finally:  # also on SIGTERM and SIGHUP (files.signals_end_the_block) and Ctrl-C
         shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextmanager
+def _export_lock(out_dir: Path) -> Iterator[None]:
+    """Hold the lock of ``out_dir`` while the block runs, or refuse at once with a :class:`HubError` when another
+    export holds it: two exports into one folder would mix their files. The lock is ``filelock``'s (``flock`` on
+    Unix; the system drops it when its process ends, however it ends) on ``.OUT.export.lock`` beside ``OUT``, which
+    is removed while still held, so that no file is left behind. SIGTERM and SIGHUP end the block like Ctrl-C
+    (:func:`scratchformer.files.signals_end_the_block`), so that the staging folder goes too."""
+    from filelock import FileLock, Timeout
+
+    target = out_dir.resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    path = target.parent / f".{target.name}.export.lock"
+    lock = FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise HubError(f"{out_dir} is being written by another export (it holds {path}); wait for it to end or "
+                       "choose another folder") from None
+    try:
+        with files.signals_end_the_block():
+            yield
+    finally:
+        path.unlink(missing_ok=True)  # before the release: a waiting export then locks a new file, never this one
+        lock.release()
+
+
+def _bytes_needed(model: Any, onnx: bool) -> int:
+    """About how many bytes an export writes, for a full disk's message: the weights as stored (a tied tensor
+    once), the encoder again in float32 for ONNX, and 1 MB for the tokenizer, code, card and configs."""
+    seen, total = set(), 0
+    for tensor in model.state_dict().values():
+        if tensor.data_ptr() not in seen:
+            seen.add(tensor.data_ptr())
+            total += tensor.numel() * tensor.element_size()
+    if onnx:
+        total += 4 * sum(parameter.numel() for parameter in model.get_encoder().parameters())
+    return total + 1_000_000
 
 
 def _make_staging_folder(target: Path) -> Path:
@@ -222,21 +264,19 @@ def _default_name(repo_id: str | None, out_dir: Path) -> str:
 
 
 @contextmanager
-def _file_system_errors(out_dir: Path) -> Iterator[None]:
+def _file_system_errors(out_dir: Path, needed: int | None = None) -> Iterator[None]:
     """An ``OSError`` (no permission, a file where a folder should be, a full disk) is the caller's to fix: it
     becomes a :class:`HubError` naming the export folder. A full disk or a refused write is said as
     :mod:`scratchformer.files` says it (the folder, the space needed and free; the path and the user), also where a
     library reports it without an ``OSError`` (``tokenizers``' bare ``Exception: No space left on device``,
-    safetensors' ``SafetensorError``)."""
-    from .. import files
-    from ..errors import ScratchformerError
-
+    safetensors' ``SafetensorError``). ``needed``: about how many bytes the export writes."""
     try:
         yield
     except OSError as error:
-        raise HubError(f"cannot export to {out_dir}: {files.storage_error(error, out_dir) or error}") from error
+        raise HubError(f"cannot export to {out_dir}: {files.storage_error(error, out_dir, needed) or error}"
+                       ) from error
     except Exception as error:
-        failure = None if isinstance(error, ScratchformerError) else files.storage_error(error, out_dir)
+        failure = None if isinstance(error, ScratchformerError) else files.storage_error(error, out_dir, needed)
         if failure is None:
             raise
         raise HubError(f"cannot export to {out_dir}: {failure}") from error

@@ -56,11 +56,34 @@ def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any 
         raise HubError(f"export needs a {EXPORTABLE} (encoder + decoder + LM head), got {type(model).__name__}")
     tokenizer = _tokenizer(tokenizer)
     check_tokenizer_matches(tokenizer, model.config, error=HubError)
-    if dtype is not None and _dtype_name(model.dtype) != dtype:  # a model passed in memory, in another dtype
+    target = dtype or _dtype_name(model.dtype)
+    check_finite_when_stored(model, target)
+    if target != _dtype_name(model.dtype):  # a copy: a model passed in memory is never changed
         import torch
 
-        model = copy.deepcopy(model).to(getattr(torch, dtype))
+        model = copy.deepcopy(model).to(getattr(torch, target))
     return Source(model, tokenizer, config_dtype)
+
+
+def check_finite_when_stored(model: Any, dtype: str) -> None:
+    """:class:`HubError` in one line when a weight of ``model`` would not be a finite number once stored as
+    ``dtype``: a value beyond the dtype's range becomes inf in the cast (float16 ends at 65504), and inf or NaN
+    weights give NaN outputs, which the checksums would then vouch for. It names the tensor and its largest value."""
+    import torch
+
+    target = getattr(torch, dtype)
+    for name, tensor in model.state_dict().items():
+        if not tensor.is_floating_point() or torch.isfinite(cast := tensor.to(target)).all():
+            continue
+        finite = torch.isfinite(tensor)
+        if not finite.all():
+            raise HubError(f"cannot export: the weight {name} holds {int((~finite).sum())} inf or NaN values; the "
+                           "model is broken (retrain it, or export an earlier checkpoint)")
+        largest = tensor.flatten()[tensor.abs().argmax()].item()
+        overflowing = int((~torch.isfinite(cast)).sum())
+        raise HubError(f"cannot store the weights as {dtype}: {name} holds values up to {largest:.6g}, beyond "
+                       f"{dtype}'s largest number {torch.finfo(target).max:.6g} ({overflowing} values would become "
+                       "inf); store them as float32 or bfloat16 (--dtype)")
 
 
 def check_source(source: Path) -> None:
@@ -119,8 +142,8 @@ def _config_dtype(source: Path, stored: str | None) -> str:
 
 
 def _load_folder(source: Path, with_tokenizer: bool, dtype: str | None) -> tuple[Any, Any, str]:
-    """The model of ``source`` with its weights in ``dtype`` (default: the dtype they are stored in), its tokenizer
-    when ``with_tokenizer``, and the dtype its config names."""
+    """The model of ``source`` with its weights in the dtype they are stored in (``dtype`` where that is not one), its
+    tokenizer when ``with_tokenizer``, and the dtype its config names; the caller casts to ``dtype``."""
     if not source.is_dir():
         raise HubError(f"{source} is not a folder: pass a folder saved with save_pretrained, or the model itself")
     has_tokenizer = (source / "tokenizer.json").is_file()
@@ -128,7 +151,8 @@ def _load_folder(source: Path, with_tokenizer: bool, dtype: str | None) -> tuple
         raise HubError("no tokenizer: pass tokenizer= (--tokenizer) or put tokenizer.json in the model folder; the "
                        "exported folder must hold one for Hub users")
     stored = stored_dtype(source)
-    load_as = dtype or stored  # None (mixed or no weights): the loader's default, float32
+    load_as = stored or dtype  # as stored, so that a cast to dtype is checked (check_finite_when_stored); None (mixed
+    # or no weights): the loader's default, float32
     config_dtype = _config_dtype(source, stored)
     try:
         if has_tokenizer:
@@ -147,6 +171,10 @@ def _tokenizer(tokenizer: Any) -> Any:
     if tokenizer is None:
         raise HubError("no tokenizer: pass tokenizer= (--tokenizer); the exported folder must hold one for Hub users")
     if isinstance(tokenizer, (str, os.PathLike)):
+        try:
+            check_readable(tokenizer)  # a named pipe for tokenizer.json would block the read: one line instead
+        except ScratchformerError as error:
+            raise HubError(f"cannot read the tokenizer {tokenizer}: {error}") from None
         if not (Path(tokenizer) / "tokenizer.json").is_file():
             raise HubError(f"{tokenizer} has no tokenizer.json")
         try:

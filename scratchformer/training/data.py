@@ -60,6 +60,7 @@ def file_format(path: str | os.PathLike) -> str:
 
 def _check_file(path: str | os.PathLike) -> None:
     path = Path(path)
+    files.check_file(path, DataError)  # a loop of symbolic links, a named pipe, a device: said as such
     if not path.exists():
         raise DataError(f"data file not found: {path}")
     if not path.is_file():
