@@ -235,3 +235,40 @@ def test_short_fraction_adds_short_windows_of_about_that_fraction_of_rows():
 def test_short_fraction_out_of_range_is_a_clear_error():
     with pytest.raises(DataError, match=r"short_fraction=1.5 must be in \[0, 1\]"):
         _denoising_rows(1.5)
+
+
+def test_packing_joins_consecutive_chunks_in_order_up_to_max_length_and_loses_no_token():
+    assert data.packed([[1, 2], [3, 4, 5], [6], [7, 8, 9, 10, 11, 12]], 6) == [[1, 2, 3, 4, 5, 6],
+                                                                             [7, 8, 9, 10, 11, 12]]
+    assert data.packed([[1] * 9, [2]], 4) == [[1] * 9, [2]]  # a chunk is never split
+    from datasets import Dataset
+
+    from tests.tokenizer_fixtures import fast_from_reference
+
+    tokenizer = fast_from_reference()
+    rows = [" ".join(f"w{i}x{j}" for i in range(1 + j % 7)) for j in range(100)]
+    dataset = Dataset.from_dict({"text": rows})
+    plain = data.tokenize_for_denoising(dataset, tokenizer, max_length=64, min_tokens=1)["input_ids"]
+    packed = data.tokenize_for_denoising(dataset, tokenizer, max_length=64, min_tokens=1, pack=True)["input_ids"]
+    assert [t for row in packed for t in row] == [t for row in plain for t in row]  # the same text, in order
+    assert len(packed) < len(plain) / 2 and max(len(row) for row in packed) <= 64
+    assert all(row[-1] == tokenizer.eos_token_id for row in packed)
+
+
+def test_rows_the_tokenizer_compresses_worst_are_dropped_by_max_tokens_per_character():
+    """A row of rare symbols costs many tokens per character; ordinary words few: only the first is dropped."""
+    from datasets import Dataset
+
+    from tests.tokenizer_fixtures import fast_from_reference
+
+    tokenizer = fast_from_reference()
+    words, symbols = "the cat sat on the mat and the dog sat too", "~^|@#$%&*{}[]\\`" * 3
+    ratios = {text: len(tokenizer(text, add_special_tokens=False)["input_ids"]) / len(text)
+              for text in (words, symbols)}
+    assert ratios[words] < ratios[symbols]
+    threshold = (ratios[words] + ratios[symbols]) / 2
+    dataset = Dataset.from_dict({"text": [words, symbols, words]})
+    kept = data.tokenize_for_denoising(dataset, tokenizer, max_length=512,
+                                       max_tokens_per_character=threshold)["input_ids"]
+    everything = data.tokenize_for_denoising(dataset, tokenizer, max_length=512)["input_ids"]
+    assert len(everything) == 3 and kept == [everything[0], everything[2]]

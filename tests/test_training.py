@@ -222,6 +222,27 @@ def test_short_fraction_adds_short_windows_to_the_training_split_only(tmp_path, 
     assert plain < short <= 2 * plain and short_valid == plain_valid
 
 
+def test_crammings_options_reach_the_run(tmp_path, corpus, capsys):
+    """``--pack`` and ``--max-tokens-per-character`` shape the training split only (fewer, fuller examples; the
+    validation set as it was), ``bias=false`` gives a model without biases in its linears, and a one-cycle schedule
+    (``linear`` with half the steps as warm-up) peaks at the middle step and ends near zero."""
+    counts, histories = {}, {}
+    for name, extra in (("plain", {}), ("packed", dict(pack=True, max_tokens_per_character=0.5,
+                                                      config_overrides="bias=false,dropout=0.0",
+                                                      lr_scheduler_type="linear", warmup_steps=2, max_steps=4))):
+        out = Path(run_training(*tiny(tmp_path, corpus, name, **{"max_steps": 1, "save_steps": 100, **extra}))
+                   ["output_dir"])
+        found = re.search(r"denoise: (\d+) training / (\d+) validation examples", capsys.readouterr().out)
+        counts[name] = int(found[1]), int(found[2])
+        histories[name] = json.loads((out / "loss_history.json").read_text())
+    assert counts["packed"][0] < counts["plain"][0] / 2 and counts["packed"][1] == counts["plain"][1]
+    model = ScratchformerForConditionalGeneration.from_pretrained(tmp_path / "packed")
+    assert not [name for name, _ in model.named_parameters() if name.endswith("proj.bias") or ".fc" in name
+                and name.endswith("bias")]
+    rates = [entry["learning_rate"] for entry in histories["packed"]["train"]]
+    assert rates.index(max(rates)) == 2 and rates[-1] <= max(rates) / 2  # 0, half, peak, half (then 0)
+
+
 def test_batch_rebalance_resumes_exactly_across_epochs(tmp_path, corpus):
     """The v2 recipe on CPU cores runs in sittings: stopped at step 6 (inside the second epoch of 5 steps) and
     resumed, a batch_rebalance run with accumulation has the losses and weights of the uninterrupted run."""

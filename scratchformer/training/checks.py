@@ -54,6 +54,7 @@ RULES = (
     Rule("contrastive_temperature", lambda v: v > 0, "positive"),
     Rule("encoder_mlm_weight", lambda v: v >= 0, ">= 0 (0 = off)"),
     Rule("encoder_mlm_probability", lambda v: 0 < v < 1, "in (0, 1)"),
+    Rule("max_tokens_per_character", lambda v: v > 0, "positive"),
     Rule("electra_weight", lambda v: v >= 0, ">= 0 (0 = off)"),
     Rule("electra_discriminator_weight", lambda v: v > 0, "positive"),
     Rule("electra_generator_width", _at_least(8), ">= 8"),
@@ -178,9 +179,10 @@ def _check_data_source(options: TrainOptions) -> None:
 
 
 # what only denoising uses: the noise of text infilling, and the encoder's own losses (contrastive, masked tokens)
-DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction", "contrastive_weight", "contrastive_target",
-                  "contrastive_temperature", "encoder_mlm_weight", "encoder_mlm_probability", "electra_weight",
-                  "electra_discriminator_weight", "electra_generator_width", "electra_generator_layers")
+DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction", "pack", "max_tokens_per_character",
+                  "contrastive_weight", "contrastive_target", "contrastive_temperature", "encoder_mlm_weight",
+                  "encoder_mlm_probability", "electra_weight", "electra_discriminator_weight",
+                  "electra_generator_width", "electra_generator_layers")
 
 
 def _check_noise_options(options: TrainOptions) -> None:

@@ -356,7 +356,7 @@ def short_window(text: str, rng: np.random.Generator, words: tuple[int, int] = S
 
 def tokenize_for_denoising(dataset, tokenizer, text_column: str = "text", max_length: int = 128,
                            min_tokens: int = 4, num_proc: int | None = None, short_fraction: float = 0.0,
-                           seed: int = 0):
+                           seed: int = 0, pack: bool = False, max_tokens_per_character: float | None = None):
     """Token ids for text infilling: each row's text is cut into chunks of at most ``max_length - 1`` tokens, each
     followed by ``</s>`` (as the tokenizer's ``$A </s>`` template does); chunks shorter than ``min_tokens`` tokens
     are dropped. Returns a dataset with one ``input_ids`` column (the clean text; the collator adds the noise).
@@ -365,7 +365,12 @@ def tokenize_for_denoising(dataset, tokenizer, text_column: str = "text", max_le
     row's words (:func:`short_window`): a model that only ever reads whole paragraphs has not learnt to read a
     phrase of five words, which is what a word-sense example or a search query is (BERT's pre-training data does
     the same with its ``short_seq_prob``). Which rows get one, and the window, depend on ``seed`` and the row's text
-    only, so they are the same in every process and every resumed run."""
+    only, so they are the same in every process and every resumed run.
+
+    Two of Cramming's data changes (Geiping & Goldstein 2023): ``max_tokens_per_character`` drops the rows that the
+    tokenizer compresses worst (more tokens per character than that: lists of names, ASCII art, code), and
+    ``pack`` joins consecutive chunks of a map batch, each with its ``</s>``, into examples of up to ``max_length``
+    tokens, so that a step holds more text and less padding."""
     check_columns(dataset, [text_column])
     if max_length < 2:
         raise DataError(f"max_length={max_length} leaves no room for text before </s>")
@@ -388,15 +393,29 @@ def tokenize_for_denoising(dataset, tokenizer, text_column: str = "text", max_le
             texts = with_short_windows(texts)
         encoded = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
         out = []
-        for ids in encoded:
+        for text, ids in zip(texts, encoded):
+            if max_tokens_per_character is not None and len(ids) > max_tokens_per_character * max(1, len(text)):
+                continue
             for start in range(0, len(ids), width):
                 piece = ids[start:start + width]
                 if len(piece) >= min_tokens:
                     out.append(piece + [eos])
-        return {"input_ids": out}
+        return {"input_ids": packed(out, max_length) if pack else out}
 
     return dataset.map(chunk, batched=True, remove_columns=column_names(dataset),
                        **map_options(dataset, num_proc, "tokenizing (denoising)"))
+
+
+def packed(chunks: list[list[int]], max_length: int) -> list[list[int]]:
+    """Consecutive ``chunks`` joined in order into examples of at most ``max_length`` tokens (a chunk is never
+    split; one longer than ``max_length`` stays alone)."""
+    out: list[list[int]] = []
+    for chunk in chunks:
+        if out and len(out[-1]) + len(chunk) <= max_length:
+            out[-1] = out[-1] + chunk
+        else:
+            out.append(list(chunk))
+    return out
 
 
 def tokenize_pairs(dataset, tokenizer, source_column: str, target_column: str, max_source_length: int = 128,

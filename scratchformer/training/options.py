@@ -101,6 +101,13 @@ class TrainOptions:
     short_fraction: float = _option(0.0, "denoise: also train on a short window (3-20 consecutive words) of about "
                                          "this fraction of the training rows, so the model learns to read a "
                                          "phrase as well as a paragraph (BERT's short_seq_prob), in [0, 1]")
+    pack: bool = _option(False, "denoise: join consecutive chunks of text (each with its </s>) into training "
+                                "examples of up to --max-length tokens: more text and less padding per step "
+                                "(Cramming's packing; the validation set is not packed)")
+    max_tokens_per_character: float | None = _option(None, "denoise: drop the training rows that the tokenizer "
+                                                            "compresses worst, with more tokens per character than "
+                                                            "this (Cramming's corpus filtering; e.g. 0.3 drops about "
+                                                            "5 %% of corpus_en: lists of names, ASCII art)")
     contrastive_weight: float = _option(0.0, "denoise: add a contrastive loss on the encoder with this weight: two "
                                              "random windows of each text must find each other among the batch's "
                                              "(Contriever's cropping, InfoNCE); 0 = off (docs/training.md, "

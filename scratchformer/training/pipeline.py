@@ -167,11 +167,13 @@ def _tokenizer_and_model(options: TrainOptions, args: ScratchformerTrainingArgum
 def _tokenize(options: TrainOptions, args: ScratchformerTrainingArguments, splits: data.RawSplits, tokenizer):
     """``(train, validation)`` token datasets for the objective; :class:`DataError` when no training example is
     left."""
-    def tokenize(rows, short_fraction: float = 0.0):
-        if options.objective == "denoise":
+    def tokenize(rows, short_fraction: float = 0.0, training: bool = False):
+        if options.objective == "denoise":  # packing and filtering shape training only: the validation set stays
             return data.tokenize_for_denoising(rows, tokenizer, options.text_column, options.max_length,
                                                num_proc=options.num_proc, short_fraction=short_fraction,
-                                               seed=args.seed)
+                                               seed=args.seed, pack=training and options.pack,
+                                               max_tokens_per_character=(options.max_tokens_per_character
+                                                                         if training else None))
         return data.tokenize_pairs(rows, tokenizer, options.source_column, options.target_column,
                                    options.max_source_length, options.max_target_length, options.num_proc)
 
@@ -180,7 +182,7 @@ def _tokenize(options: TrainOptions, args: ScratchformerTrainingArguments, split
                                           args.device, args.seed)
         return train_ds, tokenize(splits.validation)
     with args.main_process_first(desc="tokenizing"):
-        train_ds, valid_ds = tokenize(splits.train, options.short_fraction), tokenize(splits.validation)
+        train_ds, valid_ds = tokenize(splits.train, options.short_fraction, True), tokenize(splits.validation)
     if len(train_ds) == 0:
         raise data.DataError(f"no training example is left after tokenization (texts under 4 tokens are dropped "
                              f"for denoising); {len(splits.train)} rows were read")

@@ -166,7 +166,8 @@ def token_stream(options: TrainOptions, train, tokenizer, rank: int, world_size:
     shard = split_dataset_by_node(train, rank=rank, world_size=world_size)
     if options.objective == "denoise":
         tokens = data.tokenize_for_denoising(shard, tokenizer, options.text_column, options.max_length,
-                                             short_fraction=options.short_fraction, seed=seed)
+                                             short_fraction=options.short_fraction, seed=seed, pack=options.pack,
+                                             max_tokens_per_character=options.max_tokens_per_character)
     else:
         tokens = data.tokenize_pairs(shard, tokenizer, options.source_column, options.target_column,
                                      options.max_source_length, options.max_target_length)
