@@ -75,6 +75,7 @@ from .paper_scratchformer import (
     MultiHeadAttention,
     causal_mask,
     padding_mask,
+    positions_skipping_padding,
     pre_softmax_linear,
     shift_tokens_right,
 )
@@ -367,7 +368,7 @@ def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, pa
     sentence gets the same positions as the sentence alone, so padding never changes the real tokens' outputs."""
     if padding_mask is None:
         return torch.arange(past_length, past_length + length, device=device).expand(batch, length)
-    positions = (padding_mask.bool().long().cumsum(-1) - 1).clamp(min=0)  # (B, past + T) or (B, T); nonzero = real
+    positions = positions_skipping_padding(padding_mask)  # (B, past + T) or (B, T)
     return positions[:, -length:]
 
 
@@ -446,7 +447,7 @@ class ScratchformerAttention(MultiHeadAttention):
         if mask.kernel == "eager":
             return super().kernel(query, key, value, mask.mask)
         attend: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(mask.kernel, None)
-        return attend(self, query, key, value, mask.mask, is_causal=mask.is_causal, scaling=self.scaling,
+        return attend(self, query, key, value, mask.mask, is_causal=mask.is_causal, scaling=self.head_dim**-0.5,
                       dropout=self.dropout if self.training else 0.0)
 
 
@@ -493,7 +494,7 @@ class ScratchformerEncoder(Encoder):
         recorded, hooks = _start_recording(self, _flag(output_hidden_states, config, "output_hidden_states"),
                                            output_attentions)
         try:
-            hidden_states = super().forward(input_ids, position_ids, mask, inputs_embeds, num_positions=length)
+            hidden_states = super().forward(input_ids, position_ids, mask, inputs_embeds)
         finally:
             for hook in hooks:
                 hook.remove()

@@ -1,6 +1,7 @@
-"""The Transformer of Vaswani et al. (2017), "Attention Is All You Need", in the paper's order, in PyTorch alone.
+"""The Transformer of Vaswani et al. (2017), "Attention Is All You Need", in PyTorch alone, bottom-up to Figure 1.
 
-Read it top to bottom, one concept of the paper per class or function:
+Each piece comes before the pieces that use it, one concept of the paper per class or function, and the last class,
+``Transformer``, puts Figure 1 together. Section 3 read in this order (left: the paper's section):
 
     3.5    sinusoidal_position_encoding, SinusoidalPositionalEncoding   PE(pos, 2i) = sin(pos / 10000^(2i/d_model))
            RotaryEmbedding, apply_rotary                                rotary positions (RoFormer), an alternative
@@ -13,22 +14,63 @@ Read it top to bottom, one concept of the paper per class or function:
     3.2.3  padding_mask, causal_mask  what each position may attend to
     3.4    pre_softmax_linear         the output projection to the vocabulary, tied to the embeddings
            shift_tokens_right         teacher forcing: the decoder reads the target shifted one step right
+    Fig. 1 Transformer                encoder, decoder, pre-softmax linear: encode, decode, forward -> logits, and
+                                      greedy_decode, the loop that writes a translation one token at a time
 
 Shapes in comments: B batch, T target (query) length, S source (key) length, D = d_model, H heads, Dh = D / H,
 V vocabulary. A mask is one boolean "may attend" tensor, broadcastable to (B, H, T, S): True where query t may attend
-to key s. ``config`` is a ``ScratchformerConfig``: its defaults are the paper's base model (section 6.1).
+to key s. ``config`` is anything with the fields of ``TransformerConfig`` (below): ``ScratchformerConfig``, whose
+defaults are the paper's base model (section 6.1).
 
 ``modeling_scratchformer.py`` makes these classes a transformers model (attention kernels, the key/value cache of
-``generate()``, input checks, outputs) by subclassing them, so the parameter names are these. Both files are copied
-next to the weights; this one imports torch and the standard library only.
+``generate()``, input checks, outputs) by subclassing them, so the parameter names are these. Where it needs a hook
+here, the hook is named in one sentence where it appears ("the adapter ..."). Both files are copied next to the
+weights; this one imports torch and the standard library only.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import nn
+
+
+@runtime_checkable
+class TransformerConfig(Protocol):
+    """The hyper-parameters this file reads, each once: ``ScratchformerConfig`` has them all (with the paper's base
+    model as defaults), and so may any object, e.g. a ``types.SimpleNamespace``."""
+
+    vocab_size: int  # V, one table shared by source and target (section 3.4)
+    d_model: int  # D
+    encoder_layers: int  # N
+    decoder_layers: int
+    encoder_attention_heads: int  # h
+    decoder_attention_heads: int
+    encoder_ffn_dim: int  # d_ff
+    decoder_ffn_dim: int
+    activation_function: str  # "relu" (the paper) or "gelu"
+    dropout: float  # P_drop (section 5.4)
+    attention_dropout: float  # not in the paper: on the attention weights
+    activation_dropout: float  # not in the paper: after the FFN's activation
+    max_position_embeddings: int  # the length of a "learned" position table
+    position_embedding_type: str  # "sinusoidal" (the paper), "learned" or "rope"
+    rope_theta: float  # the base of the rotary frequencies
+    pre_layer_norm: bool  # False: the paper's LayerNorm(x + Sublayer(x))
+    layer_norm_eps: float
+    scale_embedding: bool  # multiply the embeddings by sqrt(d_model) (section 3.4)
+    tie_word_embeddings: bool  # one matrix for both embeddings and the pre-softmax linear (section 3.4)
+    attention_bias: bool  # biases in the attention projections
+    bias: bool  # False: no bias in any attention projection or feed-forward linear (Cramming)
+    pad_token_id: int | None  # the padding token: its embedding row stays zero
+    eos_token_id: int | None  # </s>: greedy_decode stops a sentence there
+    decoder_start_token_id: int | None  # the decoder's first input token
+
+
+# A mask: True where query t may attend to key s, broadcastable to (B, H, T, S); None: every key. (The adapter passes
+# its attention kernel's form of the same mask through the same arguments, unchanged.)
+MayAttend = torch.Tensor | None
 
 # --------------------------------------------------------------------------------------------------------------------
 # 3.5 Positional encoding
@@ -103,7 +145,8 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
 
 
 def apply_dropout(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
-    """``dropout(x)``; where dropout is the identity (inference, ``p = 0``) the module is not even called (speed)."""
+    """``dropout(x)``; not the paper but a speed-up: where dropout is the identity (inference, ``p = 0``) the module is
+    not called at all, which saves a call on every sub-layer of every decoding step."""
     return dropout(x) if dropout.training and dropout.p > 0 else x
 
 
@@ -114,7 +157,7 @@ class Embeddings(nn.Module):
     (``position_embedding_type="learned"``), or nothing with rotary positions, which act inside attention.
     """
 
-    def __init__(self, config):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
         self.word_embeddings = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
@@ -129,8 +172,9 @@ class Embeddings(nn.Module):
 
     def forward(self, input_ids: torch.Tensor | None, position_ids: torch.Tensor,
                 inputs_embeds: torch.Tensor | None = None, num_positions: int | None = None) -> torch.Tensor:
-        # input_ids, position_ids: (B, T), or inputs_embeds: rows of the table (B, T, D); num_positions: > every
-        # position id (known without reading the ids)  ->  (B, T, D)
+        # input_ids, position_ids: (B, T), or inputs_embeds: rows of the table (B, T, D)  ->  (B, T, D);
+        # num_positions: the adapter's bound on the position ids (with a cache, past + T), so that the sinusoid table
+        # is sized without reading the ids from the device; None: T
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)
         x = inputs_embeds * self.embed_scale
@@ -147,7 +191,7 @@ class Embeddings(nn.Module):
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, may_attend: torch.Tensor | None = None,
+def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, may_attend: MayAttend = None,
               dropout: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Scaled dot-product attention (section 3.2.1): ``softmax(Q K^T / sqrt(d_k)) V``, for all heads at once.
 
@@ -169,11 +213,10 @@ class MultiHeadAttention(nn.Module):
     self-attention, and encoder-decoder attention, whose keys and values come from the encoder output (``memory``).
     """
 
-    def __init__(self, config, num_heads: int):
+    def __init__(self, config: TransformerConfig, num_heads: int):
         super().__init__()
         self.num_heads = num_heads
         self.head_dim = config.d_model // num_heads  # d_k = d_v = d_model / h
-        self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
         self.dropout = config.attention_dropout  # on the attention weights
         bias = config.attention_bias and config.bias  # bias=False: no bias anywhere (Cramming)
         self.q_proj = nn.Linear(config.d_model, config.d_model, bias=bias)  # W^Q of every head, side by side
@@ -187,24 +230,27 @@ class MultiHeadAttention(nn.Module):
 
     def keys_values(self, memory: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
                     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``K = memory W^K`` (turned by rotary positions, if any) and ``V = memory W^V``: (B, H, S, Dh) each."""
+        """``K = memory W^K`` (turned by rotary positions, if any) and ``V = memory W^V``: (B, H, S, Dh) each. A method
+        of its own because the adapter overrides it to keep generate()'s keys and values of earlier steps."""
         key = self.split_heads(self.k_proj(memory))
         value = self.split_heads(self.v_proj(memory))
         return (key if rotary is None else apply_rotary(key, *rotary)), value
 
-    def kernel(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask) -> tuple:
-        """The attention formula for all heads: (B, T, H, Dh) and the weights. (The adapter adds fused kernels.)"""
+    def kernel(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: MayAttend,
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The attention formula for all heads: (B, T, H, Dh) and the weights (B, H, T, S). A method of its own because
+        the adapter overrides it to run fused kernels (sdpa, flex attention) instead of the formula."""
         output, weights = attention(query, key, value, mask, self.dropout if self.training else 0.0)
         return output.transpose(1, 2), weights
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, mask, rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-                **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, mask: MayAttend,
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None, **cache) -> tuple[torch.Tensor, torch.Tensor]:
         # x: (B, T, D), where the queries come from; memory: (B, S, D), where the keys and values come from (x itself
-        # in self-attention); mask: may attend; kwargs: for keys_values (the adapter's key/value cache)
+        # in self-attention); cache: empty here, the adapter's generate() cache for its keys_values
         query = self.split_heads(self.q_proj(x))  # (B, H, T, Dh)
         if rotary is not None:
             query = apply_rotary(query, *rotary)
-        key, value = self.keys_values(memory, rotary, **kwargs)  # (B, H, S, Dh)
+        key, value = self.keys_values(memory, rotary, **cache)  # (B, H, S, Dh)
         output, weights = self.kernel(query, key, value, mask)  # (B, T, H, Dh), (B, H, T, S)
         return self.out_proj(output.reshape(*x.shape[:-1], -1)), weights  # concatenate the heads: (B, T, D)
 
@@ -217,7 +263,7 @@ class MultiHeadAttention(nn.Module):
 class FeedForward(nn.Module):
     """Position-wise feed-forward network (section 3.3): ``FFN(x) = max(0, x W1 + b1) W2 + b2`` (or GELU)."""
 
-    def __init__(self, config, ffn_dim: int):
+    def __init__(self, config: TransformerConfig, ffn_dim: int):
         super().__init__()
         self.fc1 = nn.Linear(config.d_model, ffn_dim, bias=config.bias)  # W1, b1 (bias=False: x W1, as in Cramming)
         self.activation = nn.ReLU() if config.activation_function == "relu" else nn.GELU()
@@ -226,10 +272,10 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = self.fc1(x)  # (B, T, d_ff)
-        if isinstance(self.activation, nn.ReLU) and not hidden.requires_grad:
-            hidden = hidden.relu_()  # in place: no second (B, T, d_ff) tensor (under autograd backward would copy it)
+        if isinstance(self.activation, nn.ReLU) and not hidden.requires_grad:  # not the paper but a memory saving:
+            hidden = hidden.relu_()  # in place, no second (B, T, d_ff) tensor (under autograd backward would copy it)
         else:
-            hidden = self.activation(hidden)
+            hidden = self.activation(hidden)  # max(0, .)
         return self.fc2(apply_dropout(self.activation_dropout, hidden))  # (B, T, D)
 
 
@@ -237,7 +283,7 @@ class Residual(nn.Module):
     """The residual connection around every sub-layer (sections 3.1, 5.4): ``LayerNorm(x + Dropout(Sublayer(x)))``;
     with ``pre_layer_norm``, ``x + Dropout(Sublayer(LayerNorm(x)))`` (more stable to train)."""
 
-    def __init__(self, config):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
         self.pre_layer_norm = config.pre_layer_norm
         self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
@@ -259,14 +305,15 @@ class EncoderLayer(nn.Module):
 
     attention_class = MultiHeadAttention  # the adapter's subclass adds transformers' kernels
 
-    def __init__(self, config):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
         self.self_attn = self.attention_class(config, config.encoder_attention_heads)
         self.self_attn_residual = Residual(config)
         self.feed_forward = FeedForward(config, config.encoder_ffn_dim)
         self.feed_forward_residual = Residual(config)
 
-    def forward(self, x: torch.Tensor, mask, rotary: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: MayAttend, rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+                ) -> torch.Tensor:
         # x: (B, S, D); mask: which source positions each may attend to  ->  (B, S, D)
         x = self.self_attn_residual(x, lambda h: self.self_attn(h, h, mask, rotary)[0])
         return self.feed_forward_residual(x, self.feed_forward)
@@ -277,7 +324,7 @@ class DecoderLayer(nn.Module):
 
     attention_class = MultiHeadAttention
 
-    def __init__(self, config):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
         heads = config.decoder_attention_heads
         self.self_attn = self.attention_class(config, heads)
@@ -287,11 +334,11 @@ class DecoderLayer(nn.Module):
         self.feed_forward = FeedForward(config, config.decoder_ffn_dim)
         self.feed_forward_residual = Residual(config)
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, self_mask, memory_mask,
-                rotary: tuple[torch.Tensor, torch.Tensor] | None = None, **kwargs) -> torch.Tensor:
-        # x: (B, T, D); memory: (B, S, D) the encoder output; kwargs: for both attentions (the adapter's cache)
-        x = self.self_attn_residual(x, lambda h: self.self_attn(h, h, self_mask, rotary, **kwargs)[0])
-        x = self.cross_attn_residual(x, lambda h: self.cross_attn(h, memory, memory_mask, **kwargs)[0])
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, self_mask: MayAttend, memory_mask: MayAttend,
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None, **cache) -> torch.Tensor:
+        # x: (B, T, D); memory: (B, S, D) the encoder output; cache: empty here, the adapter's for both attentions
+        x = self.self_attn_residual(x, lambda h: self.self_attn(h, h, self_mask, rotary, **cache)[0])
+        x = self.cross_attn_residual(x, lambda h: self.cross_attn(h, memory, memory_mask, **cache)[0])
         return self.feed_forward_residual(x, self.feed_forward)
 
 
@@ -300,7 +347,7 @@ class Encoder(nn.Module):
 
     layer_class = EncoderLayer
 
-    def __init__(self, config):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
         self.embeddings = Embeddings(config)
         head_dim = config.d_model // config.encoder_attention_heads
@@ -309,10 +356,10 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(self.layer_class(config) for _ in range(config.encoder_layers))
         self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.pre_layer_norm else None
 
-    def forward(self, input_ids: torch.Tensor | None, position_ids: torch.Tensor, mask,
-                inputs_embeds: torch.Tensor | None = None, num_positions: int | None = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor | None, position_ids: torch.Tensor, mask: MayAttend,
+                inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         # input_ids, position_ids: (B, S); mask: padding_mask(attention_mask)  ->  (B, S, D)
-        x = self.embeddings(input_ids, position_ids, inputs_embeds, num_positions)
+        x = self.embeddings(input_ids, position_ids, inputs_embeds)
         rotary = self.rotary(position_ids) if self.rotary is not None else None
         for layer in self.layers:
             x = layer(x, mask, rotary)
@@ -325,7 +372,7 @@ class Decoder(nn.Module):
 
     layer_class = DecoderLayer
 
-    def __init__(self, config):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
         self.embeddings = Embeddings(config)
         head_dim = config.d_model // config.decoder_attention_heads
@@ -334,16 +381,23 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(self.layer_class(config) for _ in range(config.decoder_layers))
         self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.pre_layer_norm else None
 
-    def forward(self, input_ids: torch.Tensor | None, memory: torch.Tensor, self_mask, memory_mask,
-                position_ids: torch.Tensor, inputs_embeds: torch.Tensor | None = None, num_positions: int | None = None,
-                **kwargs) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor | None, memory: torch.Tensor, self_mask: MayAttend,
+                memory_mask: MayAttend, position_ids: torch.Tensor, inputs_embeds: torch.Tensor | None = None,
+                num_positions: int | None = None, **cache) -> torch.Tensor:
         # input_ids, position_ids: (B, T); memory: (B, S, D); self_mask: padding & causal (B, 1, T, T);
-        # memory_mask: the source's padding_mask (B, 1, 1, S); kwargs: for the attentions  ->  (B, T, D)
+        # memory_mask: the source's padding_mask (B, 1, 1, S)  ->  (B, T, D); num_positions and cache: the
+        # adapter's (see Embeddings and MultiHeadAttention)
         x = self.embeddings(input_ids, position_ids, inputs_embeds, num_positions)
         rotary = self.rotary(position_ids) if self.rotary is not None else None
         for layer in self.layers:
-            x = layer(x, memory, self_mask, memory_mask, rotary, **kwargs)
+            x = layer(x, memory, self_mask, memory_mask, rotary, **cache)
         return x if self.layer_norm is None else self.layer_norm(x)
+
+
+def positions_skipping_padding(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Each token's position, (B, S) -> (B, S): the number of real tokens before it, so that padding (0 in the mask)
+    on either side never moves a sentence. Example: ``[[0, 0, 1, 1, 1]] -> [[0, 0, 0, 1, 2]]``."""
+    return (attention_mask.bool().long().cumsum(-1) - 1).clamp(min=0)
 
 
 def padding_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -366,7 +420,7 @@ def causal_mask(query_length: int, key_length: int, device: torch.device | None 
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def pre_softmax_linear(config) -> nn.Linear:
+def pre_softmax_linear(config: TransformerConfig) -> nn.Linear:
     """The projection of the decoder output to one logit per token (section 3.4), (B, T, D) -> (B, T, V); its weight
     matrix is the token embedding table (``tie_word_embeddings``), as in the paper."""
     return nn.Linear(config.d_model, config.vocab_size, bias=False)
@@ -379,3 +433,69 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     shifted[:, 1:] = labels[:, :-1].clone()
     shifted[:, 0] = decoder_start_token_id
     return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Figure 1: the whole model
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class Transformer(nn.Module):
+    """Figure 1: the encoder reads the source once; the decoder reads the target so far and the encoder's output; the
+    pre-softmax linear turns each decoder vector into one score (logit) per token of the vocabulary.
+
+    The parameter names are a checkpoint's without its ``model.`` prefix (``encoder.*``, ``decoder.*``, ``lm_head``),
+    so saved weights load by name: ``load_state_dict({name.removeprefix("model."): weight ...}, strict=False)``, where
+    only the tied copies of the token table are missing (they are the same tensor).
+    """
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.config = config
+        self.encoder = Encoder(config)
+        self.decoder = Decoder(config)
+        self.lm_head = pre_softmax_linear(config)
+        table = self.encoder.embeddings.word_embeddings  # the source's token embeddings, (V, D)
+        if config.tie_word_embeddings:  # section 3.4: both embeddings and the pre-softmax linear share one matrix
+            self.lm_head.weight = self.decoder.embeddings.word_embeddings.weight = table.weight
+
+    def encode(self, source: torch.Tensor, source_mask: torch.Tensor | None = None) -> torch.Tensor:
+        # source: (B, S) token ids; source_mask: (B, S), 1 for a token and 0 for padding (None: no padding)
+        if source_mask is None:
+            return self.encoder(source, torch.arange(source.shape[1], device=source.device).expand_as(source), None)
+        return self.encoder(source, positions_skipping_padding(source_mask), padding_mask(source_mask))  # (B, S, D)
+
+    def decode(self, memory: torch.Tensor, source_mask: torch.Tensor | None, target: torch.Tensor) -> torch.Tensor:
+        # memory: (B, S, D) the encoder output; target: (B, T) the tokens so far, the start token first  ->  (B, T, D)
+        length = target.shape[1]
+        positions = torch.arange(length, device=target.device).expand_as(target)  # (B, T)
+        memory_mask = None if source_mask is None else padding_mask(source_mask)  # (B, 1, 1, S)
+        return self.decoder(target, memory, causal_mask(length, length, target.device), memory_mask, positions)
+
+    def forward(self, source: torch.Tensor, target: torch.Tensor, source_mask: torch.Tensor | None = None,
+                ) -> torch.Tensor:
+        # source: (B, S); target: (B, T), the decoder's input (teacher forcing: shift_tokens_right(labels))
+        return self.lm_head(self.decode(self.encode(source, source_mask), source_mask, target))  # logits (B, T, V)
+
+    @torch.no_grad()
+    def greedy_decode(self, source: torch.Tensor, source_mask: torch.Tensor | None = None,
+                      max_new_tokens: int = 20) -> torch.Tensor:
+        """Write the output one token at a time, each time the most likely one (the annotated Transformer's
+        ``greedy_decode``): (B, S) -> (B, 1 + at most ``max_new_tokens``), the start token first, as ``generate()``
+        returns it. A sentence that has written ``</s>`` gets padding after it; the loop stops when all have. Each step
+        runs the decoder on the whole target again (``generate()`` keeps the earlier steps' keys and values instead).
+
+        Example: ``model.greedy_decode(ids)[0]`` is ``[1, 412, 9, ..., 2]`` (``<s>`` ... ``</s>``).
+        """
+        config = self.config
+        memory = self.encode(source, source_mask)  # (B, S, D): the encoder runs once
+        target = torch.full((source.shape[0], 1), config.decoder_start_token_id, device=source.device)  # (B, 1)
+        finished = torch.zeros(source.shape[0], dtype=torch.bool, device=source.device)  # (B,)
+        for _ in range(max_new_tokens):
+            logits = self.lm_head(self.decode(memory, source_mask, target)[:, -1])  # the last position: (B, V)
+            next_token = logits.argmax(dim=-1).masked_fill(finished, config.pad_token_id)  # (B,)
+            target = torch.cat([target, next_token[:, None]], dim=1)  # (B, T + 1)
+            finished |= next_token == config.eos_token_id
+            if finished.all():
+                break
+        return target
