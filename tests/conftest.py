@@ -54,6 +54,7 @@ RELIABILITY = {
         "test_generating_past_learned_positions_is_refused_up_front",
         "test_embeddings_of_another_dtype_and_ids_without_values_are_refused",
         "test_labels_outside_the_classes_and_no_labels_at_all_are_refused",
+        "test_nan_or_infinite_inputs_embeds_are_refused_not_turned_into_nan_logits",
     ],
     "files and TSVs": [
         "test_bad_files_are_clear_errors", "test_bad_tsv", "test_missing_file", "test_cli_bad_data_is_a_clear_error",
@@ -66,6 +67,7 @@ RELIABILITY = {
         "test_checksums_are_sha256sum_lines_and_only_damage_counts",
         "test_training_writes_checksums_and_weights_other_users_may_read",
         "test_save_pretrained_refuses_a_file_and_gives_the_weights_the_umask_mode",
+        "test_weights_that_are_not_floats_are_refused_in_one_line",
     ],
     "one line and exit 2 for every mistake": [
         "test_a_user_mistake_is_one_line_and_exit_2", "test_cli_mistakes_end_with_one_error_line",
@@ -120,6 +122,9 @@ RELIABILITY = {
         "test_training_pieces_cut_only_long_words_and_lose_nothing", "test_both_trainers_train_on_the_cut_pieces",
         "test_push_to_a_hub_that_never_answers_ends_in_one_line_within_a_minute",
         "test_push_gives_up_once_retries_outlast_the_budget_and_logs_no_secret",
+        "test_more_beams_than_tokens_and_runaway_lengths_are_refused_before_any_work",
+        "test_an_input_too_big_for_the_memory_or_the_time_bound_is_refused_before_the_stack_runs",
+        "test_a_model_deeper_than_the_layer_cap_is_refused_before_a_layer_is_built",
     ],
     "no secret in any output": [
         "test_redact_removes_tokens_passwords_and_authorization_values",

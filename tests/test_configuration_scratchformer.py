@@ -173,6 +173,20 @@ def test_an_unknown_key_is_warned_about_naming_the_closest_field():
     assert "unknown key" not in captured.out, captured.out
 
 
+def test_a_model_deeper_than_the_layer_cap_is_refused_before_a_layer_is_built():
+    """10**5 layers of a narrow model fit in memory, but would be built one after another for minutes."""
+    from scratchformer import ScratchformerForConditionalGeneration
+    from scratchformer.models.configuration_scratchformer import MAX_LAYERS
+
+    narrow = dict(vocab_size=100, d_model=16, encoder_attention_heads=2, decoder_attention_heads=2,
+                  encoder_ffn_dim=16, decoder_ffn_dim=16)
+    for layers in ({"encoder_layers": 10**5}, {"encoder_layers": MAX_LAYERS, "decoder_layers": 1}):
+        config = ScratchformerConfig(**narrow, **layers)  # a config alone is only numbers
+        with pytest.raises(ValueError, match=rf"has {sum(layers.values()) + (6 if len(layers) == 1 else 0):,} layers, "
+                                             rf"more than the {MAX_LAYERS:,} that this code builds"):
+            ScratchformerForConditionalGeneration(config)
+
+
 def test_parameter_count_is_exact_and_a_model_too_big_for_memory_is_refused_before_it_is_built():
     from scratchformer import ScratchformerForConditionalGeneration
 
@@ -182,6 +196,7 @@ def test_parameter_count_is_exact_and_a_model_too_big_for_memory_is_refused_befo
                                      encoder_attention_heads=2, decoder_attention_heads=4, encoder_ffn_dim=24,
                                      decoder_ffn_dim=40, max_position_embeddings=32, **overrides)
         assert config.parameter_count() == ScratchformerForConditionalGeneration(config).num_parameters()
-    for overrides in ({"vocab_size": 10**9}, {"encoder_layers": 10**5}):
-        with pytest.raises(ValueError, match=r"parameters, [\d,.]+ GiB at 4 bytes each, more than this machine's"):
+    for overrides in ({"vocab_size": 10**9}, {"encoder_layers": 5000, "decoder_layers": 5000}):
+        with pytest.raises(ValueError, match=r"parameters, [\d,.]+ GiB at 4 bytes each, more than the [\d,.]+ GiB of "
+                                             "memory available on this machine"):
             ScratchformerForConditionalGeneration(ScratchformerConfig(**overrides))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -294,9 +295,10 @@ def test_bad_generation_counts_raise_value_errors(settings):
     ({"eos_token_id": -1}, r"eos_token_id=-1 must be a token id in \[0, "),
     ({"eos_token_id": [2, 10**6]}, r"eos_token_id=\[2, 1000000\] must be a token id"),
     ({"no_repeat_ngram_size": -1}, "no_repeat_ngram_size=-1 must be an integer >= 0"),
-    ({"max_new_tokens": 10**12}, r"need a key/value cache of [\d,.]+ GiB, more than the [\d,.]+ GiB of cpu"),
+    ({"max_new_tokens": 10**12}, r"would need about [\d,.]+ GiB, more than the [\d,.]+ GiB of memory available on "
+                                 "cpu: ask for fewer new tokens, beams or sequences"),
     ({"max_new_tokens": None, "max_length": 10**10, "num_beams": 4, "cache_implementation": "static"},
-     "4 sequences of up to 10000000000 tokens"),
+     "4 sequence\\(s\\) of up to 10,000,000,000 tokens would need about"),
 ])
 def test_generate_settings_that_mean_nothing_or_cannot_fit_are_refused_up_front(settings, message):
     """What transformers accepts (or only warns about), and lengths whose cache alone exceeds the memory: refused
@@ -312,6 +314,92 @@ def test_generating_past_learned_positions_is_refused_up_front():
     with pytest.raises(ValueError, match="up to 9 decoder tokens, but learned positions stop at max_position_"):
         model.generate(random_batch(1, 5), max_new_tokens=8)
     assert model.generate(random_batch(1, 5), max_new_tokens=7, min_new_tokens=7).shape == (1, 8)
+
+
+def test_more_beams_than_tokens_and_runaway_lengths_are_refused_before_any_work():
+    """Each bound is known before the encoder runs: beams against the vocabulary, rotary positions against float32,
+    and the time of 10**7 decoding steps (at least 0.5 ms each, whatever the device), with or without a static
+    cache; max_time= (transformers stops at it) lifts the time bound but must be a time."""
+    from scratchformer.models import modeling_scratchformer as modeling
+
+    model = make_model()
+    with pytest.raises(ValueError, match="num_beams=62 is more than the 61 tokens of the vocabulary"):
+        model.generate(random_batch(1, 5), num_beams=62, max_new_tokens=2)
+    assert model.generate(random_batch(1, 5), num_beams=61, max_new_tokens=2).shape[0] == 1  # as many is fine
+    for settings in ({"max_new_tokens": 10**7}, {"max_length": 10**7, "cache_implementation": "static"}):
+        with pytest.raises(ValueError, match=r"up to 10,00\d,00\d tokens would take at least [\d,.]+ hours on cpu "
+                                             r"\(.* (9,999,999|10,000,000) decoding steps .*pass max_time=<seconds>"):
+            model.generate(random_batch(1, 5), **settings)
+    with pytest.raises(ValueError, match=r"max_time=-1 must be a finite number of seconds > 0"):
+        model.generate(random_batch(1, 5), max_new_tokens=2, max_time=-1)
+    bounded = {**model.generation_config.to_dict(), "max_new_tokens": 10**7, "max_time": 60}
+    modeling._check_generation_size(bounded, model.config, 1, 5, model.device, model.dtype)  # max_time bounds it
+    rotary = make_model(position_embedding_type="rope")
+    with pytest.raises(ValueError, match="rotary angles are exact up to 16,777,216"):
+        rotary.generate(random_batch(1, 5), max_new_tokens=2**24)
+
+
+def test_an_input_too_big_for_the_memory_or_the_time_bound_is_refused_before_the_stack_runs(monkeypatch):
+    """A long input is weighed before any layer runs: the attention weights of the paper's formula, kept for every
+    layer when they are returned (300,000 tokens: terabytes), and the arithmetic of ten million tokens at a 2-core
+    CPU's peak (fixed here, so that the test does not depend on the machine's cores)."""
+    from scratchformer.models import modeling_scratchformer as modeling
+
+    encoder = make_model(ScratchformerEncoderModel)
+    with pytest.raises(ValueError, match=r"the encoder input of 1 x 300,000 tokens would need about [\d,.]+ GiB, more "
+                                         "than the [\\d,.]+ GiB of memory available on cpu: split it"):
+        encoder(random_batch(1, 300_000), output_attentions=True)
+    monkeypatch.setattr(modeling, "_peak_flops", lambda device: 4e11)
+    with torch.no_grad(), pytest.raises(ValueError, match=r"the encoder input of 1 x 10,000,000 tokens would take at "
+                                                          r"least [\d,.]+ hours on cpu"):
+        encoder(random_batch(1, 10**7))
+    model = make_model()
+    with torch.no_grad(), pytest.raises(ValueError, match=r"the decoder input of 1 x 10,000,000 tokens would take"):
+        model(input_ids=random_batch(1, 5), decoder_input_ids=random_batch(1, 10**7))
+    assert encoder(random_batch(2, 9)).last_hidden_state.shape == (2, 9, 32)  # an ordinary input runs
+
+
+def test_nan_or_infinite_inputs_embeds_are_refused_not_turned_into_nan_logits():
+    model = make_model()
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        embeds = model.get_input_embeddings()(random_batch(2, 5)).detach()
+        embeds[1, 3, 7] = bad
+        with pytest.raises(ValueError, match=r"inputs_embeds hold NaN or infinite values, which would make every "
+                                             r"output NaN: check what made them \(1 of 320 values\)"):
+            model(inputs_embeds=embeds, decoder_input_ids=random_batch(2, 3))
+        with pytest.raises(ValueError, match="decoder_inputs_embeds hold NaN or infinite values"):
+            model(input_ids=random_batch(2, 5), decoder_inputs_embeds=embeds[:, 2:])
+        with pytest.raises(ValueError, match="inputs_embeds hold NaN"):
+            make_model(ScratchformerEncoderModel)(inputs_embeds=embeds)
+
+
+def test_weights_that_are_not_floats_are_refused_in_one_line(tmp_path):
+    """An int32 (or bool, uint8) tensor in model.safetensors, or in one shard of an index, would load silently
+    converted; the folder is refused naming the file, a tensor and its dtype, before anything is read."""
+    from safetensors.torch import load_file, save_file
+
+    from scratchformer.models.modeling_scratchformer import safetensors_problem
+
+    make_model().save_pretrained(tmp_path / "good")
+    assert safetensors_problem(tmp_path / "good") is None
+    tensors = load_file(tmp_path / "good" / "model.safetensors")
+    name = sorted(tensors)[0]
+    for dtype, shown in ((torch.int32, "I32"), (torch.bool, "BOOL"), (torch.uint8, "U8")):
+        folder = tmp_path / shown
+        make_model().save_pretrained(folder)
+        save_file({**tensors, name: tensors[name].to(dtype)}, folder / "model.safetensors", metadata={"format": "pt"})
+        message = (f"{folder / 'model.safetensors'} holds weights that are not floating-point numbers ({name}: "
+                   f"{shown}): ")
+        assert safetensors_problem(folder).startswith(message)
+        with pytest.raises(OSError, match=re.escape(message)):
+            ScratchformerForConditionalGeneration.from_pretrained(folder)
+    sharded = tmp_path / "sharded"
+    make_model().save_pretrained(sharded, max_shard_size="20KB")
+    index = json.loads((sharded / "model.safetensors.index.json").read_text())
+    shard = sorted(set(index["weight_map"].values()))[-1]
+    weights = load_file(sharded / shard)
+    save_file({key: value.int() for key, value in weights.items()}, sharded / shard, metadata={"format": "pt"})
+    assert f"{sharded / shard} holds weights that are not floating-point numbers" in safetensors_problem(sharded)
 
 
 def test_embeddings_of_another_dtype_and_ids_without_values_are_refused():

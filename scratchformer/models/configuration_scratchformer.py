@@ -36,6 +36,13 @@ POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned", "rope")
 # Version of the checkpoint layout (config fields, weight names) this code reads. Bump it when a change makes
 # checkpoints unreadable by older code: the older code then refuses them with a clear error instead of misloading.
 CHECKPOINT_FORMAT = 1
+# The most layers (encoder + decoder) a model may have: ten times the deepest Transformer trained (DeepNet, Wang et
+# al. 2022: 1,000 layers). Each layer is a dozen Python modules built one after another: 6 ms a layer measured on
+# the 2-core CPU, so 10**5 layers of any width would build for ten minutes before anything could fail.
+MAX_LAYERS = 10_000
+# What a layer costs besides its parameters (its Python modules and tensor objects): 70 KiB of resident memory per
+# layer measured (CPython 3.11, torch 2.13), counted a little low so that the check never refuses what fits.
+LAYER_OVERHEAD_BYTES = 64 * 1024
 
 
 _POSITIVE_INTS = ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
@@ -70,6 +77,44 @@ def physical_memory() -> int | None:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
         return None
+
+
+def available_memory() -> int | None:
+    """The memory a new request may still take, in bytes: what the system can give without swapping (Linux's
+    ``MemAvailable``), within the container's limit (cgroup v2 or v1), else the physical memory; ``None`` where
+    nothing is known. The bound of every memory check (the config's, ``generate()``'s, an input's, tokenizer
+    training's): total RAM would pass a request that cannot fit beside what already runs."""
+    known = [room for room in (_meminfo_available(), _cgroup_room()) if room is not None]
+    return min(known) if known else physical_memory()
+
+
+def _read_int(path: str, key: str | None = None) -> int | None:
+    """An integer from a ``/proc`` or ``/sys`` file: the whole file, or the value on the line of ``key``."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            text = handle.read()
+    except (OSError, ValueError):
+        return None
+    if key is not None:
+        found = re.search(rf"^{re.escape(key)}:?\s+(\d+)(\s+kB)?", text, re.MULTILINE)
+        return None if found is None else int(found.group(1)) * (1024 if found.group(2) else 1)
+    return int(text) if text.strip().isdigit() else None  # "max": no limit
+
+
+def _meminfo_available() -> int | None:
+    return _read_int("/proc/meminfo", "MemAvailable")
+
+
+def _cgroup_room() -> int | None:
+    """The container's memory limit less what it uses (the page cache it could drop left out), or ``None``."""
+    for folder, limit, usage, inactive in (("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file"),
+                                           ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes",
+                                            "total_inactive_file")):
+        cap = _read_int(os.path.join(folder, limit))
+        if cap is not None and cap < 2**60:  # v1 writes "no limit" as a page-rounded 2**63
+            used = _read_int(os.path.join(folder, usage)) or 0
+            return max(0, cap - used + (_read_int(os.path.join(folder, "memory.stat"), inactive) or 0))
+    return None
 
 
 def checkpoint_format_problem(version: object) -> str | None:
@@ -228,6 +273,18 @@ class ScratchformerConfig(PreTrainedConfig):
             self.__dict__.update(before)
             raise
 
+    def get_text_config(self, *args, **kwargs) -> PreTrainedConfig:
+        """transformers' view of one stack (``generate()`` reads the decoder's), unchecked: it copies this config
+        and renames each ``decoder_*`` field after deleting it, so half-way the copy reads the class defaults
+        (``d_model=30`` with 2 heads met the default 8 heads and was refused)."""
+        deferred = "_checks_deferred" in self.__dict__
+        self.__dict__["_checks_deferred"] = True
+        try:
+            return super().get_text_config(*args, **kwargs)
+        finally:
+            if not deferred:
+                self.__dict__.pop("_checks_deferred", None)
+
     def parameter_count(self) -> int:
         """The number of parameters of the encoder-decoder with its LM head, from the sizes alone (before anything
         is built): what :meth:`check_fits_in_memory` weighs."""
@@ -245,17 +302,23 @@ class ScratchformerConfig(PreTrainedConfig):
         return stacks + tables + positions
 
     def check_fits_in_memory(self, bytes_per_parameter: int = 4) -> None:
-        """Refuse, before anything is built, a model whose parameters alone exceed this machine's memory
-        (``vocab_size=10**9`` or ``encoder_layers=10**5`` would otherwise allocate for minutes, then fail)."""
-        memory = physical_memory()
+        """Refuse, before anything is built, a model whose parameters (and the Python objects of its layers) exceed
+        the memory available (``vocab_size=10**9`` or ``encoder_layers=10**5`` would otherwise allocate for minutes,
+        then fail)."""
+        layers = self.encoder_layers + self.decoder_layers
+        if layers > MAX_LAYERS:
+            raise ValueError(f"this ScratchformerConfig has {layers:,} layers, more than the {MAX_LAYERS:,} that this "
+                             "code builds (each one a set of Python modules, built one after another): check "
+                             "encoder_layers and decoder_layers")
+        memory = available_memory()
         if memory is None:  # not a POSIX system: nothing to compare with
             return
-        needed = self.parameter_count() * bytes_per_parameter
+        needed = self.parameter_count() * bytes_per_parameter + layers * LAYER_OVERHEAD_BYTES
         if needed > memory:
             raise ValueError(f"this ScratchformerConfig makes a model of {self.parameter_count():,} parameters, "
-                             f"{needed / 2**30:,.1f} GiB at {bytes_per_parameter} bytes each, more than this "
-                             f"machine's {memory / 2**30:,.1f} GiB of memory: check vocab_size, d_model, the layer "
-                             "counts and the FFN sizes")
+                             f"{needed / 2**30:,.1f} GiB at {bytes_per_parameter} bytes each, more than the "
+                             f"{memory / 2**30:,.1f} GiB of memory available on this machine: check vocab_size, "
+                             "d_model, the layer counts and the FFN sizes")
 
     def validate_values(self) -> None:
         """Raise ``ValueError`` naming the field, its value and the rule it breaks."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import math
 import os
 import re
@@ -65,7 +66,7 @@ from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.generic import can_return_tuple
 
 from .card_scratchformer import push_with_model_card
-from .configuration_scratchformer import ScratchformerConfig, physical_memory
+from .configuration_scratchformer import ScratchformerConfig, available_memory
 from .paper_scratchformer import (
     Decoder,
     DecoderLayer,
@@ -135,6 +136,11 @@ def _check_embeds(name: str, embeds: torch.Tensor, d_model: int, dtype: torch.dt
     if embeds.dtype != dtype and not (embeds.is_floating_point() and torch.is_autocast_enabled(embeds.device.type)):
         raise ValueError(f"{name} has dtype {embeds.dtype} but the model computes in {dtype}: convert them with "
                          f"{name}.to({dtype}) (or run under torch.autocast)")
+    if torch.compiler.is_compiling() or embeds.device.type == "meta":
+        return
+    _check_values(torch.isfinite(embeds).all(), f"{name} hold NaN or infinite values, which would make every output "
+                  "NaN: check what made them", lambda: f" ({int((~torch.isfinite(embeds)).sum()):,} of "
+                  f"{embeds.numel():,} values)")
 
 
 def _check_mask(name: str, mask: torch.Tensor | None, batch: int, lengths: tuple[int, ...], values: bool = True,
@@ -179,6 +185,79 @@ def _check_positions(config: ScratchformerConfig, side: str, length: int, advice
                          f"max_position_embeddings={limit}; {advice} or use sinusoidal or rope positions")
 
 
+# The fastest a device is taken to compute, in floating-point operations a second, so that a time estimated from them
+# is a lower bound: a CPU core with two AVX-512 FMA units at 3 GHz does 2e11 in float32; an H100 or H200 about 1e15
+# in bfloat16 (dense), counted twice over; other accelerators get that figure too.
+PEAK_FLOPS_PER_CPU_CORE = 2e11
+PEAK_FLOPS_ACCELERATOR = 2e15
+# The least one decoding step of generate() takes besides its arithmetic (logits processors, stopping criteria, the
+# cache's bookkeeping, in Python): 3 ms measured on the 2-core CPU (benchmarks/RESULTS.md), taken six times lower.
+STEP_SECONDS = 5e-4
+# A request estimated to take longer is refused before it starts (generate() may be given max_time= instead).
+TIME_LIMIT_SECONDS = 3600.0
+# A request estimated to need less memory is not weighed against what is available (no system call per step).
+SMALL_REQUEST_BYTES = 256 * 2**20
+
+
+def _check_request(what: str, needed: int, flops: float, device: torch.device, advice: str, *,
+                   steps: int = 0, time_advice: str | None = None) -> None:
+    """Refuse a request before its work when the memory it needs (``needed`` bytes, estimated from the sizes alone)
+    is more than its device has available, or when its ``flops`` at the device's peak speed (or its ``steps`` at
+    :data:`STEP_SECONDS` each) would take longer than :data:`TIME_LIMIT_SECONDS`; ``time_advice=""``: it stops
+    itself in time (``max_time``). One line in the style of the config's memory check."""
+    if needed > SMALL_REQUEST_BYTES:
+        memory = _device_memory(device)
+        if memory is not None and needed > memory:
+            raise ValueError(f"{what} would need about {needed / 2**30:,.1f} GiB, more than the {memory / 2**30:,.1f} GiB "
+                             f"of memory available on {device.type}: {advice}")
+    peak = _peak_flops(device)
+    seconds = max(flops / peak if peak else 0.0, steps * STEP_SECONDS)
+    if time_advice != "" and seconds > TIME_LIMIT_SECONDS:
+        stepping = f", {steps:,} decoding steps of {STEP_SECONDS * 1e3:g} ms or more" if steps else ""
+        raise ValueError(f"{what} would take at least {seconds / 3600:,.1f} hours on {device.type} ({flops:.1e} "
+                         f"floating-point operations at {peak:.0e} a second at best{stepping}), more than the "
+                         f"{TIME_LIMIT_SECONDS / 3600:g}-hour bound: {time_advice or advice}")
+
+
+def _peak_flops(device: torch.device) -> float | None:
+    """The most floating-point operations a second ``device`` is taken to do (see :data:`PEAK_FLOPS_PER_CPU_CORE`)."""
+    if device.type == "meta":
+        return None
+    if device.type != "cpu":
+        return PEAK_FLOPS_ACCELERATOR
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return PEAK_FLOPS_PER_CPU_CORE * (cores or 1)
+
+
+def _device_memory(device: torch.device) -> int | None:
+    """The memory a request on ``device`` may still take, in bytes, or ``None`` where unknown: on a GPU what the
+    driver reports free plus what torch's allocator holds unused (a driver query: no synchronisation with the
+    device's work); on the CPU :func:`available_memory`."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return available_memory() if device.type == "cpu" else None
+
+
+def _check_input_size(stack: nn.Module, side: str, batch: int, queries: int, keys: int, sources: int, kernel: str,
+                      device: torch.device, keep: bool) -> None:
+    """Refuse, before the stack runs, an input whose forward pass cannot fit in memory or would run past the time
+    bound (a one-million-token input): its activations ``(B, T, 4D + d_ff)`` and, for the paper's formula
+    ("eager"), the attention weights ``(B, H, T, S)``, for one layer or, when they are ``keep``-t for the backward
+    pass or returned, for every layer. ``sources``: the encoder output the decoder's cross-attention reads."""
+    if torch.compiler.is_compiling() or device.type == "meta":
+        return
+    config, table = stack.config, stack.embeddings.word_embeddings.weight
+    ffn, heads = getattr(config, f"{side}_ffn_dim"), getattr(config, f"{side}_attention_heads")
+    layers, d = len(stack.layers), config.d_model
+    tokens, pairs = batch * queries, batch * queries * (keys + sources)  # query-key pairs of every attention
+    size = table.element_size()
+    needed = size * (tokens * (4 * d + ffn) + (heads * pairs if kernel == "eager" else 0)) * (layers if keep else 1)
+    flops = layers * (2 * tokens * (4 * d * d * (2 if sources else 1) + 2 * d * ffn) + 4 * pairs * d)
+    _check_request(f"the {side} input of {batch:,} x {queries:,} tokens", needed, flops * (3 if keep else 1),
+                   device, "split it into shorter inputs or smaller batches (tokenizer truncation=True)")
+
+
 def _check_encoder_output(encoder_hidden_states: torch.Tensor | None, encoder_attention_mask: torch.Tensor | None,
                           batch: int, values: bool = True) -> None:
     if encoder_hidden_states is None:
@@ -199,6 +278,11 @@ def _warn_ignored(model: nn.Module, kwargs: dict) -> None:
     ignored = sorted(set(kwargs) - _HARMLESS_KWARGS)
     if ignored:
         logger.warning_once(f"{type(model).__name__}.forward ignores {', '.join(ignored)}: it has no such argument")
+
+
+def _keeps(stack: nn.Module, output_attentions: bool) -> bool:
+    """Whether a forward pass keeps every layer's activations: for the backward pass, or to return attention weights."""
+    return output_attentions or (torch.is_grad_enabled() and stack.embeddings.word_embeddings.weight.requires_grad)
 
 
 def _flag(value: bool | None, config: ScratchformerConfig, name: str) -> bool:
@@ -488,7 +572,9 @@ class ScratchformerEncoder(Encoder):
         _check_mask("attention_mask", attention_mask, batch, (length,))
         _check_positions(config, "encoder", length, "truncate it (tokenizer truncation=True)")
         output_attentions = _flag(output_attentions, config, "output_attentions")
-        mask = _mask_for(_kernel(config, output_attentions), attention_mask, batch, length, length, device, causal=False)
+        kernel = _kernel(config, output_attentions)
+        _check_input_size(self, "encoder", batch, length, length, 0, kernel, device, _keeps(self, output_attentions))
+        mask = _mask_for(kernel, attention_mask, batch, length, length, device, causal=False)
         position_ids = _position_ids(attention_mask, batch, length, 0, device)
 
         recorded, hooks = _start_recording(self, _flag(output_hidden_states, config, "output_hidden_states"),
@@ -555,6 +641,8 @@ class ScratchformerDecoder(Decoder):
         layout = _static_cache_layout if cache is not None and cache.is_compileable else _dynamic_cache_layout
         position_ids, self_mask, total = layout(kernel, attention_mask, cache, batch, length, device)
         _check_positions(config, "decoder", total, "generate fewer tokens")
+        _check_input_size(self, "decoder", batch, length, total, encoder_hidden_states.shape[1], kernel, device,
+                          _keeps(self, output_attentions))
         source_mask = _mask_for(kernel, encoder_attention_mask, batch, length, encoder_hidden_states.shape[1], device,
                                 causal=False)
 
@@ -590,15 +678,57 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib",
 
 
 def safetensors_problem(folder: str | os.PathLike) -> str | None:
-    """Why ``folder`` has no weights we may load, or ``None``: the one place of the safetensors-only rule."""
+    """Why ``folder`` has no weights we may load, or ``None``: the one place of the safetensors-only rule (and of
+    float weights: :func:`_weights_dtype_problem`)."""
     names = os.listdir(folder)
     if "model.safetensors" in names or "model.safetensors.index.json" in names:
-        return None
+        return _weights_dtype_problem(folder, names)
     pickles = sorted(name for name in names if os.path.splitext(name)[1] in PICKLE_SUFFIXES)
     detail = f" (it has {', '.join(pickles)}: pickled weights are never loaded)" if pickles else ""
     return (f"Scratchformer loads weights from safetensors only, and {folder} has no model.safetensors{detail}. "
             "Unpickling a pytorch_model.bin can run arbitrary code: convert the checkpoint where you trust it (load "
             "it, then save_pretrained writes safetensors).")
+
+
+# safetensors' names of the floating-point dtypes: every weight of a Transformer is one of them.
+FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"})
+
+
+def _weights_dtype_problem(folder: str | os.PathLike, names: list[str]) -> str | None:
+    """Why the weights files of ``folder`` hold tensors that are not floats (``int32`` weights would load silently
+    converted, their fractions lost), or ``None``; from each file's header alone."""
+    files = ["model.safetensors"] if "model.safetensors" in names else []
+    if not files:
+        try:
+            with open(os.path.join(folder, "model.safetensors.index.json"), encoding="utf-8") as handle:
+                files = sorted(set(json.load(handle)["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None  # an unreadable index: transformers' own error names it
+    for file in files:
+        path = os.path.join(folder, file)
+        odd = sorted((name, dtype) for name, dtype in _safetensors_dtypes(path).items() if dtype not in FLOAT_DTYPES)
+        if odd:
+            more = f" and {len(odd) - 1} more" if len(odd) > 1 else ""
+            return (f"{path} holds weights that are not floating-point numbers ({odd[0][0]}: {odd[0][1]}{more}): "
+                    "they would load silently converted. Save the model again with float weights "
+                    "(model.float().save_pretrained(...))")
+    return None
+
+
+def _safetensors_dtypes(path: str) -> dict[str, str]:
+    """Each tensor's dtype in a safetensors file, in safetensors' names (``"F32"``, ``"I32"``), from its header (an
+    8-byte little-endian size, then JSON) without reading a tensor; empty where the header cannot be read (the
+    integrity checks say why)."""
+    try:
+        with open(path, "rb") as handle:
+            size = int.from_bytes(handle.read(8), "little")
+            header = json.loads(handle.read(size)) if 0 < size <= 100_000_000 else {}  # safetensors' own limit
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(header, dict):
+        return {}
+    return {name: str(entry.get("dtype")) for name, entry in header.items()
+            if name != "__metadata__" and isinstance(entry, dict)}
 
 
 def _signature_computed_once(forward: Callable) -> Callable:
@@ -871,12 +1001,14 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
     def generate(self, *args, **kwargs):
         """``GenerationMixin.generate``, with its settings checked first (:func:`_check_generation`): counts that
         would fail deep inside it (``num_beams=0`` divides by zero there), values it accepts but cannot mean
-        (``top_p=0``, ``max_new_tokens=2.5``, ``eos_token_id=-1``), and lengths past the positions or the memory."""
+        (``top_p=0``, ``max_new_tokens=2.5``, ``eos_token_id=-1``), more beams than tokens, and lengths past the
+        positions, the memory or the time bound (:func:`_check_generation_size`)."""
         base = kwargs.get("generation_config") or self.generation_config
         settings = {**base.to_dict(), **{key: value for key, value in kwargs.items() if hasattr(base, key)}}
         inputs = args[0] if args else kwargs.get("input_ids", kwargs.get("inputs", kwargs.get("inputs_embeds")))
-        _check_generation(settings, self.config, batch=inputs.shape[0] if isinstance(inputs, torch.Tensor) else 1,
-                          device=self.device, dtype=self.dtype)
+        given = isinstance(inputs, torch.Tensor) and inputs.dim() >= 2
+        _check_generation(settings, self.config, batch=inputs.shape[0] if given else 1,
+                          source_length=inputs.shape[1] if given else 0, device=self.device, dtype=self.dtype)
         return super().generate(*args, **kwargs)
 
     def create_masks_for_generate(self, config, inputs_embeds, attention_mask, *args, **kwargs):
@@ -1008,8 +1140,8 @@ _GENERATION_COUNTS = {"max_new_tokens": 1, "max_length": 1, "min_length": 0, "mi
 _GENERATION_TOKEN_IDS = ("eos_token_id", "pad_token_id", "bos_token_id", "decoder_start_token_id")
 
 
-def _check_generation(settings: dict, config: ScratchformerConfig, batch: int, device: torch.device,
-                      dtype: torch.dtype) -> None:
+def _check_generation(settings: dict, config: ScratchformerConfig, batch: int, source_length: int,
+                      device: torch.device, dtype: torch.dtype) -> None:
     """Refuse generate() settings that transformers accepts but cannot mean (it warns at most), and a length that
     runs past learned positions or whose key/value cache alone would not fit in the device's memory."""
     for name, least in _GENERATION_COUNTS.items():
@@ -1027,25 +1159,48 @@ def _check_generation(settings: dict, config: ScratchformerConfig, batch: int, d
             if token is not None and (isinstance(token, bool) or not isinstance(token, int)
                                       or not 0 <= token < config.vocab_size):
                 raise ValueError(f"generate: {name}={ids!r} must be a token id in [0, {config.vocab_size})")
+    _check_generation_size(settings, config, batch, source_length, device, dtype)
+
+
+# Rotary angles are computed from float32 positions (paper_scratchformer.RotaryEmbedding): exact up to 2**24.
+ROPE_MAX_POSITIONS = 2**24
+
+
+def _check_generation_size(settings: dict, config: ScratchformerConfig, batch: int, source_length: int,
+                           device: torch.device, dtype: torch.dtype) -> None:
+    """Refuse, before the encoder runs, beams that the vocabulary cannot fill, a length past the positions, and a
+    request whose key/value cache, logits and position table would not fit in the device's memory or whose decoding
+    would take longer than :data:`TIME_LIMIT_SECONDS` (unless ``max_time`` stops it)."""
+    beams = settings.get("num_beams") or 1
+    if beams > config.vocab_size:
+        raise ValueError(f"generate: num_beams={beams:,} is more than the {config.vocab_size:,} tokens of the "
+                         "vocabulary: beam search keeps that many different continuations, and the first step has "
+                         "only one per token; ask for fewer beams")
     new_tokens = settings.get("max_new_tokens")
     length = new_tokens + 1 if new_tokens is not None else settings.get("max_length") or 1  # + the start token
     if config.position_embedding_type == "learned" and length > config.max_position_embeddings:
         raise ValueError(f"generate: up to {length} decoder tokens, but learned positions stop at "
                          f"max_position_embeddings={config.max_position_embeddings}: ask for fewer new tokens")
-    rows = batch * max(settings.get("num_beams") or 1, settings.get("num_return_sequences") or 1)
-    cache = rows * config.decoder_layers * 2 * length * config.d_model * torch.finfo(dtype).bits // 8
-    memory = _device_memory(device)
-    if memory is not None and cache > memory:
-        raise ValueError(f"generate: {rows} sequences of up to {length} tokens need a key/value cache of "
-                         f"{cache / 2**30:,.1f} GiB, more than the {memory / 2**30:,.1f} GiB of {device.type}: ask "
-                         "for fewer new tokens, beams or sequences")
-
-
-def _device_memory(device: torch.device) -> int | None:
-    """The memory of ``device`` in bytes (a property lookup: no synchronisation), or ``None`` where unknown."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory
-    return physical_memory() if device.type == "cpu" else None
+    if config.position_embedding_type == "rope" and max(length, source_length) > ROPE_MAX_POSITIONS:
+        raise ValueError(f"generate: up to {max(length, source_length):,} positions, but rotary angles are exact up "
+                         f"to {ROPE_MAX_POSITIONS:,} (float32 positions): ask for fewer new tokens")
+    max_time = settings.get("max_time")
+    if max_time is not None and not (isinstance(max_time, (int, float)) and not isinstance(max_time, bool)
+                                     and math.isfinite(max_time) and max_time > 0):
+        raise ValueError(f"generate: max_time={max_time!r} must be a finite number of seconds > 0")
+    rows = batch * max(beams, settings.get("num_return_sequences") or 1)
+    d, layers, size = config.d_model, config.decoder_layers, torch.finfo(dtype).bits // 8
+    static = "static" in str(settings.get("cache_implementation") or "")  # every step attends to every slot
+    cache = rows * layers * 2 * (length + source_length) * d * size  # keys and values, self- and cross-attention
+    logits = rows * config.vocab_size * 4 * 3  # a step's float32 logits, their log-softmax and the beam scores
+    table = 2 * max(length, source_length) * d * 8 if config.position_embedding_type == "sinusoidal" else 0
+    per_step = 2 * layers * (8 * d * d + 2 * d * config.decoder_ffn_dim) + 2 * config.vocab_size * d
+    attention = 4 * d * layers * (length * source_length + (length * length if static else length * length // 2))
+    _check_request(f"generate: {rows:,} sequence(s) of up to {length:,} tokens", cache + logits + table,
+                   rows * (length * per_step + attention), device,
+                   "ask for fewer new tokens, beams or sequences", steps=length - 1,
+                   time_advice="" if max_time is not None else
+                   "ask for fewer new tokens (max_new_tokens), or pass max_time=<seconds> to stop it in time")
 
 
 def _check_labels(labels: torch.Tensor, num_labels: int, ignored: int | None = None) -> None:
