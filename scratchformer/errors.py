@@ -42,6 +42,10 @@ class TrainingSetupError(ScratchformerError):
     """Training options that cannot work together, found before any training step runs."""
 
 
+class NonFiniteLossError(ScratchformerError):
+    """A training run whose loss became NaN or infinite: stopped at that step, its good checkpoints kept."""
+
+
 class HubError(ScratchformerError):
     """A model folder that cannot be exported or uploaded, or an upload the Hub refused."""
 

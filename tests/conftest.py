@@ -45,6 +45,7 @@ RELIABILITY = {
         "test_bad_inputs_raise_value_errors", "test_bad_decoder_inputs_and_labels_raise_value_errors",
         "test_a_negative_min_frequency_is_refused_by_both_trainers",
         "test_bad_generation_counts_raise_value_errors", "test_all_labels_ignored_gives_a_zero_loss_not_nan",
+        "test_a_training_batch_without_labels_gives_zero_as_the_model_does",
         "test_a_mask_that_is_not_zeros_and_ones_is_refused", "test_a_fully_padded_row_gives_finite_numbers",
         "test_bf16_forward_is_finite", "test_static_cache_step_refuses_a_mask_of_the_wrong_size",
         "test_ids_and_lengths_that_make_no_sense_are_refused_not_dropped", "test_encode_rejects_bad_input_clearly",
@@ -67,6 +68,7 @@ RELIABILITY = {
         "test_checksums_are_sha256sum_lines_and_only_damage_counts",
         "test_training_writes_checksums_and_weights_other_users_may_read",
         "test_save_pretrained_refuses_a_file_and_gives_the_weights_the_umask_mode",
+        "test_rows_missing_a_column_are_refused_with_their_line_numbers",
         "test_weights_that_are_not_floats_are_refused_in_one_line",
     ],
     "one line and exit 2 for every mistake": [
@@ -79,6 +81,11 @@ RELIABILITY = {
         "test_library_reports_of_a_full_disk_are_recognised_and_said_in_one_line",
         "test_an_export_whose_weights_overflow_the_dtype_is_refused_naming_the_tensor",
     ],
+        "test_every_option_mistake_is_one_line_before_any_data",
+        "test_a_model_and_a_tokenizer_of_other_vocabularies_are_refused_before_data",
+        "test_a_diverging_run_ends_in_one_line_unless_told_to_train_on",
+        "test_a_non_finite_loss_stops_the_run_at_its_step_and_keeps_the_good_checkpoints",
+        "test_the_loss_watch_reads_the_device_only_at_steps_that_synchronise_anyway",
     "kills, locks and concurrent runs": [
         "test_killed_saves_resume_to_the_uninterrupted_weights", "test_incomplete_checkpoints_are_found",
         "test_rotation_keeps_complete_checkpoints_only", "test_output_lock",
@@ -89,6 +96,7 @@ RELIABILITY = {
         "test_a_checkpoint_whose_pickles_torch_refuses_is_skipped_on_resume",
         "test_an_export_into_a_folder_another_export_is_writing_is_refused",
         "test_two_exports_started_together_never_mix_their_files",
+        "test_a_folder_where_the_lock_file_goes_is_one_line", "test_resume_with_max_steps_below_its_checkpoint_is_refused",
         "test_sigterm_during_an_export_removes_its_staging_folder",
     ],
     "no code run unasked": [

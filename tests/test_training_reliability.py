@@ -739,3 +739,292 @@ def test_torchrun_two_nodes_train_one_tokenizer(tmp_path, corpus):  # noqa: F811
     assert "2 process(es)" in both
     assert (out / "tokenizer" / "tokenizer.json").is_file() and (out / "checkpoint-2").is_dir()
     assert lock_is_free(out)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 8. Every option checked before any work; a non-finite loss stops the run; rows short of a column are refused
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def installed(package: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(package) is not None
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--dataloader-num-workers", "-1"], "--dataloader-num-workers must be >= 0 (0 = load batches in the training "
+                                         "process), got -1"),
+    (["--seed", "-1"], "--seed must be in [0, 2**32 - 1] (the seeds numpy takes), got -1"),
+    (["--seed", str(2**32)], f"--seed must be in [0, 2**32 - 1] (the seeds numpy takes), got {2**32}"),
+    (["--data-seed", "-3"], "--data-seed must be in [0, 2**32 - 1]"),
+    (["--max-grad-norm", "-1"], "--max-grad-norm must be >= 0 (0 = no clipping), got -1"),
+    (["--adam-beta1", "1"], "--adam-beta1 must be in [0, 1), got 1"),
+    (["--adam-beta2", "-0.5"], "--adam-beta2 must be in [0, 1), got -0.5"),
+    (["--weight-decay", "-0.1"], "--weight-decay must be >= 0, got -0.1"),
+    (["--optim", "paged_adamw_8bit"], "--optim paged_adamw_8bit needs a package that is not installed: You need to "
+                                      "install `bitsandbytes`"),
+    (["--optim", "adamw_8bit"], "--optim adamw_8bit needs a package that is not installed: You need to install "
+                                "`bitsandbytes`"),
+    (["--optim", "adamw_torch_4bit"], "--optim adamw_torch_4bit needs a package that is not installed: You need to "
+                                      "have `torchao"),
+    (["--optim", "galore_adamw"], "--optim galore_adamw needs a package that is not installed: You need to install "
+                                  "`galore_torch`"),
+    (["--fp16", "--use-cpu"], "--fp16 needs a CUDA GPU and this run trains on CPU cores"),
+    (["--config-overrides", "vocab_size=10"], "--config-overrides vocab_size=10: the vocabulary size and the "
+                                              "special-token ids come from the tokenizer (--tokenizer-vocab-size sets "
+                                              "the size of the tokenizer trained on the fly); leave vocab_size out"),
+    (["--config-overrides", "pad_token_id=7"], "--config-overrides pad_token_id=7: the vocabulary size and the "
+                                               "special-token ids come from the tokenizer"),
+    (["--config-overrides", "d_model=64,eos_token_id=3"], "leave eos_token_id out"),
+    (["--config-overrides", "decoder_start_token_id=0"], "leave decoder_start_token_id out"),
+    (["--config-overrides", "d_model=30"], "invalid model configuration: ScratchformerConfig.encoder_attention_heads=4 "
+                                           "is invalid: d_model=30 must be divisible by the number of heads"),
+    (["--preset", "tiny", "--config-overrides", "decoder_attention_heads=3"],
+     "invalid model configuration: ScratchformerConfig.decoder_attention_heads=3 is invalid"),
+    (["--config-overrides", "position_embedding_type=learned,max_position_embeddings=8", "--max-length", "32"],
+     "--max-length is 32 but the learned positions of the model stop at max_position_embeddings=8: lower "
+     "--max-length, raise max_position_embeddings in --config-overrides (a new model), or use sinusoidal or rope "
+     "positions"),
+    (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--max-target-length", "64",
+      "--max-source-length", "200", "--config-overrides", "position_embedding_type=learned,max_position_embeddings=100"],
+     "--max-source-length is 200 but the learned positions of the model stop at max_position_embeddings=100"),
+    (["--config-overrides", "d_model=65536,encoder_layers=64"], "invalid model configuration: this ScratchformerConfig "
+                                                                "makes a model of 1,"),
+])
+def test_every_option_mistake_is_one_line_before_any_data(tmp_path, capsys, option, message):
+    """A bad value, a missing package or options that contradict each other (or the tokenizer, or the machine):
+    one line, exit status 2, found before the (missing) training file is read."""
+    for package in ("bitsandbytes", "torchao", "galore_torch"):
+        if f"`{package}" in message and installed(package):
+            pytest.skip(f"{package} is installed")
+    code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(tmp_path / "o"),
+                     *option])
+    line = one_error_line(capsys)
+    assert code == 2 and message in line, line
+    assert "missing.txt" not in line and not (tmp_path / "o" / "tokenizer").exists()
+
+
+def test_a_model_and_a_tokenizer_of_other_vocabularies_are_refused_before_data(tmp_path, corpus, capsys):  # noqa: F811
+    """--model with a tokenizer of another vocabulary (which trained as long as the ids fitted), overrides against
+    the model, learned positions of a --model shorter than --max-length: one line before any data is read. A valid
+    size (d_model=30 with 2 heads, which transformers' decoder view of the config once refused) builds."""
+    from scratchformer.tokenizer.training import train_fast_tokenizer
+    from scratchformer.training.checks import check_model_options
+
+    lines = corpus.read_text().splitlines()
+    own, other = train_fast_tokenizer(lines, 300), train_fast_tokenizer([line[::-1] for line in lines], 300)
+    assert len(own) == len(other) == 300 and own.get_vocab() != other.get_vocab()  # same size, other tokens
+    model_dir, bare_dir, other_dir = tmp_path / "model", tmp_path / "bare", tmp_path / "other-tok"
+    model = ScratchformerForConditionalGeneration(ScratchformerConfig(**TINY_CONFIG, vocab_size=len(own)))
+    model.save_pretrained(model_dir)
+    own.save_pretrained(model_dir)
+    ScratchformerForConditionalGeneration(ScratchformerConfig(
+        **TINY_CONFIG, vocab_size=400, position_embedding_type="learned", max_position_embeddings=16)
+    ).save_pretrained(bare_dir)  # no tokenizer of its own
+    other.save_pretrained(other_dir)
+    missing = tmp_path / "missing.txt"
+    for extra, message in [
+            (["--model", str(model_dir), "--tokenizer", str(other_dir)],
+             f"--tokenizer {other_dir} has another vocabulary than --model {model_dir}'s own tokenizer (300 and 300 "
+             "tokens; "),
+            (["--model", str(bare_dir), "--tokenizer", str(other_dir), "--max-length", "16"],
+             f"--tokenizer {other_dir} has 300 tokens and --model {bare_dir} reads 400: a tokenizer of another "
+             "vocabulary would train the model on ids that mean other tokens"),
+            (["--model", str(bare_dir), "--tokenizer", str(other_dir), "--max-length", "32"],
+             f"--max-length is 32 but the learned positions of --model {bare_dir} stop at max_position_embeddings=16"),
+            (["--model", str(model_dir), "--config-overrides", "pad_token_id=7"],
+             "--config-overrides pad_token_id=7: the vocabulary size and the special-token ids come from the "
+             "tokenizer (the model's must be the tokenizer's); leave pad_token_id out"),
+            (["--model", str(model_dir), "--config-overrides", "d_model=30"],
+             f"--config-overrides d_model=30 (the model's: 16) would change the weights of --model {model_dir}, "
+             "which keeps its sizes"),
+            (["--model", str(model_dir), "--config-overrides", "dropout=0.0,encoder_attention_heads=3"],
+             f"--config-overrides do not fit --model {model_dir}: ScratchformerConfig.encoder_attention_heads=3 is "
+             "invalid"),
+            (["--tokenizer", str(other_dir), "--config-overrides", "vocab_size=300"], "leave vocab_size out")]:
+        code = cli_main(["train", "--train-files", str(missing), "--output-dir", str(tmp_path / "o"), *extra])
+        line = one_error_line(capsys)
+        assert code == 2 and message in line and "missing.txt" not in line, (extra, line)
+    # what agrees passes: the model's own tokenizer, named or not; a new model of a valid size builds and generates
+    for tokenizer in (None, str(model_dir)):
+        options, _ = tiny(tmp_path, missing, model=str(model_dir), tokenizer=tokenizer)
+        check_model_options(options)
+    options, _ = tiny(tmp_path, missing, config_overrides="d_model=30")
+    check_model_options(options)
+    config = ScratchformerConfig(**{**TINY_CONFIG, "d_model": 30}, vocab_size=300)
+    built = ScratchformerForConditionalGeneration(config)
+    assert built.generate(torch.tensor([[5, 6, 7, 2]]), max_new_tokens=2).shape[0] == 1
+
+
+def test_a_folder_where_the_lock_file_goes_is_one_line(tmp_path, capsys):
+    """A folder (or a link) where the run keeps its lock file: one line, before any data; nothing is touched."""
+    for name, make in [(".scratchformer.lock", lambda p: (p.mkdir(), (p / "keep").write_text("x"))),
+                       (".scratchformer.lock.holder", lambda p: p.mkdir()),
+                       (".scratchformer.lock", lambda p: p.symlink_to(tmp_path / "elsewhere"))]:
+        out = tmp_path / f"o-{len(list(tmp_path.iterdir()))}"
+        out.mkdir()
+        make(out / name)
+        code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(out)])
+        line = one_error_line(capsys)
+        kind = "a symbolic link" if (out / name).is_symlink() else "a folder"
+        assert code == 2 and f"{out / name} is {kind}, where the run keeps its lock file" in line, line
+        assert sorted(p.name for p in out.iterdir()) == [name]  # nothing added, nothing removed
+    assert (tmp_path / "o-0" / ".scratchformer.lock" / "keep").read_text() == "x"
+
+
+def test_resume_with_max_steps_below_its_checkpoint_is_refused(stopped_run, corpus, capsys):  # noqa: F811
+    """--resume of checkpoint-4 with --max-steps 3 used to end "done" at step 4; it is refused, naming the step to
+    give (--max-steps 4 finishes the run from it, as before)."""
+    tmp, run = stopped_run
+    for resume in ("latest", str(run / "checkpoint-4")):
+        options, args = tiny(tmp, corpus, "run", save_steps=2, resume_from_checkpoint=resume, max_steps=3)
+        with pytest.raises(TrainingSetupError, match=r"--max-steps 3 is below the step of the checkpoint to resume, "
+                                                     r".*checkpoint-4 \(step 4\): give --max-steps 4 to finish the "
+                                                     r"run from it, or --resume an earlier checkpoint-N with N <= 3"):
+            run_training(options, args, callbacks=[FailIfTrainingStarts()])
+    code = cli_main(["train", "--train-files", str(corpus), "--output-dir", str(run), "--resume", "--max-steps", "1"])
+    assert code == 2 and "--max-steps 1 is below the step of the checkpoint" in one_error_line(capsys)
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+
+
+def poison_at(update: int):
+    """A callback that makes every weight NaN in the optimizer update of step ``update`` (the loss of that step is
+    still finite: the next step's is not)."""
+    from transformers import TrainerCallback
+
+    class Poison(TrainerCallback):
+        def on_optimizer_step(self, args, state, control, model=None, **kwargs):
+            if state.global_step + 1 == update:
+                with torch.no_grad():
+                    for parameter in model.parameters():
+                        parameter.fill_(float("nan"))
+
+    return Poison()
+
+
+@pytest.mark.parametrize("update, stops_at, kept", [
+    (5, 6, ["checkpoint-2", "checkpoint-4"]),  # the loss of step 6 is NaN; found at the checkpoint step 6
+    (4, 4, ["checkpoint-2"]),  # finite loss, NaN weights at a checkpoint step: found before they are saved
+    (1, 2, []),  # nothing good to keep
+])
+def test_a_non_finite_loss_stops_the_run_at_its_step_and_keeps_the_good_checkpoints(tmp_path, corpus, update,  # noqa: F811
+                                                                                    stops_at, kept):
+    from safetensors.torch import load_file as load_weights
+
+    from scratchformer.errors import NonFiniteLossError
+
+    options, args = tiny(tmp_path, corpus, save_steps=2, logging_steps=100)
+    with pytest.raises(NonFiniteLossError) as error:
+        run_training(options, args, callbacks=[poison_at(update)])
+    out = Path(args.output_dir)
+    said = str(error.value)
+    assert f"the training loss became NaN or infinite at step {stops_at}; the run stopped there and " in said
+    assert all(hint in said for hint in ("--learning-rate", "--fp16/--bf16", "init_std", "--no-stop-on-nonfinite"))
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == kept
+    if kept:
+        assert f"its last good checkpoint is {out / kept[-1]} (--resume {out / kept[-1]} continues from it)" in said
+    else:
+        assert "no checkpoint was saved before it" in said
+    for name in kept:  # every checkpoint kept is good
+        weights = load_weights(out / name / "model.safetensors")
+        assert all(torch.isfinite(t).all() for t in weights.values()), name
+    assert not (out / "model.safetensors").exists()  # no final model of NaN weights
+
+
+def test_a_diverging_run_ends_in_one_line_unless_told_to_train_on(tmp_path, corpus, capsys):  # noqa: F811
+    """--learning-rate 1e6 and init_std=1e30 ended with exit 0 and a NaN loss; now one line and exit 2. With
+    --no-stop-on-nonfinite the run trains on, as before."""
+    base = ["train", "--train-files", str(corpus), "--preset", "tiny", "--tokenizer-vocab-size", "300",
+            "--max-length", "32", "--batch-size", "8", "--max-steps", "6", "--save-steps", "3", "--eval-steps", "0",
+            "--no-progress-bar", "--max-eval-samples", "8", "--warmup-steps", "1", "--cache-dir",
+            str(tmp_path / "cache")]
+    for name, extra in [("lr", ["--learning-rate", "1e6", "--lr-schedule", "constant"]),
+                        ("init", ["--config-overrides", "init_std=1e30"])]:
+        code = cli_main([*base, "--output-dir", str(tmp_path / name), *extra])
+        line = one_error_line(capsys)
+        assert code == 2 and "the training loss became NaN or infinite at step " in line, line
+    code = cli_main([*base, "--output-dir", str(tmp_path / "on"), "--learning-rate", "1e6", "--lr-schedule",
+                     "constant", "--no-stop-on-nonfinite"])
+    assert code == 0 and (tmp_path / "on" / "checkpoint-6").is_dir()
+
+
+def test_the_loss_watch_reads_the_device_only_at_steps_that_synchronise_anyway():
+    """NonFiniteLoss.observe never reads its tensor (meta tensors cannot be read: any read would raise), and
+    on_step_end reads it only at a logging, evaluation or checkpoint step or the last step."""
+    from transformers import TrainerControl, TrainerState
+
+    from scratchformer.training.callbacks import NonFiniteLoss
+
+    watch = NonFiniteLoss()
+    for step in range(1, 4):
+        watch.observe(torch.empty((), device="meta"), step)
+    state = TrainerState(global_step=3, max_steps=10)
+    watch.on_step_end(None, state, TrainerControl())  # no sync asked for: nothing read, nothing raised
+    assert watch.step is None and watch.first_bad.device.type == "meta"
+    watch = NonFiniteLoss()
+    for step, loss in enumerate([1.0, 2.0, float("inf"), float("nan")], 1):
+        watch.observe(torch.tensor(loss), step)
+    control = TrainerControl(should_log=True, should_save=True)
+    watch.on_step_end(None, TrainerState(global_step=4, max_steps=10), control)
+    assert watch.step == 3 and control.should_training_stop and not control.should_save
+
+
+def test_rows_missing_a_column_are_refused_with_their_line_numbers(tmp_path, capsys):
+    """A seq2seq TSV where a quarter of the rows miss a column trained without a word (pandas reads the missing
+    value as empty text, and empty rows are dropped); it is refused with the line numbers, in TSV, CSV, JSON lines
+    and gzip. An empty value in a present column, blank lines and a column the run does not read stay as before."""
+    import gzip
+
+    from scratchformer.training.data import check_complete_rows
+
+    rows = [f"a{i} b\tA{i} B" if i % 4 else f"a{i} b" for i in range(1, 41)]  # rows 4, 8, ... miss tgt
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("src\ttgt\n" + "\n".join(rows) + "\n")
+    gz = tmp_path / "pairs.tsv.gz"
+    gz.write_bytes(gzip.compress(tsv.read_bytes()))
+    expected = "line 5 has no 'tgt' column (10 rows lack a column, at lines 5, 9, 13, 17, 21, ...); every row needs " \
+               "a value in each of 'src', 'tgt': fix or remove such rows"
+    for path in (tsv, gz):
+        with pytest.raises(DataError, match=f"^{path}: " + expected.replace("(", r"\(").replace(")", r"\)")
+                           .replace(".", r"\.")):
+            check_complete_rows([path], ["src", "tgt"])
+    csv_file = tmp_path / "pairs.csv"
+    csv_file.write_text('src,tgt\na,A\n"two\nlines",B\nc\n')  # a quoted field over two lines: row 3 starts at line 5
+    with pytest.raises(DataError, match=f"^{csv_file}: line 5 has no 'tgt' column; every row"):
+        check_complete_rows([csv_file], ["src", "tgt"])
+    jsonl = tmp_path / "pairs.jsonl"
+    jsonl.write_text('{"src": "a", "tgt": "A"}\n\n{"src": "b"}\n{"src": "c", "tgt": null}\n')
+    with pytest.raises(DataError, match=f"^{jsonl}: line 3 has no 'tgt' column \\(2 rows lack a column, at lines "
+                                        "3, 4\\)"):
+        check_complete_rows([jsonl], ["src", "tgt"])
+    fine = tmp_path / "fine.tsv"
+    fine.write_text("ref\tsrc\ttgt\nr1\ta\tA\n\nr2\tb\t\nr3\tc\tC\n")  # a blank line, an empty (present) value
+    check_complete_rows([fine], ["src", "tgt"])
+    check_complete_rows([tsv], ["src"])  # a denoising run reads src only
+    code = cli_main(["train", "--objective", "seq2seq", "--source-column", "src", "--target-column", "tgt",
+                     "--train-files", str(tsv), "--output-dir", str(tmp_path / "o"), "--preset", "tiny",
+                     "--cache-dir", str(tmp_path / "cache")])
+    assert code == 2 and f"{tsv}: line 5 has no 'tgt' column" in one_error_line(capsys)
+    assert not (tmp_path / "o" / "tokenizer").exists()  # refused before a tokenizer is trained
+
+
+def test_a_training_batch_without_labels_gives_zero_as_the_model_does():
+    """The training loss of a batch with no labelled token was NaN (0/0) where the model's own loss is 0: one rule
+    now (mean_over_labelled), and on a labelled batch both give the same number (1e-6)."""
+    from scratchformer.training.metrics import Seq2SeqLoss
+
+    torch.manual_seed(0)
+    model = ScratchformerForConditionalGeneration(ScratchformerConfig(**TINY_CONFIG, vocab_size=50)).eval()
+    ids = torch.randint(4, 50, (2, 6))
+    labels = ids.clone()
+    labels[0, :3] = -100
+    for target in (labels, torch.full_like(labels, -100)):
+        out = model(input_ids=ids, labels=target)
+        with torch.no_grad():
+            ours = Seq2SeqLoss(0.0)(out, target)
+        assert torch.isfinite(ours) and abs(ours.item() - out.loss.item()) < 1e-6
+    empty = torch.full_like(labels, -100)
+    smoothed = Seq2SeqLoss(0.1)(model(input_ids=ids, labels=labels), empty)  # with gradients, label smoothing
+    assert smoothed.item() == 0.0
+    assert Seq2SeqLoss(0.1)(model(input_ids=ids, labels=labels), empty, torch.tensor(0)).item() == 0.0

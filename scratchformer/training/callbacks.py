@@ -1,5 +1,6 @@
-"""The pipeline's own Trainer callbacks: the noise's epoch, the time limit (``--max-minutes``), and the record of
-where and how fast a run trained (``run_record.json``)."""
+"""The pipeline's own Trainer callbacks: the noise's epoch, the time limit (``--max-minutes``), the stop of a run
+whose loss is no longer finite (``--no-stop-on-nonfinite`` turns it off), and the record of where and how fast a run
+trained (``run_record.json``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 from transformers import TrainerCallback
 
 from .. import files
+from ..errors import NonFiniteLossError
 
 
 class EpochCallback(TrainerCallback):
@@ -51,6 +53,73 @@ class TimeLimit(TrainerCallback):
             self.triggered = True
             control.should_training_stop = True
             control.should_save = True
+
+
+NO_BAD_STEP = 2**62  # NonFiniteLoss's "every loss so far was finite"
+
+
+class NonFiniteLoss(TrainerCallback):
+    """Stop a run at the step where its training loss (or, at a checkpoint, a weight) became NaN or infinite, before
+    that step's checkpoint, so the checkpoints kept are all good; :attr:`step` then names the step.
+
+    No host synchronisation per step (GPUs are the target): :meth:`observe`, called by the trainer
+    (:class:`WatchesLoss`) with each micro-batch's loss, keeps on the loss's device the first step whose loss was not
+    finite (``torch.where``, no ``.item()``). The flag is read only where the Trainer synchronises anyway: at a
+    logging, evaluation or checkpoint step and at the last step. Before a checkpoint the weights are checked too (a
+    finite loss may still give a non-finite update). Under ``torchrun`` the processes take the earliest bad step of
+    any of them (an all-reduce at those steps), so they all stop at the same step."""
+
+    def __init__(self):
+        self.first_bad: torch.Tensor | None = None  # on the device: the first bad step, or NO_BAD_STEP
+        self.step: int | None = None  # the step the run stopped at
+
+    def observe(self, loss: torch.Tensor, step: int) -> None:
+        if self.first_bad is None:
+            self.first_bad = torch.full((), NO_BAD_STEP, dtype=torch.long, device=loss.device)
+        bad = ~torch.isfinite(loss.detach()).all()
+        self.first_bad = torch.where(bad & (self.first_bad == NO_BAD_STEP), step, self.first_bad)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if self.first_bad is None or not (control.should_log or control.should_save or control.should_evaluate
+                                          or control.should_training_stop or state.global_step >= state.max_steps):
+            return
+        first = self.first_bad
+        if control.should_save and model is not None:
+            weights = torch.stack([p.detach().isfinite().all() for p in model.parameters()]).all()
+            first = torch.where(weights | (first != NO_BAD_STEP), first, state.global_step)
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            first = first.clone()
+            torch.distributed.all_reduce(first, op=torch.distributed.ReduceOp.MIN)
+        bad = int(first)  # the one synchronisation, at a step that has one anyway
+        if bad != NO_BAD_STEP:
+            self.step = bad
+            control.should_training_stop = True
+            control.should_save = control.should_evaluate = False
+
+    def error(self, args, output_dir: str | Path) -> NonFiniteLossError:
+        """The one line that says where the run stopped, what it kept and what to try."""
+        from .checkpoints import newest_complete_checkpoint
+
+        kept, _ = newest_complete_checkpoint(Path(output_dir))
+        keeps = (f"its last good checkpoint is {kept} (--resume {kept} continues from it)" if kept is not None
+                 else "no checkpoint was saved before it")
+        return NonFiniteLossError(
+            f"the training loss became NaN or infinite at step {self.step}; the run stopped there and {keeps}. Try a "
+            f"lower --learning-rate (the peak was {args.learning_rate:.3g}), float32 instead of --fp16/--bf16, or a "
+            "smaller init_std in --config-overrides; --no-stop-on-nonfinite trains on regardless")
+
+
+class WatchesLoss:
+    """Trainer mixin: each micro-batch's training loss goes to ``self.loss_watch`` (a :class:`NonFiniteLoss`), when
+    there is one."""
+
+    loss_watch: NonFiniteLoss | None = None
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if self.loss_watch is not None:
+            self.loss_watch.observe(loss, self.state.global_step + 1)
+        return loss
 
 
 RUN_RECORD = "run_record.json"  # in OUTPUT_DIR at the end of a run, and in every checkpoint

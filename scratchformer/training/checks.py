@@ -9,10 +9,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TrainingSetupError
@@ -80,6 +82,16 @@ RULES = (
     Rule("save_total_limit", _at_least(1), ">= 1"),
     Rule("generation_max_length", _at_least(1), ">= 1"),
     Rule("generation_num_beams", _at_least(1), ">= 1"),
+    Rule("seed", lambda v: 0 <= v < 2**32, "in [0, 2**32 - 1] (the seeds numpy takes)"),
+    Rule("data_seed", lambda v: 0 <= v < 2**32, "in [0, 2**32 - 1] (the seeds numpy takes)"),
+    Rule("dataloader_num_workers", _at_least(0), ">= 0 (0 = load batches in the training process)"),
+    Rule("dataloader_prefetch_factor", _at_least(1), ">= 1"),
+    Rule("max_grad_norm", _at_least(0), ">= 0 (0 = no clipping)"),
+    Rule("weight_decay", _at_least(0), ">= 0"),
+    Rule("adam_beta1", lambda v: 0 <= v < 1, "in [0, 1)"),
+    Rule("adam_beta2", lambda v: 0 <= v < 1, "in [0, 1)"),
+    Rule("adam_epsilon", _at_least(0), ">= 0"),
+    Rule("eval_accumulation_steps", _at_least(1), ">= 1"),
 )
 
 
@@ -101,8 +113,12 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
     if options.overwrite_output_dir and args.resume_from_checkpoint is not None:
         raise TrainingSetupError("--resume continues the run in --output-dir and --overwrite_output_dir deletes it: "
                                  "give one of them")
+    _check_precision(args)
+    _check_lock_path(args.output_dir)
     check_metric_packages(options)
     check_reporting_packages(args)
+    check_optimizer_packages(args)
+    check_model_options(options)
 
 
 # --report-to integration -> (its availability check in transformers.integrations, the package to install)
@@ -133,6 +149,55 @@ def check_reporting_packages(args: ScratchformerTrainingArguments) -> None:
         if check is not None and not getattr(integrations, check)():
             raise TrainingSetupError(f"--report-to {name} needs the {package} package, which is not installed: "
                                      f"pip install {package}")
+
+
+def check_optimizer_packages(args: ScratchformerTrainingArguments) -> None:
+    """``--optim`` names an optimizer whose package is installed (``bitsandbytes`` for the 8-bit and paged ones,
+    ``torchao``, ``galore_torch``, ...): the Trainer's own lookup, done before any data is read instead of when the
+    optimizer is made after the data and the model."""
+    from transformers import Trainer
+
+    try:
+        Trainer.get_optimizer_cls_and_kwargs(args)
+    except ImportError as err:
+        raise TrainingSetupError(f"--optim {_value(args.optim)} needs a package that is not installed: "
+                                 f"{_one_line(err)}") from None
+    except ValueError as err:  # a few optimizers say "install ..." as a ValueError; other refusals come later
+        if "install" in str(err).lower() or "import" in str(err).lower():
+            raise TrainingSetupError(f"--optim {_value(args.optim)} needs a package that is not installed: "
+                                     f"{_one_line(err)}") from None
+
+
+def _value(option: Any) -> Any:
+    """An enum option as the user typed it (``paged_adamw_8bit``, not ``OptimizerNames.PAGED_ADAMW_8BIT``)."""
+    return getattr(option, "value", option)
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
+
+
+def _check_precision(args: ScratchformerTrainingArguments) -> None:
+    """``--fp16`` needs a CUDA GPU: on CPU cores torch's float16 autocast runs slower than float32 and the loss
+    scaler guards nothing (bfloat16, ``--bf16``, is the CPU's half precision)."""
+    if args.fp16 and args.use_cpu:
+        raise TrainingSetupError("--fp16 needs a CUDA GPU and this run trains on CPU cores (no GPU, or --use-cpu): "
+                                 "leave it out (float32), or give --bf16 for half precision on a CPU")
+
+
+def _check_lock_path(output_dir: str | None) -> None:
+    """The run's lock file and its holder file (:mod:`scratchformer.training.output_dir`) can be made: nothing
+    that is not a plain file stands where they go (a folder there made the lock a traceback)."""
+    from .output_dir import HOLDER_NAME, LOCK_NAME
+
+    if output_dir is None:
+        return
+    for name in (LOCK_NAME, HOLDER_NAME):
+        path = Path(output_dir) / name
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            kind = "a symbolic link" if path.is_symlink() else "a folder" if path.is_dir() else "not a plain file"
+            raise TrainingSetupError(f"--output-dir {output_dir}: {path} is {kind}, where the run keeps its lock "
+                                     f"file; remove it, or choose another --output-dir")
 
 
 def check_metric_packages(options: TrainOptions) -> None:
@@ -247,6 +312,147 @@ def _check_config_overrides(text: str | None) -> None:
     unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(ScratchformerConfig)})
     if unknown:
         raise TrainingSetupError(f"--config-overrides: unknown ScratchformerConfig field(s) {unknown}")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The model the run builds or loads, before anything is built
+# --------------------------------------------------------------------------------------------------------------------
+
+# what the tokenizer decides: a new model takes them from it, a --model must already agree with it
+TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+
+def check_model_options(options: TrainOptions) -> None:
+    """The model of the run, from the options and the folders' ``config.json`` and ``tokenizer.json`` alone (nothing
+    is built or loaded): ``--config-overrides`` leave the tokenizer's fields alone and make a valid config that fits
+    in this machine's memory, learned positions reach the longest sequence, and a ``--model`` reads the vocabulary
+    of the tokenizer it is trained with."""
+    overrides = parse_overrides(options.config_overrides)
+    for key in TOKENIZER_FIELDS:
+        if key in overrides:
+            source = ("--tokenizer-vocab-size sets the size of the tokenizer trained on the fly"
+                      if not (options.model or options.tokenizer) else "the model's must be the tokenizer's")
+            raise TrainingSetupError(f"--config-overrides {key}={overrides[key]}: the vocabulary size and the "
+                                     f"special-token ids come from the tokenizer ({source}); leave {key} out")
+    config = _planned_config(options, overrides)
+    if config is None:
+        return
+    _check_positions(config, options)
+    if options.model:
+        _check_same_vocabulary(options, config)
+
+
+def _planned_config(options: TrainOptions, overrides: dict):
+    """The ``ScratchformerConfig`` the run will build (the tokenizer's size stood in by ``--tokenizer``'s or by
+    ``--tokenizer-vocab-size``) or load (``--model``'s with the overrides); ``None`` for a ``--model`` that is not a
+    readable Scratchformer folder (its loader says why)."""
+    from ..models import ScratchformerConfig
+    from .model_setup import model_config, source_folder
+
+    if options.model:
+        folder = source_folder(options.model)
+        try:
+            if json.loads((Path(folder) / "config.json").read_text()).get("model_type") != "scratchformer":
+                return None
+            config = ScratchformerConfig.from_pretrained(folder)
+        except (OSError, ValueError, TypeError, AttributeError):
+            return None
+        _check_same_weights(config, overrides, folder)
+        try:
+            config.update(overrides)
+        except ValueError as err:
+            raise TrainingSetupError(f"--config-overrides do not fit --model {folder}: {_one_line(err)}") from None
+    else:
+        vocabulary = _vocabulary(source_folder(options.tokenizer)) if options.tokenizer else None
+        size = len(vocabulary) if vocabulary else options.tokenizer_vocab_size
+        config = model_config(options, overrides, vocab_size=size)
+    try:
+        config.check_fits_in_memory()
+    except ValueError as err:
+        raise TrainingSetupError(f"invalid model configuration: {_one_line(err)}") from None
+    return config
+
+
+# the fields that decide which weights a model has and their shapes
+WEIGHT_FIELDS = ("d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim", "decoder_ffn_dim",
+                 "position_embedding_type", "attention_bias", "bias", "tie_word_embeddings")
+
+
+def _check_same_weights(config, overrides: dict, folder: str) -> None:
+    """``--config-overrides`` of a ``--model`` may change how it trains (dropout, ...), not which weights it has."""
+    fields = WEIGHT_FIELDS + (("max_position_embeddings",) if config.position_embedding_type == "learned" else ())
+    changed = [f"{key}={overrides[key]} (the model's: {getattr(config, key)})" for key in fields
+               if key in overrides and overrides[key] != getattr(config, key)]
+    if changed:
+        raise TrainingSetupError(f"--config-overrides {', '.join(changed)} would change the weights of --model "
+                                 f"{folder}, which keeps its sizes; override only what does not (dropout, ...), or "
+                                 "train a new model (--preset)")
+
+
+def _check_positions(config, options: TrainOptions) -> None:
+    """Learned positions stop at ``max_position_embeddings``: every sequence of the run must fit (sinusoidal and
+    rotary positions go on past it)."""
+    if config.position_embedding_type != "learned":
+        return
+    flag, length = (("--max-length", options.max_length) if options.objective == "denoise" else
+                    max(("--max-source-length", options.max_source_length),
+                        ("--max-target-length", options.max_target_length), key=lambda pair: pair[1]))
+    if config.max_position_embeddings < length:
+        where = f"--model {options.model}" if options.model else "the model"
+        raise TrainingSetupError(f"{flag} is {length} but the learned positions of {where} stop at "
+                                 f"max_position_embeddings={config.max_position_embeddings}: lower {flag}, raise "
+                                 "max_position_embeddings in --config-overrides (a new model), or use sinusoidal or "
+                                 "rope positions")
+
+
+def _check_same_vocabulary(options: TrainOptions, config) -> None:
+    """A ``--model`` trains on the ids of its own vocabulary: a ``--tokenizer`` with another one (another token
+    behind an id) would train it on ids that mean other tokens, silently, as long as the ids fit."""
+    from .model_setup import source_folder
+
+    model_folder = source_folder(options.model)
+    own = _vocabulary(model_folder)
+    given = _vocabulary(source_folder(options.tokenizer)) if options.tokenizer else None
+    if given is None:
+        return
+    if own is not None and given != own:
+        moved = sum(own.get(token) != index for token, index in given.items())
+        raise TrainingSetupError(f"--tokenizer {options.tokenizer} has another vocabulary than --model "
+                                 f"{options.model}'s own tokenizer ({len(given):,} and {len(own):,} tokens; "
+                                 f"{moved:,} of its tokens have another id or none in the model's): leave out "
+                                 "--tokenizer to train with the model's own")
+    if own is None and len(given) != config.vocab_size:
+        raise TrainingSetupError(f"--tokenizer {options.tokenizer} has {len(given):,} tokens and --model "
+                                 f"{options.model} reads {config.vocab_size:,}: a tokenizer of another vocabulary "
+                                 "would train the model on ids that mean other tokens; give the model's own tokenizer")
+
+
+def _vocabulary(folder: str) -> dict[str, int] | None:
+    """``token -> id`` of the ``tokenizer.json`` in ``folder`` (added tokens included), or ``None`` where there is
+    no readable one (the tokenizer's loader then says why, or the folder holds another kind of tokenizer)."""
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(path)).get_vocab(with_added_tokens=True)
+    except Exception:  # tokenizers raises its own bare Exception for a file it cannot parse
+        return None
+
+
+def check_resume_steps(resume_from: str | None, max_steps: int) -> None:
+    """``--resume CHECKPOINT --max-steps N``: N at the checkpoint's step finishes the run from it; N below it would
+    end a run before a step it has already trained (and report the checkpoint's weights as N steps')."""
+    from .resume import checkpoint_step
+
+    if resume_from is None or max_steps <= 0:
+        return
+    step = checkpoint_step(resume_from)
+    if max_steps < step:
+        raise TrainingSetupError(f"--max-steps {max_steps} is below the step of the checkpoint to resume, "
+                                 f"{resume_from} (step {step}): give --max-steps {step} to finish the run from it, "
+                                 f"or --resume an earlier checkpoint-N with N <= {max_steps}")
 
 
 def check_tokenizer_matches(tokenizer, config, objective: str) -> None:

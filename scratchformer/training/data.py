@@ -155,6 +155,59 @@ def check_columns(dataset, columns: Sequence[str], what: str = "the data") -> No
                         f"{what}; its columns are {', '.join(map(repr, existing))}")
 
 
+def check_complete_rows(paths: Sequence[str | os.PathLike], columns: Sequence[str], fmt: str | None = None) -> None:
+    """Every row of the TSV, CSV and JSON-lines files has a value for each of ``columns``; else
+    :class:`DataError` with the line numbers. A TSV or CSV row short of a column would be read as empty text there
+    (``pandas``), and a JSON line without the key as ``None``: the row would then vanish among the rows without text
+    (or, for a column a run does not read, pass unseen). Refusing says where the file is broken; skipping would
+    train on less data than the user counted. Plain text files have no columns."""
+    for path in paths:
+        kind = fmt or file_format(path)
+        if kind not in ("tsv", "csv", "jsonl"):
+            continue
+        short = _rows_without(path, kind, columns)
+        if short:
+            (line, missing), count = short[0], len(short)
+            where = ", ".join(str(n) for n, _ in short[:5]) + (", ..." if count > 5 else "")
+            others = f" ({count:,} rows lack a column, at lines {where})" if count > 1 else ""
+            raise DataError(f"{path}: line {line} has no {missing!r} column{others}; every row needs a value in each "
+                            f"of {', '.join(map(repr, columns))}: fix or remove such rows")
+
+
+def _rows_without(path: str | os.PathLike, kind: str, columns: Sequence[str]) -> list[tuple[int, str]]:
+    """``(line number, first missing column)`` of each row of ``path`` that lacks one of ``columns`` (the lines
+    as an editor counts them; blank lines are no rows, as for ``pandas``)."""
+    import csv
+    import json
+
+    short = []
+    with _open_text(path) as text:
+        if kind == "jsonl":
+            for number, line in enumerate(text, 1):
+                row = json.loads(line) if line.strip() else None
+                if isinstance(row, dict) and (missing := [c for c in columns if row.get(c) is None]):
+                    short.append((number, missing[0]))
+            return short
+        csv.field_size_limit(2**31 - 1)  # a long text in one field is a row, not an error
+        reader = (csv.reader(text, delimiter="\t", quoting=csv.QUOTE_NONE) if kind == "tsv" else csv.reader(text))
+        header, start = next(reader, []), reader.line_num + 1
+        wanted = [(header.index(c), c) for c in columns if c in header]
+        for row in reader:
+            if any(field.strip() for field in row) and (missing := [c for i, c in wanted if i >= len(row)]):
+                short.append((start, missing[0]))
+            start = reader.line_num + 1
+    return short
+
+
+def _open_text(path: str | os.PathLike):
+    """``path`` as text (UTF-8, undecodable bytes replaced), gunzipped when it is gzipped."""
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    if gzipped:
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace", newline="")
+    return open(path, encoding="utf-8-sig", errors="replace", newline="")
+
+
 def map_options(dataset, num_proc: int | None, desc: str) -> dict[str, Any]:
     """``num_proc`` and ``desc`` for ``Dataset.map``/``filter``; an ``IterableDataset`` (a stream) takes neither:
     it maps lazily, in the process that reads it."""
@@ -285,6 +338,9 @@ def load_raw_splits(options: TrainOptions, seed: int) -> RawSplits:
         check_columns(valid, columns, "the validation data")
     elif options.group_column is not None:
         check_columns(train, [options.group_column], "the training data (--group-column)")
+    read = columns + ([options.group_column] if options.group_column and valid is None else [])
+    check_complete_rows(options.train_files or [], read, options.data_format)
+    check_complete_rows(options.validation_files or [], columns, options.data_format)
     if len(train) == 0:
         raise DataError("the training data has no rows")
     train = drop_empty(train, columns, options.num_proc)

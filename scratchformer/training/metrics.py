@@ -12,12 +12,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..models.modeling_scratchformer import mean_over_labelled
+
 
 class Seq2SeqLoss:
     """``compute_loss_func`` for the Trainer: label-smoothed cross-entropy while training (with gradients), plain
     cross-entropy on evaluation. The sum over target tokens is divided by ``num_items_in_batch`` (the Trainer's count
     of target tokens in the whole optimizer step, across accumulation and processes) when given, else by the tokens
-    of this batch; so accumulation and data parallelism give the gradient of one big batch."""
+    of this batch; so accumulation and data parallelism give the gradient of one big batch. The division is the
+    model's own (:func:`~scratchformer.models.modeling_scratchformer.mean_over_labelled`): a batch without a
+    labelled token gives 0, not NaN."""
 
     def __init__(self, label_smoothing: float = 0.1):
         self.label_smoothing = label_smoothing
@@ -25,14 +29,10 @@ class Seq2SeqLoss:
     def __call__(self, outputs, labels, num_items_in_batch=None):
         logits = outputs["logits"] if isinstance(outputs, dict) else outputs[0]
         smoothing = self.label_smoothing if torch.is_grad_enabled() else 0.0
-        total = torch.nn.functional.cross_entropy(
-            logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1).to(logits.device), ignore_index=-100,
-            reduction="sum", label_smoothing=smoothing)
-        if num_items_in_batch is None:
-            num_items_in_batch = (labels != -100).sum()
-        if torch.is_tensor(num_items_in_batch):
-            num_items_in_batch = num_items_in_batch.to(total.device)
-        return total / num_items_in_batch
+        labels = labels.reshape(-1).to(logits.device)
+        total = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels,
+                                                  ignore_index=-100, reduction="sum", label_smoothing=smoothing)
+        return mean_over_labelled(total, labels, num_items_in_batch)  # the model's own rule: 0 with no label
 
 
 def argmax_logits(logits, labels):

@@ -160,7 +160,7 @@ def _train_tokenizer(options: TrainOptions, train, columns: list[str], folder: P
         texts = _texts(train, columns, rows_read[0])
     else:
         texts = _stream_texts(train, columns, options.tokenizer_max_rows or STREAM_TOKENIZER_ROWS, rows_read)
-    tokenizer = train_fast_tokenizer(texts, options.tokenizer_vocab_size, model_max_length=_longest_sequence(options))
+    tokenizer = train_fast_tokenizer(texts, options.tokenizer_vocab_size, model_max_length=longest_sequence(options))
     # whole files or none (the other processes wait for tokenizer.json); a full disk is one line
     files.save_files_into(folder, lambda staging: tokenizer.save_pretrained(str(staging)),
                           needed=saved_size(tokenizer))
@@ -184,7 +184,7 @@ def _stream_texts(stream, columns: list[str], limit: int, rows_read: list[int]) 
         yield from (row[column] for column in columns if row[column])
 
 
-def _longest_sequence(options: TrainOptions) -> int:
+def longest_sequence(options: TrainOptions) -> int:
     return max(options.max_length, options.max_source_length, options.max_target_length, MIN_POSITIONS)
 
 
@@ -236,11 +236,17 @@ def _with_overrides(model, overrides: dict, folder: str):
 def new_model_config(options: TrainOptions, tokenizer, overrides: dict) -> ScratchformerConfig:
     """``--preset`` with ``--config-overrides``, positions for the longest sequence, and the tokenizer's vocabulary
     and special-token ids."""
-    settings = {**PRESETS[options.preset], "max_position_embeddings": _longest_sequence(options)}
+    return model_config(options, overrides, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                        decoder_start_token_id=tokenizer.bos_token_id)
+
+
+def model_config(options: TrainOptions, overrides: dict, **from_tokenizer) -> ScratchformerConfig:
+    """The config of a new model: ``--preset``, positions for the longest sequence, ``overrides``, then what the
+    tokenizer decides (``from_tokenizer``; the up-front checks pass its expected size before there is one)."""
+    settings = {**PRESETS[options.preset], "max_position_embeddings": longest_sequence(options)}
     settings.update(overrides)
-    settings.update(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                    bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                    decoder_start_token_id=tokenizer.bos_token_id)
+    settings.update(from_tokenizer)
     try:
         return ScratchformerConfig(**settings)
     except (TypeError, ValueError) as err:

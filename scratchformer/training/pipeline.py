@@ -31,9 +31,9 @@ from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerState, s
 from .. import files
 from ..loading import CHECKSUMS, write_checksums
 from . import data, streaming
-from .callbacks import RUN_RECORD, EpochCallback, RunRecord, TimeLimit
+from .callbacks import RUN_RECORD, EpochCallback, NonFiniteLoss, RunRecord, TimeLimit, WatchesLoss
 from .checkpoints import CrashSafeCheckpoints
-from .checks import check_batch_size, check_options, check_tokenizer_matches
+from .checks import check_batch_size, check_options, check_resume_steps, check_tokenizer_matches
 from .contrastive import CROP_KEYS, CroppingLoss
 from .electra import TrainsLossModules, check_electra, replaced_token_detection
 from .encoder_losses import EncoderLosses
@@ -53,7 +53,7 @@ LOG_PREFIX = "[scratchformer train]"
 
 
 class ScratchformerTrainer(CrashSafeCheckpoints, SavesPlainModelClass, SeededSampling, streaming.StreamedTrainData,
-                           EncoderLosses, TrainsLossModules, Seq2SeqTrainer):
+                           EncoderLosses, TrainsLossModules, WatchesLoss, Seq2SeqTrainer):
     """``Seq2SeqTrainer`` whose checkpoints appear only complete (:mod:`scratchformer.training.checkpoints`), that
     trains from a stream when given one (:mod:`scratchformer.training.streaming`), shuffles with the run's seed
     (:mod:`scratchformer.training.sampling`), saves a sharded model as our own class
@@ -102,6 +102,7 @@ def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks:
         args = copy.copy(args)
         args.ignore_data_skip = True
     resume_from = resolve_resume(args.output_dir, args.resume_from_checkpoint, say)
+    check_resume_steps(resume_from, args.max_steps)
     if resume_from is not None:
         args = continue_run_options(options, args, resume_from, world_size, say)
         if options.streaming:
@@ -233,7 +234,9 @@ def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, 
     """The ``Seq2SeqTrainer`` with our loss, metrics and callbacks (and the caller's), and the time limit if any."""
     collator, compute_metrics, preprocess = _objective_parts(options, args, tokenizer, model)
     time_limit = TimeLimit(options.max_minutes) if options.max_minutes else None
-    own_callbacks = [c for c in (EpochCallback(collator) if hasattr(collator, "epoch") else None, time_limit) if c]
+    loss_watch = NonFiniteLoss() if options.stop_on_nonfinite else None
+    own_callbacks = [c for c in (EpochCallback(collator) if hasattr(collator, "epoch") else None, time_limit,
+                                 loss_watch) if c]
     trainer = ScratchformerTrainer(
         model=model,
         args=args,
@@ -246,6 +249,7 @@ def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, 
         preprocess_logits_for_metrics=preprocess,
         callbacks=own_callbacks + list(callbacks or []),
     )
+    trainer.loss_watch = loss_watch
     if options.objective == "denoise":
         trainer.encoder_losses = tuple(
             ([CroppingLoss(options.contrastive_weight, options.contrastive_target, options.contrastive_temperature)]
@@ -316,6 +320,8 @@ def _train(trainer: Seq2SeqTrainer, args: ScratchformerTrainingArguments, resume
         return {"finished_from_checkpoint": resume_from}
     start = time.time()
     result = trainer.train(resume_from_checkpoint=resume_from)
+    if trainer.loss_watch is not None and trainer.loss_watch.step is not None:
+        raise trainer.loss_watch.error(args, args.output_dir)
     reached_the_end = trainer.state.global_step >= trainer.state.max_steps
     if not (reached_the_end or (time_limit is not None and time_limit.triggered)):
         return None

@@ -41,7 +41,7 @@ WORLD_SIZE_KEY = "world_size"  # train_config.json also records the number of pr
 FREE_TO_CHANGE = frozenset({
     # scratchformer
     "max_minutes", "save_dtype", "num_proc", "cache_dir", "max_eval_samples", "trust_remote_code",
-    "overwrite_output_dir",
+    "overwrite_output_dir", "stop_on_nonfinite",
     # where and when to log, evaluate and save
     "output_dir", "resume_from_checkpoint", "logging_strategy", "logging_steps", "logging_first_step",
     "log_on_each_node", "logging_nan_inf_filter", "include_num_input_tokens_seen", "log_level", "log_level_replica",
