@@ -446,7 +446,7 @@ def overlap(output: str | os.PathLike, source: str | os.PathLike) -> str | None:
     ``"lies inside"`` or ``"holds"``; ``None`` when they are apart. Paths are resolved (symbolic links, ``..``,
     relative paths), and two existing paths that are the same file count as the same. A path this user may not look
     at counts as what its name says (the command that reads it says why it cannot)."""
-    out, src = Path(output).expanduser().resolve(), Path(source).expanduser().resolve()
+    out, src = _resolved(output), _resolved(source)
     if out == src or (os.path.exists(out) and os.path.exists(src) and os.path.samefile(out, src)):
         return "is"
     if out.is_relative_to(src):
@@ -454,3 +454,13 @@ def overlap(output: str | os.PathLike, source: str | os.PathLike) -> str | None:
     if src.is_relative_to(out):
         return "holds"
     return None
+
+
+def _resolved(path: str | os.PathLike) -> Path:
+    """``path`` resolved; a loop of symbolic links (``RuntimeError`` before Python 3.13, ``OSError`` after) stays as
+    written, absolute: whoever reads it says what it is (:func:`check_file`)."""
+    path = Path(path).expanduser()
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        return path.absolute()

@@ -68,6 +68,8 @@ RELIABILITY = {
         "test_checksums_are_sha256sum_lines_and_only_damage_counts",
         "test_training_writes_checksums_and_weights_other_users_may_read",
         "test_save_pretrained_refuses_a_file_and_gives_the_weights_the_umask_mode",
+        "test_a_loop_fifo_socket_or_device_where_a_file_is_read_is_one_line_in_every_command",
+        "test_a_folder_where_a_result_file_goes_is_one_line_and_stays",
         "test_rows_missing_a_column_are_refused_with_their_line_numbers",
         "test_weights_that_are_not_floats_are_refused_in_one_line",
     ],
@@ -123,6 +125,7 @@ RELIABILITY = {
         "test_a_full_disk_at_the_first_save_of_a_run_is_one_line",
         "test_a_full_disk_at_a_later_checkpoint_keeps_the_earlier_ones_and_is_one_error",
         "test_unreadable_data_and_unwritable_output_folders_are_one_line_for_another_user",
+        "test_a_read_only_file_system_and_a_disk_without_inodes_are_named_as_such",
     ],
     "bounded memory and time": [
         "test_senses_memory_benchmark_quick_mode_samples_the_big_lemma",

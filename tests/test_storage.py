@@ -265,6 +265,25 @@ def test_save_pretrained_on_a_full_disk_keeps_the_earlier_save(tmp_path):
         assert snapshot(folder) == earlier  # config.json and the weights of the earlier save, nothing half-written
 
 
+def test_tokenizer_save_pretrained_on_a_full_disk_keeps_the_earlier_save(tmp_path):
+    """ScratchformerTokenizer.save_pretrained over an earlier tokenizer on a full disk left a truncated 8 KB
+    tokenizer.json (transformers writes it in place): now the earlier files stay whole and nothing is left behind."""
+    from scratchformer.tokenizer.training import train_fast_tokenizer
+
+    texts = [f"the cat number {i} sees the dog {i * 7} by the river bank" for i in range(300)]
+    with small_disk(tmp_path / "disk") as disk:
+        folder = disk / "tok"
+        train_fast_tokenizer(texts[:100], 300).save_pretrained(folder)
+        earlier = snapshot(folder)
+        fill(disk)
+        bigger = train_fast_tokenizer(texts, 400)
+        with pytest.raises(Exception) as caught:
+            bigger.save_pretrained(folder)
+        assert "No space left on device" in str(caught.value) or getattr(caught.value, "errno", None) == errno.ENOSPC
+        assert snapshot(folder) == earlier  # tokenizer_config.json and tokenizer.json whole, no .saving- folder
+        assert sorted(path.name for path in disk.iterdir()) == ["filler", "tok"]
+
+
 def test_a_full_disk_in_export_is_one_line_and_keeps_the_earlier_export(tmp_path, capsys):
     """tokenizers' save says a full disk with a bare ``Exception``, safetensors with its own error: either way one
     line, and the earlier export stays whole."""
@@ -281,6 +300,7 @@ def test_a_full_disk_in_export_is_one_line_and_keeps_the_earlier_export(tmp_path
         assert cli_main(["export", str(source), str(out), "--overwrite", "--model-name", "another card"]) == 2
         line = one_error_line(capsys, "export")
         assert f"cannot export to {out}: no space left on the device of" in line
+        assert ": writing export needs about " in line and " MB, " in line, line  # the size the export needs
         assert snapshot(out) == earlier and sorted(p.name for p in disk.iterdir()) == ["export", "filler"]
 
 
@@ -377,3 +397,143 @@ def test_unreadable_data_and_unwritable_output_folders_are_one_line_for_another_
                                      f"not read {corpus_text}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 5. Odd files where a file is read, odd file systems, a folder where a file goes
+# --------------------------------------------------------------------------------------------------------------------
+
+ODD_KINDS = {"loop": "is a loop of symbolic links", "fifo": "is a named pipe (FIFO",
+             "socket": "is a socket", "device": "is a character device"}
+
+
+def make_odd(path: Path, kind: str) -> Path:
+    """A loop of symbolic links, a named pipe, a socket (kept bound) or a link to /dev/zero (which never ends) at
+    ``path``, in place of a file."""
+    import socket
+
+    if kind == "loop":
+        path.symlink_to(path.name)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        make_odd.sockets.append(server)
+    else:
+        path.symlink_to("/dev/zero")
+    return path
+
+
+make_odd.sockets = []
+
+
+def run_bounded(command: list[str], seconds: float = 300) -> int:
+    """``cli_main(command)`` in a thread, failing the test (not hanging it) when it has not returned in time: a
+    read of a named pipe blocks for ever."""
+    import threading
+
+    result = []
+    worker = threading.Thread(target=lambda: result.append(cli_main(command)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"{command} still runs after {seconds} s"
+    return result[0]
+
+
+@pytest.mark.parametrize("kind", sorted(ODD_KINDS))
+def test_a_loop_fifo_socket_or_device_where_a_file_is_read_is_one_line_in_every_command(tmp_path, capsys, kind):
+    """A config.json that is a loop of symbolic links was a traceback in compare and export, one that is a FIFO hung
+    export, a stray FIFO named *.safetensors hung load(). Each odd file in place of a file we read is now one line
+    that names it and what it is, before anything opens it: load, compare, senses, geometry, export (the model
+    folder, --scores, --tokenizer) and train."""
+    from test_hub import make_tokenizer
+
+    from scratchformer.loading import load
+
+    good = tiny_model_folder(tmp_path / "good")
+    make_tokenizer().save_pretrained(good)
+    stray = tmp_path / "stray"
+    shutil.copytree(good, stray)
+    make_odd(stray / "extra.safetensors", kind)
+    odd_config = tmp_path / "odd-config"
+    shutil.copytree(good, odd_config)
+    (odd_config / "config.json").unlink()
+    make_odd(odd_config / "config.json", kind)
+    odd_tokenizer = tmp_path / "odd-tokenizer"
+    odd_tokenizer.mkdir()
+    make_odd(odd_tokenizer / "tokenizer.json", kind)
+    data = make_odd(tmp_path / "data.tsv", kind)
+    text = make_odd(tmp_path / "data.txt", kind)
+    scores = make_odd(tmp_path / "scores.json", kind)
+    out = tmp_path / "out"
+    try:
+        with pytest.raises(ScratchformerError) as caught:
+            load(stray)
+        assert str(caught.value).startswith(f"{stray / 'extra.safetensors'} {ODD_KINDS[kind]}"), caught.value
+        commands = {
+            odd_config / "config.json": [["compare", "--no-defaults", "--model", str(odd_config), "--no-plots",
+                                          "--output", str(out)], ["export", str(odd_config), str(out)]],
+            stray / "extra.safetensors": [["export", str(stray), str(out)]],
+            scores: [["export", str(good), str(out), "--scores", str(scores)]],
+            odd_tokenizer / "tokenizer.json": [["export", str(good), str(out), "--tokenizer", str(odd_tokenizer)]],
+            data: [["senses", "--data", str(data), "--model", "random-scratchformer", "--output", str(out)]],
+            text: [["geometry", "--data", str(text), "--model", "random-scratchformer", "--no-plots", "--output",
+                    str(out)], ["train", "--train-files", str(text), "--output-dir", str(out)]],
+        }
+        capsys.readouterr()
+        for odd, runs in commands.items():
+            for command in runs:
+                assert run_bounded(command) == 2, command
+                line = one_error_line(capsys, command[0])
+                assert f"{odd} {ODD_KINDS[kind]}" in line, (command, line)
+                assert command[0] == "train" or not out.exists(), command  # train locks its folder first
+    finally:
+        while make_odd.sockets:
+            make_odd.sockets.pop().close()
+
+
+def test_a_read_only_file_system_and_a_disk_without_inodes_are_named_as_such(tmp_path, capsys):
+    """A read-only file system was "permission denied ... chmod" (os.access says no there, even to root), and a disk
+    out of inodes was "no space ... 21 MB free". Each now names its real cause, in compare and export alike."""
+    source = tiny_model_folder(tmp_path / "model")
+    from test_hub import make_tokenizer
+
+    make_tokenizer().save_pretrained(source)
+    with small_disk(tmp_path / "ro") as disk:
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True, capture_output=True)
+        for command in (["compare", *RANDOM_MODEL, "--no-plots", "--output", str(disk / "c")],
+                        ["export", str(source), str(disk / "e")]):
+            assert run_bounded(command) == 2, command
+            line = one_error_line(capsys, command[0])
+            assert f"{disk} is on a read-only file system" in line and "chmod" not in line, line
+        assert "read-only file system" in str(files.permission_denied(disk / "x"))
+    with small_disk(tmp_path / "few", "1M,nr_inodes=3") as disk:
+        (disk / "a").write_text("one file")  # the root folder and this take two of the three inodes
+        (disk / "b").write_text("another")
+        with pytest.raises(OSError) as full:
+            (disk / "c").write_text("no inode left for me")
+        assert full.value.errno == errno.ENOSPC and shutil.disk_usage(disk).free > 100_000  # bytes are free
+        for command in (["compare", *RANDOM_MODEL, "--no-plots", "--output", str(disk)],
+                        ["export", str(source), str(disk / "e")]):
+            assert run_bounded(command) == 2, command
+            line = one_error_line(capsys, command[0])
+            assert f"no free inodes on the device of {disk}" in line and "no space left" not in line, line
+
+
+@pytest.mark.parametrize("name, command", [
+    ("compare.json", ["compare", *RANDOM_MODEL, "--no-plots"]),
+    ("senses.json", ["senses", "--model", "random-scratchformer"]),
+])
+def test_a_folder_where_a_result_file_goes_is_one_line_and_stays(tmp_path, capsys, name, command):
+    """compare.json or senses.json being a folder was a traceback (os.replace: Is a directory). It is one line now,
+    and the folder stays as it was."""
+    out = tmp_path / "out"
+    (out / name).mkdir(parents=True)
+    (out / name / "mine.txt").write_text("the user's own file")
+    data = ["--data", str(write_tsv(tmp_path / "s.tsv"))] if command[0] == "senses" else []
+    assert run_bounded([*command, *data, "--output", str(out)]) == 2
+    line = one_error_line(capsys, command[0])
+    assert f"cannot write {out / name}: a folder is in the way" in line, line
+    assert (out / name / "mine.txt").read_text() == "the user's own file"
+    assert not [path.name for path in out.iterdir() if path.name.startswith(f".{name}")]  # no temporary file left
