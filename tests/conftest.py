@@ -82,12 +82,12 @@ RELIABILITY = {
         "test_a_symlink_loop_is_one_line_for_export_as_for_compare",
         "test_library_reports_of_a_full_disk_are_recognised_and_said_in_one_line",
         "test_an_export_whose_weights_overflow_the_dtype_is_refused_naming_the_tensor",
-    ],
         "test_every_option_mistake_is_one_line_before_any_data",
         "test_a_model_and_a_tokenizer_of_other_vocabularies_are_refused_before_data",
         "test_a_diverging_run_ends_in_one_line_unless_told_to_train_on",
         "test_a_non_finite_loss_stops_the_run_at_its_step_and_keeps_the_good_checkpoints",
         "test_the_loss_watch_reads_the_device_only_at_steps_that_synchronise_anyway",
+    ],
     "kills, locks and concurrent runs": [
         "test_killed_saves_resume_to_the_uninterrupted_weights", "test_incomplete_checkpoints_are_found",
         "test_rotation_keeps_complete_checkpoints_only", "test_output_lock",

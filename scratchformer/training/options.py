@@ -151,10 +151,10 @@ class TrainOptions:
     max_minutes: float | None = _option(None, "also stop (with checkpoint, final model and evaluation) after this "
                                               "many minutes of training; the step reached then depends on the "
                                               "machine")
-    save_dtype: str = _option("float32", "dtype of the final model's weights (checkpoints stay float32)",
     stop_on_nonfinite: bool = _option(True, "stop the run at the step where its training loss becomes NaN or "
                                             "infinite, keeping the checkpoints saved before it, and exit with an "
                                             "error (--no-stop-on-nonfinite trains on)")
+    save_dtype: str = _option("float32", "dtype of the final model's weights (checkpoints stay float32)",
                               choices=SAVE_DTYPES)
     overwrite_output_dir: bool = _option(False, "start a new run in an --output-dir that holds an earlier run or "
                                                 "model: its checkpoints, tokenizer and run files are deleted first "
