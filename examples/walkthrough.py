@@ -25,14 +25,14 @@
 # 3. Attention by hand, against `ScratchformerAttention`
 # 4. Masking by valid lengths (padding) and the causal mask
 # 5. One encoder layer by hand, then the whole encoder
-# 6. The decoder: teacher forcing and `generate`
+# 6. The decoder: teacher forcing and `generate`; Figure 1 in one class, `Transformer`
 # 7. The attention of the trained model (and bertviz)
 # 8. Learned vs contextual embeddings, DistilBERT-style, on our model and on a real BERT (MiniLM)
 # 9. The "bank" study and the word-sense score
 # 10. How contextual is each layer: self-similarity, anisotropy and the other measures of Ethayarajh (2019)
 #
-# The code to read alongside is `scratchformer/models/paper_scratchformer.py`: the paper in one file, in its order,
-# in plain PyTorch. (`modeling_scratchformer.py` makes it a Hugging Face model; its classes subclass the paper's.)
+# The code to read alongside is `scratchformer/models/paper_scratchformer.py`: the paper in one file, in plain
+# PyTorch, built bottom-up to Figure 1 (its last class, `Transformer`). (`modeling_scratchformer.py` makes it a Hugging Face model; its classes subclass the paper's.)
 #
 # Everything runs offline on a CPU in about a minute. The source of this notebook is `examples/walkthrough.py`
 # (jupytext "percent" format); `examples/walkthrough.ipynb` is generated from it.
@@ -412,6 +412,34 @@ print("input: ", masked)
 print("output:", tokenizer.decode(by_generate[0], skip_special_tokens=True))
 
 # %% [markdown]
+# ### Figure 1 in one class
+#
+# The paper file ends with the whole of Figure 1: `Transformer` holds the encoder, the decoder and the pre-softmax
+# linear, whose weight *is* the token table (the tie is one line of its `__init__`); `encode`, `decode` and
+# `forward` give the logits, and `greedy_decode` is the loop above. It is plain PyTorch: the checkpoint's weights
+# load into it by name, straight from the safetensors file (stored as float16, under `model.`; the tied copies of
+# the table are not stored, as they are the same tensor). It gives the logits of the transformers model (which runs
+# the sdpa kernel: the same numbers to float rounding) and exactly the tokens of `generate`.
+
+# %%
+from safetensors.torch import load_file
+
+from scratchformer.models.paper_scratchformer import Transformer
+
+figure_1 = Transformer(config).eval()
+stored = load_file(scratchformer.pretrained_path("small") / "model.safetensors")
+missing, unexpected = figure_1.load_state_dict(
+    {name.removeprefix("model."): weight for name, weight in stored.items()}, strict=False)
+print("not in the file, tied to the encoder's table:", missing)
+assert unexpected == [] and figure_1.lm_head.weight is figure_1.encoder.embeddings.word_embeddings.weight
+with torch.no_grad():
+    logits = figure_1(source["input_ids"], decoder_input, source["attention_mask"])  # teacher forcing, as above
+    assert torch.allclose(logits, out.logits, atol=1e-5)
+    written = figure_1.greedy_decode(source["input_ids"], source["attention_mask"], max_new_tokens=30)
+assert written.tolist() == by_generate.tolist()
+print("Figure 1 from the paper file: the logits and the greedy tokens of the transformers model")
+
+# %% [markdown]
 # ## 7. The attention of the trained model
 #
 # `EmbeddingExtractor.attention_maps` returns every layer and head of the three kinds of attention. For the
@@ -628,5 +656,5 @@ display(Image(filename=figures["anisotropy_baseline"], width=750))
 #   full word-sense evaluation; `scratchformer geometry --data ../shared/data/wordnet_senses_dev.tsv` the
 #   geometry of every layer, and `compare --html` shows it when both write into the same folder.
 # - `docs/embeddings.md` explains the measurements; `docs/learning.md` maps this notebook to the code.
-# - `scratchformer/models/paper_scratchformer.py` is the model, one class or function per idea of the paper, in
-#   its order; `modeling_scratchformer.py` makes it a transformers model.
+# - `scratchformer/models/paper_scratchformer.py` is the model, one class or function per idea of the paper, built
+#   up to `Transformer` (Figure 1); `modeling_scratchformer.py` makes it a transformers model.
