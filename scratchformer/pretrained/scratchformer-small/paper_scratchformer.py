@@ -12,6 +12,7 @@ Each piece comes before the pieces that use it, one concept of the paper per cla
     3.1    Residual                   LayerNorm(x + Dropout(Sublayer(x))) around every sub-layer
     3.1    EncoderLayer, DecoderLayer, Encoder, Decoder
     3.2.3  padding_mask, causal_mask  what each position may attend to
+           positions_skipping_padding a token's position counts the real tokens only (padding is not in the paper)
     3.4    pre_softmax_linear         the output projection to the vocabulary, tied to the embeddings
            shift_tokens_right         teacher forcing: the decoder reads the target shifted one step right
     Fig. 1 Transformer                encoder, decoder, pre-softmax linear: encode, decode, forward -> logits, and
@@ -322,7 +323,7 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Decoder layer (section 3.1): masked self-attention, attention over the encoder output, feed-forward network."""
 
-    attention_class = MultiHeadAttention
+    attention_class = MultiHeadAttention  # the adapter's subclass adds transformers' kernels and generate()'s cache
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -345,7 +346,7 @@ class DecoderLayer(nn.Module):
 class Encoder(nn.Module):
     """The encoder (section 3.1): the embedded source through N identical layers (then, pre-LN, a LayerNorm)."""
 
-    layer_class = EncoderLayer
+    layer_class = EncoderLayer  # the adapter's subclass adds gradient checkpointing
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -370,7 +371,7 @@ class Decoder(nn.Module):
     """The decoder (section 3.1): the embedded target through N identical layers that also attend to the encoder
     output (``memory``); it predicts token i + 1 from tokens up to i (:func:`causal_mask`)."""
 
-    layer_class = DecoderLayer
+    layer_class = DecoderLayer  # the adapter's subclass adds gradient checkpointing
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -395,8 +396,8 @@ class Decoder(nn.Module):
 
 
 def positions_skipping_padding(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Each token's position, (B, S) -> (B, S): the number of real tokens before it, so that padding (0 in the mask)
-    on either side never moves a sentence. Example: ``[[0, 0, 1, 1, 1]] -> [[0, 0, 0, 1, 2]]``."""
+    """Each token's position, (B, S) -> (B, S): the number of real tokens before it, so that padding (0 in the mask;
+    not in the paper) on either side never moves a sentence. Example: ``[[0, 0, 1, 1, 1]] -> [[0, 0, 0, 1, 2]]``."""
     return (attention_mask.bool().long().cumsum(-1) - 1).clamp(min=0)
 
 
