@@ -791,12 +791,23 @@ def installed(package: str) -> bool:
      "--max-source-length is 200 but the learned positions of the model stop at max_position_embeddings=100"),
     (["--config-overrides", "d_model=65536,encoder_layers=64"], "invalid model configuration: this ScratchformerConfig "
                                                                 "makes a model of 1,"),
+    (["--batch-size", "100000"], "the batch does not fit in memory: a training step with --batch-size 100000 and "
+                                 "128-token sequences needs about "),
+    (["--max-length", "1000000"], "the batch does not fit in memory: a training step with --batch-size 32 and "
+                                  "1000000-token sequences"),
+    (["--deepspeed", "ds.json"], "an option needs a package that is not installed: "),
+    (["--fsdp", "full_shard"], "--fsdp shards the model over the processes of a distributed run and this run has one"),
+    (["--dataloader-persistent-workers"], "--dataloader-persistent-workers keeps the data-loader workers alive "
+                                          "between epochs and there are none"),
+    (["--optim-args", "eps"], "--optim-args must be key=value pairs separated by commas"),
+    (["--optim-args", "eps=1e-8,"], "--optim-args must be key=value pairs separated by commas"),
+    (["--neftune-noise-alpha", "-1"], "--neftune-noise-alpha must be positive, got -1"),
 ])
 def test_every_option_mistake_is_one_line_before_any_data(tmp_path, capsys, option, message):
     """A bad value, a missing package or options that contradict each other (or the tokenizer, or the machine):
     one line, exit status 2, found before the (missing) training file is read."""
-    for package in ("bitsandbytes", "torchao", "galore_torch"):
-        if f"`{package}" in message and installed(package):
+    for package in ("bitsandbytes", "torchao", "galore_torch", "deepspeed"):
+        if (f"`{package}" in message or f"--{package}" in option) and installed(package):
             pytest.skip(f"{package} is installed")
     code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(tmp_path / "o"),
                      *option])

@@ -78,7 +78,7 @@ RULES = (
     Rule("label_smoothing_factor", lambda v: 0 <= v < 1, "in [0, 1)"),
     Rule("save_steps", lambda v: v > 0, "positive"),
     Rule("logging_steps", lambda v: v > 0, "positive"),
-    Rule("eval_steps", lambda v: v > 0, ">= 0 (0 = only at the end of the run)"),
+    Rule("eval_steps", _at_least(0), ">= 0 (0 = only at the end of the run)"),
     Rule("save_total_limit", _at_least(1), ">= 1"),
     Rule("generation_max_length", _at_least(1), ">= 1"),
     Rule("generation_num_beams", _at_least(1), ">= 1"),
@@ -92,6 +92,7 @@ RULES = (
     Rule("adam_beta2", lambda v: 0 <= v < 1, "in [0, 1)"),
     Rule("adam_epsilon", _at_least(0), ">= 0"),
     Rule("eval_accumulation_steps", _at_least(1), ">= 1"),
+    Rule("neftune_noise_alpha", lambda v: v > 0, "positive"),
 )
 
 
@@ -114,11 +115,12 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
         raise TrainingSetupError("--resume continues the run in --output-dir and --overwrite_output_dir deletes it: "
                                  "give one of them")
     _check_precision(args)
+    _check_processes(args)
     _check_lock_path(args.output_dir)
     check_metric_packages(options)
     check_reporting_packages(args)
     check_optimizer_packages(args)
-    check_model_options(options)
+    check_model_options(options, args)
 
 
 # --report-to integration -> (its availability check in transformers.integrations, the package to install)
@@ -153,19 +155,26 @@ def check_reporting_packages(args: ScratchformerTrainingArguments) -> None:
 
 def check_optimizer_packages(args: ScratchformerTrainingArguments) -> None:
     """``--optim`` names an optimizer whose package is installed (``bitsandbytes`` for the 8-bit and paged ones,
-    ``torchao``, ``galore_torch``, ...): the Trainer's own lookup, done before any data is read instead of when the
-    optimizer is made after the data and the model."""
+    ``torchao``, ``galore_torch``, ...) and ``--optim-args`` are ``key=value`` pairs: the Trainer's own lookup,
+    done before any data is read instead of when the optimizer is made after the data and the model."""
     from transformers import Trainer
+
+    pairs = (args.optim_args or "").replace(" ", "").split(",")
+    if args.optim_args and not all(key and sep and value for key, sep, value in (p.partition("=") for p in pairs)):
+        raise TrainingSetupError(f"--optim-args must be key=value pairs separated by commas (e.g. "
+                                 f"'weight_decouple=True,eps=1e-8'), got {args.optim_args!r}")
 
     try:
         Trainer.get_optimizer_cls_and_kwargs(args)
     except ImportError as err:
         raise TrainingSetupError(f"--optim {_value(args.optim)} needs a package that is not installed: "
                                  f"{_one_line(err)}") from None
-    except ValueError as err:  # a few optimizers say "install ..." as a ValueError; other refusals come later
-        if "install" in str(err).lower() or "import" in str(err).lower():
-            raise TrainingSetupError(f"--optim {_value(args.optim)} needs a package that is not installed: "
-                                     f"{_one_line(err)}") from None
+    except ValueError as err:  # a bad --optim-args, a package missing, a setting missing; not the model it lacks
+        if "pass a model" not in str(err) and "pass a `model`" not in str(err):
+            missing = "install" in str(err).lower() or "import" in str(err).lower()
+            raise TrainingSetupError(f"--optim {_value(args.optim)}"
+                                     + (" needs a package that is not installed: " if missing else
+                                        f" with --optim-args {args.optim_args!r}: ") + _one_line(err)) from None
 
 
 def _value(option: Any) -> Any:
@@ -183,6 +192,20 @@ def _check_precision(args: ScratchformerTrainingArguments) -> None:
     if args.fp16 and args.use_cpu:
         raise TrainingSetupError("--fp16 needs a CUDA GPU and this run trains on CPU cores (no GPU, or --use-cpu): "
                                  "leave it out (float32), or give --bf16 for half precision on a CPU")
+
+
+def _check_processes(args: ScratchformerTrainingArguments) -> None:
+    """What needs other processes has them: ``--fsdp`` shards over the processes of a ``torchrun`` run, and
+    persistent data-loader workers need workers."""
+    import os
+
+    if args.fsdp and int(os.environ.get("WORLD_SIZE", "1")) < 2:
+        raise TrainingSetupError("--fsdp shards the model over the processes of a distributed run and this run has "
+                                 "one: launch it with torchrun --nproc_per_node=N or accelerate launch "
+                                 "(docs/training.md), or leave --fsdp out")
+    if args.dataloader_persistent_workers and args.dataloader_num_workers == 0:
+        raise TrainingSetupError("--dataloader-persistent-workers keeps the data-loader workers alive between "
+                                 "epochs and there are none: give --dataloader-num-workers N (N > 0), or leave it out")
 
 
 def _check_lock_path(output_dir: str | None) -> None:
@@ -322,11 +345,11 @@ def _check_config_overrides(text: str | None) -> None:
 TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
 
-def check_model_options(options: TrainOptions) -> None:
+def check_model_options(options: TrainOptions, args: ScratchformerTrainingArguments | None = None) -> None:
     """The model of the run, from the options and the folders' ``config.json`` and ``tokenizer.json`` alone (nothing
     is built or loaded): ``--config-overrides`` leave the tokenizer's fields alone and make a valid config that fits
-    in this machine's memory, learned positions reach the longest sequence, and a ``--model`` reads the vocabulary
-    of the tokenizer it is trained with."""
+    in this machine's memory (with a training step of ``args``' batch, when given), learned positions reach the
+    longest sequence, and a ``--model`` reads the vocabulary of the tokenizer it is trained with."""
     overrides = parse_overrides(options.config_overrides)
     for key in TOKENIZER_FIELDS:
         if key in overrides:
@@ -340,6 +363,11 @@ def check_model_options(options: TrainOptions) -> None:
     _check_positions(config, options)
     if options.model:
         _check_same_vocabulary(options, config)
+    if args is not None:
+        import os
+
+        check_step_memory(options, args, config, int(os.environ.get("LOCAL_WORLD_SIZE",
+                                                                     os.environ.get("WORLD_SIZE", "1"))))
 
 
 def _planned_config(options: TrainOptions, overrides: dict):
@@ -515,6 +543,15 @@ def check_batch_size(options: TrainOptions, args: ScratchformerTrainingArguments
             f"{num_train} training examples")
     if num_eval < 1:
         raise TrainingSetupError("the validation set is empty")
+    check_step_memory(options, args, config, local_world_size)
+
+
+def check_step_memory(options: TrainOptions, args: ScratchformerTrainingArguments, config,
+                      local_world_size: int) -> None:
+    """The estimated memory of a training step with full-length sequences (:func:`estimate_step_memory`) times the
+    processes on this machine is below the memory available now; checked before any data is read (with the
+    model's planned config) and again once the model is built."""
+    batch = args.per_device_train_batch_size
     denoise = options.objective == "denoise"
     src = options.max_length if denoise else options.max_source_length
     tgt = options.max_length if denoise else options.max_target_length

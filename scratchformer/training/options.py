@@ -314,6 +314,9 @@ class TrainArgumentParser(HfArgumentParser):
             raise
         except ValueError as err:  # the Trainer's own checks of its options
             raise TrainingSetupError(str(err)) from err
+        except ImportError as err:  # an option whose package is missing (--deepspeed: deepspeed)
+            raise TrainingSetupError(f"an option needs a package that is not installed: {' '.join(str(err).split())}"
+                                     ) from err
         if unknown:
             raise TrainingSetupError(f"unrecognized arguments: {' '.join(unknown)}")
         return options, args
@@ -333,6 +336,9 @@ def config_from_dict(settings: dict[str, Any]) -> tuple[TrainOptions, Scratchfor
         raise
     except ValueError as err:
         raise TrainingSetupError(str(err)) from err
+    except ImportError as err:
+        raise TrainingSetupError(f"an option needs a package that is not installed: {' '.join(str(err).split())}"
+                                 ) from err
     return options, args
 
 
