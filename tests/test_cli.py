@@ -89,3 +89,18 @@ def test_a_user_mistake_is_one_line_and_exit_2(command, tmp_path):
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if f"scratchformer {command}: error:" in line]
     assert len(errors) == 1, result.stderr[-2000:]
+
+
+def test_output_to_a_pipe_closed_by_its_reader_is_discarded_without_a_traceback():
+    """``scratchformer info | head -1``: the reader is gone before the command writes (the pipe's read end is closed
+    here first); info, --version and the helps end normally with nothing on stderr. Every command's output goes
+    through the one place that handles it (``cli.main``)."""
+    for args in (["info"], ["--version"], ["--help"], ["train", "--help"]):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            result = subprocess.run([sys.executable, "-m", "scratchformer_launcher", *args], stdout=write,
+                                    stderr=subprocess.PIPE, text=True, timeout=300)
+        finally:
+            os.close(write)
+        assert (result.returncode, result.stderr) == (0, ""), args

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from .. import __version__
@@ -96,8 +97,52 @@ def _one_line(command: str, error: ScratchformerError) -> int:
     return EXIT_USER_ERROR
 
 
+class _OutputOutlivingItsReader:
+    """Standard output that survives a closed pipe (``scratchformer info | head -1``): at the first write that finds
+    the reader gone, file descriptor 1 is pointed at /dev/null and the command goes on, its remaining output
+    discarded, so a training run or an export is not stopped by a pager that quit. Python would raise
+    ``BrokenPipeError`` there, and again when it flushes at exit."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._discard()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._discard()
+
+    def _discard(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; a :class:`ScratchformerError` ends it with one line on stderr and exit status 2."""
+    """Run one subcommand; a :class:`ScratchformerError` ends it with one line on stderr and exit status 2. Its
+    output may go to a pipe whose reader stops early (:class:`_OutputOutlivingItsReader`)."""
+    stdout = sys.stdout
+    sys.stdout = _OutputOutlivingItsReader(stdout)
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout.flush()
+        sys.stdout = stdout
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if not hasattr(args, "func"):
