@@ -169,16 +169,21 @@ def scrub(error: BaseException, *secrets: str | None) -> BaseException:
     return error
 
 
+# an OSError's text that is no instance attribute (its message is built from these, not from its args)
+_OS_ERROR_TEXT = ("strerror", "filename", "filename2")
+
+
 def _scrub_one(error: BaseException, secrets: tuple[str | None, ...]) -> None:
-    """The arguments, notes and text attributes (an ``OSError``'s ``strerror`` and ``filename``, a Hub error's
-    ``server_message``, ...) of one exception, redacted."""
+    """The arguments, notes and attributes of one exception, redacted: text (an ``OSError``'s ``strerror`` and
+    ``filename``, a Hub error's ``server_message``) in place, and an object whose text shows a secret (an http
+    client's request, whose URL carries ``?token=``) replaced by its redacted text."""
     try:
         error.args = tuple(redact(arg, *secrets) if isinstance(arg, str) or _leaks(arg, secrets) else arg
                            for arg in error.args)
         if getattr(error, "__notes__", None):
             error.__notes__ = [redact(note, *secrets) for note in error.__notes__]
-        for name, value in list(vars(error).items()):
-            if isinstance(value, str):
+        for name, value in [*vars(error).items(), *((name, getattr(error, name, None)) for name in _OS_ERROR_TEXT)]:
+            if isinstance(value, str) or (value is not None and _leaks(value, secrets)):
                 setattr(error, name, redact(value, *secrets))
     except (AttributeError, TypeError):  # a read-only attribute: _leaks decides whether it stays in the chain
         pass

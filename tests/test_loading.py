@@ -353,8 +353,8 @@ def test_redact_removes_tokens_passwords_and_authorization_values(monkeypatch):
 
 
 def test_checksums_are_sha256sum_lines_and_only_damage_counts(tmp_path):
-    """write_checksums lists each weights file as sha256sum does; checksum_problems names a damaged file and a line
-    that names something outside the folder, and leaves a missing file to the loader."""
+    """write_checksums lists config.json and each weights file as sha256sum does, by name; checksum_problems names a
+    damaged file and a line that names something outside the folder, and leaves a missing file to the loader."""
     import hashlib
 
     from scratchformer.loading import CHECKSUMS, checksum_problems, write_checksums
@@ -364,7 +364,8 @@ def test_checksums_are_sha256sum_lines_and_only_damage_counts(tmp_path):
     weights = folder / "model.safetensors"
     manifest = write_checksums(folder)
     assert manifest == folder / CHECKSUMS
-    assert manifest.read_text() == f"{hashlib.sha256(weights.read_bytes()).hexdigest()}  model.safetensors\n"
+    assert manifest.read_text() == (f"{hashlib.sha256((folder / 'config.json').read_bytes()).hexdigest()}  config.json\n"
+                                    f"{hashlib.sha256(weights.read_bytes()).hexdigest()}  model.safetensors\n")
     assert checksum_problems(folder) == [] and checksum_problems(tmp_path) == []  # no manifest: nothing to check
     data = bytearray(weights.read_bytes())
     data[-100] ^= 0x01  # one bit, in the last tensor
@@ -374,7 +375,7 @@ def test_checksums_are_sha256sum_lines_and_only_damage_counts(tmp_path):
                         f"{'1' * 64}  model-00002-of-00002.safetensors\n")
     problems = checksum_problems(folder)
     assert len(problems) == 3, problems  # damaged, "../", garbage; the missing shard is the loader's to name
-    assert "line 2 of checksums.sha256" in problems[1] and "line 3" in problems[2]
+    assert "line 3 of checksums.sha256" in problems[1] and "line 4" in problems[2]
 
 
 BAD_CONFIGS = [  # field, value in config.json (the weights were saved with the tiny config: 32 / vocabulary / 48)
@@ -555,6 +556,98 @@ def test_an_unreachable_hub_is_named_without_the_credentials_of_its_endpoint(tmp
     assert "pa55w0rd" not in message and "alice:" not in message
 
 
+HUB_SECRET = "hf_SecretReadToken0123456789abcdef"
+QUERY_SECRET = "q-secret-in-the-endpoint-4242"
+PASSWORD = "pa55w0rd-of-the-endpoint"
+ECHOED_LOAD = r"""
+import sys, traceback
+import scratchformer
+from scratchformer.errors import ScratchformerError
+
+try:
+    scratchformer.load(sys.argv[1])
+except ScratchformerError as error:
+    print("".join(traceback.format_exception(error)))  # what a script that lets it escape shows
+    chain, pending = [], [error]
+    while pending:  # every exception it chains, shown or not (__suppress_context__), and their text attributes
+        current = pending.pop()
+        if current is not None and all(current is not seen for seen in chain):
+            chain.append(current)
+            print(str(current), repr(current), *(str(value) for value in vars(current).values()), sep="\n")
+            pending += [current.__cause__, current.__context__]
+    print(f"CHAINED {len(chain)}")
+"""
+
+
+@pytest.mark.parametrize("case", ["server echoes the Authorization header", "token in the endpoint's query",
+                                  "password in the endpoint"])
+def test_load_from_the_hub_leaves_no_secret_in_any_exception_or_file(tmp_path, case):
+    """load("me/x") against a Hub that echoes the request's headers: our one line was redacted, but the chained
+    exceptions a script prints showed "Bearer hf_..."; an HF_ENDPOINT with ?token= showed the same way. Every
+    exception of the chain (their messages, reprs and text attributes) and every file written (the cache, the
+    working folder) is free of the token, the endpoint's query secret and its password; the chain itself stays."""
+    import base64
+    import os
+
+    from fake_hub import FakeHub
+
+    with FakeHub(token=HUB_SECRET) as hub:
+        hub.echo_headers = True
+        port = hub.url.rsplit(":", 1)[1]
+        endpoint = {"server echoes the Authorization header": hub.url,
+                    "token in the endpoint's query": f"{hub.url}/?token={QUERY_SECRET}",
+                    "password in the endpoint": f"http://alice:{PASSWORD}@127.0.0.1:{port}"}[case]
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        env.update(HF_ENDPOINT=endpoint, HF_TOKEN=HUB_SECRET, HF_HOME=str(tmp_path / "hf"),
+                   HF_HUB_DISABLE_TELEMETRY="1")
+        (tmp_path / "work").mkdir()
+        done = subprocess.run([sys.executable, "-c", ECHOED_LOAD, "me/x"], env=env, cwd=tmp_path / "work",
+                              capture_output=True, text=True, timeout=240)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "CHAINED " in done.stdout, output[-3000:]
+    assert int(done.stdout.rsplit("CHAINED ", 1)[1].split()[0]) >= 2, output[-3000:]  # the library's errors stay
+    secrets = [HUB_SECRET, QUERY_SECRET, PASSWORD, base64.b64encode(f"alice:{PASSWORD}".encode()).decode()]
+    for secret in secrets:
+        assert secret not in output, (secret, output[-3000:])
+    if case == "server echoes the Authorization header":
+        assert "'authorization': '***'" in output, output[-3000:]  # the echo is there, redacted
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert not any(secret.encode() in path.read_bytes() for secret in secrets), path
+
+
+def test_checksums_cover_config_json_and_an_older_manifest_without_it_still_loads(tmp_path):
+    """A config.json whose head count was edited (same shapes, so the weights' headers cannot tell) loaded with no
+    word where checksums.sha256 was present: the manifest now lists config.json, and load() names it. A manifest
+    written before (the weights only) still loads, and still checks the weights."""
+    from scratchformer.loading import CHECKSUMS, write_checksums
+
+    folder = tmp_path / "m"
+    ScratchformerForConditionalGeneration(tiny_config()).save_pretrained(folder)
+    from scratchformer.loading import load_model  # the model half: the folder has no tokenizer
+
+    write_checksums(folder)
+    assert [line.split()[1] for line in (folder / CHECKSUMS).read_text().splitlines()] == [
+        "config.json", "model.safetensors"]
+    config = json.loads((folder / "config.json").read_text())
+    heads = config["encoder_attention_heads"]
+    config["encoder_attention_heads"] = heads // 2  # d_model still divides: the same shapes, other attention
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    with pytest.raises(ScratchformerError, match=rf"the files in {folder} do not match their checksums "
+                                                 r"\(config.json is damaged"):
+        load_model(folder)
+    manifest = folder / CHECKSUMS  # an older manifest: the weights only
+    manifest.write_text("".join(line + "\n" for line in manifest.read_text().splitlines()
+                                if line.endswith("model.safetensors")))
+    assert load_model(folder).config.encoder_attention_heads == heads // 2
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 0x01
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ScratchformerError, match=r"\(model.safetensors is damaged"):
+        load_model(folder)
+
+
 def test_training_writes_checksums_and_weights_other_users_may_read(tmp_path):
     """A training run's final model and checkpoints carry checksums.sha256, which load() verifies; its
     model.safetensors came out -rw------- (safetensors 0.8 writes through a private temporary file) and now gets the
@@ -581,12 +674,13 @@ def test_training_writes_checksums_and_weights_other_users_may_read(tmp_path):
     out = Path(args.output_dir)
     for folder in (out, out / "checkpoint-2"):
         weights = folder / "model.safetensors"
-        assert (folder / "checksums.sha256").read_text() == f"{file_sha256(weights)}  model.safetensors\n", folder
+        assert (folder / "checksums.sha256").read_text() == (f"{file_sha256(folder / 'config.json')}  config.json\n"
+                                                             f"{file_sha256(weights)}  model.safetensors\n"), folder
         assert checksum_problems(folder) == []
         assert weights.stat().st_mode & 0o777 == (folder / "config.json").stat().st_mode & 0o777 == 0o644, folder
     data = bytearray((out / "model.safetensors").read_bytes())
     data[-8] ^= 0x10
     (out / "model.safetensors").write_bytes(bytes(data))
-    with pytest.raises(ScratchformerError, match=f"the weights in {out} do not match their checksums "
+    with pytest.raises(ScratchformerError, match=f"the files in {out} do not match their checksums "
                                                  r"\(model.safetensors is damaged"):
         load(out)

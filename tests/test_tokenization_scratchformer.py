@@ -201,6 +201,38 @@ def test_save_and_load_in_process_with_auto_tokenizer(tok, tmp_path):
     assert {k: v for k, v in again.items()} == config
 
 
+def test_save_pretrained_over_an_earlier_save_is_whole_or_untouched(tok, tmp_path, monkeypatch):
+    """transformers writes tokenizer_config.json and tokenizer.json in place: a save that failed half-way (a full
+    disk) left a truncated tokenizer.json over the earlier one. Now the files are written beside and renamed: a save
+    that fails while writing tokenizer.json leaves the earlier save byte for byte and no temporary folder; one that
+    succeeds returns where its files are, as transformers does. A path that is a file is refused."""
+    import errno
+
+    from transformers import TokenizersBackend
+
+    folder = tmp_path / "tok"
+    tok.save_pretrained(folder)
+    earlier = {path.name: path.read_bytes() for path in folder.iterdir()}
+    other = ScratchformerTokenizer.from_pretrained(folder, model_max_length=64)  # another tokenizer_config.json
+
+    def half_then_a_full_disk(self, save_directory, file_names, *args, **kwargs):
+        with open(os.path.join(save_directory, "tokenizer.json"), "w", encoding="utf-8") as handle:
+            handle.write(self.backend_tokenizer.to_str()[:1000])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(TokenizersBackend, "_save_pretrained", half_then_a_full_disk)
+        with pytest.raises(OSError, match="No space left on device"):
+            other.save_pretrained(folder)
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == earlier  # no .saving- folder either
+    saved = other.save_pretrained(folder)
+    assert saved == (str(folder / "tokenizer_config.json"), str(folder / "tokenizer.json"))
+    assert sorted(os.listdir(folder)) == ["tokenizer.json", "tokenizer_config.json"]
+    assert ScratchformerTokenizer.from_pretrained(folder).model_max_length == 64
+    with pytest.raises(NotADirectoryError, match="it is a file"):
+        tok.save_pretrained(folder / "tokenizer.json")
+
+
 FRESH_PROCESS = textwrap.dedent("""
     import json, sys
     sys.modules["scratchformer"] = None  # the package is installed (editable): make it unimportable

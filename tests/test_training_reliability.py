@@ -299,7 +299,7 @@ def test_incomplete_checkpoints_are_found(tmp_path, stopped_run):
     shutil.copytree(good, tmp_path / "checkpoint-0")
     said = []
     assert resolve_resume(str(tmp_path), "latest", said.append) == str(tmp_path / "checkpoint-0")
-    assert said and said[0].startswith("--resume: skipping incomplete checkpoint(s) checkpoint-8 (no config.json")
+    assert said and said[0].startswith("--resume: skipping incomplete or damaged checkpoint(s) checkpoint-8 (no config.json")
     assert said[0].endswith("continuing from checkpoint-0")
     with pytest.raises(TrainingSetupError, match=r"checkpoint-3: not a complete Trainer checkpoint \(trainer_state."
                                                  r"json does not parse.*the newest complete one next to it is "
@@ -330,9 +330,85 @@ def test_a_checkpoint_whose_pickles_torch_refuses_is_skipped_on_resume(tmp_path,
     args.resume_from_checkpoint = "latest"
     capsys.readouterr()
     assert run_training(options, args)["global_step"] == 8
-    assert ("--resume: skipping incomplete checkpoint(s) checkpoint-4 (rng_state.pth holds pickled objects that "
+    assert ("--resume: skipping incomplete or damaged checkpoint(s) checkpoint-4 (rng_state.pth holds pickled objects that "
             "torch.load(weights_only=True) refuses (GLOBAL argparse.Namespace)); continuing from checkpoint-2"
             ) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["a flipped bit in the weights", "a head count edited in config.json"])
+def test_a_checkpoint_that_fails_its_checksums_is_skipped_on_resume_and_never_signed_again(
+        tmp_path, stopped_run, corpus, capsys, damage):  # noqa: F811
+    """--resume continued from a checkpoint whose weights failed their checksums, without a word, and the run's
+    final folder then got fresh checksums that sha256sum -c accepts. Now --resume verifies what the checkpoint's
+    checksums.sha256 lists (the weights, and config.json: a head count edited with the same shapes): naming it is
+    refused in one line, and --resume (latest) skips it with a note and continues from the one before, whose
+    continuation writes a healthy checkpoint-4 in its place. A manifest written before config.json was listed
+    still resumes."""
+    from scratchformer.loading import CHECKSUMS, checksum_problems
+
+    _, run = stopped_run
+    shutil.copytree(run, tmp_path / "run")
+    damaged = tmp_path / "run" / "checkpoint-4"
+    older = tmp_path / "older" / "checkpoint-4"  # checksums.sha256 as written before it listed config.json
+    shutil.copytree(damaged, older)
+    manifest = (older / CHECKSUMS).read_text().splitlines()
+    assert [line.split()[1] for line in manifest] == ["config.json", "model.safetensors"]
+    (older / CHECKSUMS).write_text(manifest[1] + "\n")
+    assert checkpoint_problems(older, loadable=True) == []
+    if damage == "a flipped bit in the weights":
+        weights = damaged / "model.safetensors"
+        data = bytearray(weights.read_bytes())
+        data[-100] ^= 0x01  # inside the last tensor: the header and the size are intact
+        weights.write_bytes(bytes(data))
+        named = "model.safetensors is damaged"
+    else:
+        config = json.loads((damaged / "config.json").read_text())
+        config["encoder_attention_heads"] = config["decoder_attention_heads"] = 1  # was 2: the same shapes
+        (damaged / "config.json").write_text(json.dumps(config, indent=2))
+        named = "config.json is damaged"
+    assert checkpoint_problems(damaged) == []  # complete and parseable: only the checksums tell
+    (problem,) = checkpoint_problems(damaged, loadable=True)
+    assert problem.startswith(f"{named}: its sha256 is "), problem
+    options, args = tiny(tmp_path, corpus, "run", save_steps=2, resume_from_checkpoint=str(damaged))
+    with pytest.raises(TrainingSetupError, match=rf"checkpoint-4: not a complete Trainer checkpoint \({named}.*"
+                                                 r"the newest complete one next to it is .*checkpoint-2"):
+        run_training(options, args)
+    args.resume_from_checkpoint = "latest"
+    capsys.readouterr()
+    assert run_training(options, args)["global_step"] == 8
+    assert (f"--resume: skipping incomplete or damaged checkpoint(s) checkpoint-4 ({named}: its sha256 is "
+            ) in capsys.readouterr().err
+    for folder in (damaged, tmp_path / "run"):  # written again by the continuation of checkpoint-2, and signed
+        assert checksum_problems(folder) == [] and checkpoint_problems(folder, model_only=True) == [], folder
+    assert json.loads((damaged / "config.json").read_text())["encoder_attention_heads"] == 2
+
+
+def test_train_with_a_hub_token_writes_it_into_no_file_and_still_pushes(tmp_path, corpus, monkeypatch):  # noqa: F811
+    """train --hub-token stored the token in the clear in training_args.bin, in the run folder and in every
+    checkpoint: the folder users upload. The arguments now pickle without it, while the Trainer's own push still
+    sends it (the fake Hub accepts that token only) and uploads no file that holds it."""
+    import huggingface_hub.constants
+    import transformers.utils.hub
+    from fake_hub import FakeHub
+
+    token = "hf_TrainSecret0123456789abcdefXYZ"
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(transformers.utils.hub, "_hf_api", None, raising=False)  # made again, for this endpoint
+    with FakeHub(token=token) as hub:
+        monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.url)
+        options, args = tiny(tmp_path, corpus, "run", max_steps=2, save_steps=2, hub_token=token, push_to_hub=True,
+                             hub_model_id="alice/run")
+        run_training(options, args)
+    assert args.hub_token == token  # still in memory, for the push
+    uploaded = hub.repos["alice/run"].files
+    assert {"training_args.bin", "model.safetensors", "config.json"} <= set(uploaded), sorted(uploaded)
+    written = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    assert {tmp_path / "run" / "training_args.bin", tmp_path / "run" / "checkpoint-2" / "training_args.bin"} <= set(
+        written)
+    for name, data in [*uploaded.items(), *written.items()]:
+        assert token.encode() not in data, name
+    saved = torch.load(tmp_path / "run" / "training_args.bin", weights_only=False)
+    assert saved.hub_token is None and saved.hub_model_id == "alice/run" and saved.max_steps == 2
 
 
 def test_checkpoints_and_hub_folders_share_one_safetensors_check(tmp_path):
@@ -473,7 +549,7 @@ def test_killed_saves_resume_to_the_uninterrupted_weights(tmp_path, corpus, caps
     (out / "checkpoint-7" / "trainer_state.json").write_text('{"global_st')
     resumed = run_training(*config_from_args([*words, "--resume"]))
     err = capsys.readouterr().err
-    assert "skipping incomplete checkpoint(s) checkpoint-7 (trainer_state.json does not parse" in err
+    assert "skipping incomplete or damaged checkpoint(s) checkpoint-7 (trainer_state.json does not parse" in err
     assert "continuing from checkpoint-6" in err
     assert resumed["global_step"] == 8
     assert [step for step, _ in list_checkpoints(out)] == [6, 7, 8]  # 6 and 8 kept: 7 is not counted

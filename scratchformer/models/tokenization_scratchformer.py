@@ -13,6 +13,8 @@ Build one with ``scratchformer.tokenizer.training``.
 
 import json
 import os
+import shutil
+import tempfile
 
 from transformers import TokenizersBackend
 from transformers.tokenization_utils_base import TOKENIZER_CONFIG_FILE
@@ -23,6 +25,8 @@ CODE_KEYS = ("auto_map",)
 LOAD_TIME_KEYS = ("is_local", "local_files_only", "cache_dir", "revision", "token", "trust_remote_code",
                   "_commit_hash", "_from_auto")
 MODEL_INPUT_NAMES = ["input_ids", "attention_mask"]
+# the keywords of save_pretrained(push_to_hub=True) that go to the upload (push_to_hub) rather than to the save
+PUSH_KEYWORDS = ("repo_id", "commit_message", "commit_description", "private", "token", "revision", "create_pr", "tags")
 
 
 def _check_texts(texts, what):
@@ -85,6 +89,29 @@ class ScratchformerTokenizer(TokenizersBackend):
                                  f"0..{len(self) - 1}); were they made by a different tokenizer?")
         return super()._decode(token_ids, *args, **kwargs)
 
+    def save_pretrained(self, save_directory, *args, push_to_hub=False, **kwargs):
+        """Save as transformers does, but never leave an earlier save half-overwritten: transformers writes
+        ``tokenizer_config.json`` and ``tokenizer.json`` in place (a full disk left a truncated ``tokenizer.json``),
+        so the files are written into a temporary folder inside ``save_directory``, then each takes its place with
+        one ``os.replace``. A failure leaves the earlier files as they were and no temporary folder; the error is
+        the library's own (this package's ``scratchformer.files`` does the same for its own writers). A path that is
+        a file raises ``NotADirectoryError``. ``push_to_hub=True`` then uploads with :meth:`push_to_hub`
+        (:data:`PUSH_KEYWORDS` go there). Returns the paths of the files saved, as transformers does."""
+        if os.path.isfile(save_directory):
+            raise NotADirectoryError(f"cannot save the tokenizer into {save_directory}: it is a file, not a folder")
+        upload = {key: kwargs.pop(key) for key in PUSH_KEYWORDS if key in kwargs} if push_to_hub else {}
+        os.makedirs(save_directory, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=".saving-", dir=save_directory)
+        try:
+            saved = super().save_pretrained(staging, *args, **kwargs)
+            _move_into(staging, save_directory)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        saved = tuple(os.path.join(save_directory, os.path.relpath(name, staging)) for name in saved or ())
+        if push_to_hub:
+            self.push_to_hub(upload.pop("repo_id", os.path.basename(os.path.abspath(save_directory))), **upload)
+        return saved
+
     def _save_pretrained(self, save_directory, file_names, *args, **kwargs):
         """Make the ``tokenizer_config.json`` that ``save_pretrained`` has just written (before any upload) load without
         this file: drop ``auto_map`` (an older folder's config carries one) and what ``from_pretrained`` recorded
@@ -100,3 +127,17 @@ class ScratchformerTokenizer(TokenizersBackend):
                 with open(name, "w", encoding="utf-8") as handle:
                     handle.write(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         return super()._save_pretrained(save_directory, file_names, *args, **kwargs)
+
+
+def _move_into(source, target):
+    """Every file under the folder ``source`` into ``target`` (sub-folders merged), each flushed to disk and then
+    renamed over what was there: one ``os.replace`` each, so each file is the old one or the new one, whole."""
+    for name in sorted(os.listdir(source)):
+        here, there = os.path.join(source, name), os.path.join(target, name)
+        if os.path.isdir(here) and not os.path.islink(here):
+            os.makedirs(there, exist_ok=True)
+            _move_into(here, there)
+            continue
+        with open(here, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(here, there)

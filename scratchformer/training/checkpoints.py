@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .. import files
 from ..errors import StorageError
-from ..loading import safetensors_file_problem, write_checksums
+from ..loading import checksum_problems, safetensors_file_problem, write_checksums
 
 CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
 CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}-(\d+)$")
@@ -55,7 +55,9 @@ _REFUSED_GLOBAL = re.compile(r"Unsupported global: (GLOBAL \S+)")
 def checkpoint_problems(folder: str | Path, model_only: bool = False, loadable: bool = False) -> list[str]:
     """What keeps ``folder`` from being a complete Trainer checkpoint (empty list: complete). ``model_only``: a
     checkpoint saved with ``--save_only_model`` (no optimizer, scheduler or RNG states). ``loadable`` (``--resume``)
-    also unpickles the pickled states as the Trainer will (:func:`refused_pickles`)."""
+    also verifies the files its ``checksums.sha256`` lists (the weights, ``config.json``: a damaged checkpoint is
+    never trusted, nor signed again at the end of the run) and unpickles the pickled states as the Trainer will
+    (:func:`refused_pickles`)."""
     folder = Path(folder)
     if not folder.is_dir():
         return [f"{folder} is not a folder"]
@@ -72,7 +74,7 @@ def checkpoint_problems(folder: str | Path, model_only: bool = False, loadable: 
     for path in sorted(folder.glob("stream_state_*.json")):
         problems += _json_problems(path, "stream")
     if loadable and not problems:
-        problems += refused_pickles(folder)
+        problems += checksum_problems(folder) or refused_pickles(folder)
     return problems
 
 

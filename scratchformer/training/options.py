@@ -17,6 +17,7 @@ both give ``(TrainOptions, ScratchformerTrainingArguments)`` and raise :class:`T
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 from dataclasses import dataclass, field, fields
@@ -249,6 +250,26 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
     def __post_init__(self):
         self._fill_in_dependent_defaults()
         super().__post_init__()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What pickling stores: every attribute but the Hub token (``hub_token``, any ``*_token``, as ``to_dict``
+        hides them), which is stored as ``None``. The Trainer pickles the arguments into ``training_args.bin`` in the
+        run folder and every checkpoint, which users upload; the token stays in memory for the Trainer's own push."""
+        return {name: None if name.endswith("_token") and isinstance(value, str) else value
+                for name, value in self.__dict__.items()}
+
+    def __copy__(self) -> ScratchformerTrainingArguments:
+        """A copy that keeps the token (``copy.copy`` would otherwise go through :meth:`__getstate__`)."""
+        copied = object.__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        return copied
+
+    def __deepcopy__(self, memo: dict) -> ScratchformerTrainingArguments:
+        """A deep copy that keeps the token, as :meth:`__copy__` does."""
+        copied = object.__new__(type(self))
+        memo[id(self)] = copied
+        copied.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return copied
 
     def _fill_in_dependent_defaults(self) -> None:
         self.report_to = _integrations(self.report_to)

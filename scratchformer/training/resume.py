@@ -2,8 +2,11 @@
 
 A run's checkpoints are ``OUTPUT_DIR/checkpoint-N`` folders. ``--resume`` (``latest``) takes the newest *complete*
 one (:mod:`scratchformer.training.checkpoints`) and says which newer ones it skipped; ``--resume PATH`` must name a
-complete one. ``--resume CHECKPOINT --max-steps N`` with N at most the checkpoint's step trains no further and only
-finishes the run from it (:func:`finishes_without_training`), e.g. to end a long run early.
+complete one. A checkpoint counts as complete only if its files parse, its pickled states load as the Trainer
+loads them, and the files its ``checksums.sha256`` lists (weights, ``config.json``) match it: a damaged one is
+skipped with a note, or refused when named. ``--resume CHECKPOINT --max-steps N`` with N at most the checkpoint's
+step trains no further and only finishes the run from it (:func:`finishes_without_training`), e.g. to end a long run
+early.
 
 The options of a resumed run are compared with the ones the checkpoint was trained with (its ``train_config.json``,
 else the run's ``OUTPUT_DIR/train_config.json``) by :func:`continue_run_options`:
@@ -88,9 +91,9 @@ def resolve_resume(output_dir: str, resume: str | None, say: Callable[[str], Non
                 raise TrainingSetupError(f"--resume: no checkpoint in {out} to continue from (start the run without "
                                          "--resume, or give --resume CHECKPOINT)")
             raise TrainingSetupError(f"--resume: no complete checkpoint in {out}; incomplete (the run was killed "
-                                     f"while saving): {describe_skipped(skipped)}")
+                                     f"while saving) or damaged: {describe_skipped(skipped)}")
         if skipped:
-            say(f"--resume: skipping incomplete checkpoint(s) {describe_skipped(skipped)}; continuing from "
+            say(f"--resume: skipping incomplete or damaged checkpoint(s) {describe_skipped(skipped)}; continuing from "
                 f"{found.name}")
         return str(found)
     problems = checkpoint_problems(resume, loadable=True)
