@@ -28,7 +28,7 @@ from scratchformer.analysis.geometry import (
     intra_sentence_similarity,
     mean_pairwise_cosine,
     mev,
-    self_similarities,
+    word_measures,
     word_pairs,
 )
 from scratchformer.analysis.geometry_data import plan_geometry, read_sentences
@@ -58,7 +58,7 @@ SENTENCES = [
 def self_similarity_of(vectors: torch.Tensor) -> float:
     """The mean pairwise cosine of one word's ``(n, dims)`` occurrences, through the pair machinery."""
     pair_a, pair_b, pair_word = word_pairs([list(range(len(vectors)))])
-    return float(self_similarities(vectors, pair_a, pair_b, pair_word, 1)[0])
+    return float(word_measures(vectors[None], [list(range(len(vectors)))], pair_a, pair_b, pair_word)[0][0, 0])
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -196,18 +196,25 @@ class TextEncoder:
         for that text alone, its padding cut off."""
         from tqdm.auto import tqdm
 
-        encoded = self.tokenize(texts)
-        order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i].input_ids))
-        results: list[Any] = [None] * len(encoded)
+        results: list[Any] = [None] * len(texts)
         show = self.progress if self.progress is not None else len(texts) >= PROGRESS_MIN_TEXTS
-        with tqdm(total=len(encoded), desc="embedding", unit="text", disable=not show) as bar:
-            for start in range(0, len(order), self.batch_size):
-                index = order[start : start + self.batch_size]
-                hidden = self._hidden_states([encoded[i] for i in index])  # (batch, layers + 1, tokens, hidden)
+        with tqdm(total=len(texts), desc="embedding", unit="text", disable=not show) as bar:
+            for index, batch, hidden in self.batches(texts):
                 for b, i in enumerate(index):
-                    results[i] = keep(i, encoded[i], hidden[b, :, : len(encoded[i].input_ids)])
+                    results[i] = keep(i, batch[b], hidden[b, :, : len(batch[b].input_ids)])
                 bar.update(len(index))
         return results
+
+    def batches(self, texts: Sequence[str]) -> Iterator[tuple[list[int], list[Encoded], torch.Tensor]]:
+        """The texts tokenized and run longest first, ``batch_size`` at a time: ``(indices into texts, their
+        Encoded, (batch, num_layers + 1, tokens, hidden_size) padded hidden states)``, for callers that work on
+        a whole batch at once."""
+        encoded = self.tokenize(texts)
+        order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i].input_ids))
+        for start in range(0, len(order), self.batch_size):
+            index = order[start : start + self.batch_size]
+            batch = [encoded[i] for i in index]
+            yield index, batch, self._hidden_states(batch)
 
     def _hidden_states(self, batch: list[Encoded]) -> torch.Tensor:
         """``(batch, num_layers + 1, tokens, hidden_size)`` float32 on the CPU."""

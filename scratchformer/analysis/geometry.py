@@ -36,11 +36,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from .senses import PAIR_BLOCK, pairs_within
+from .senses import pairs_within
 
 MAX_PAIRS_PER_WORD = 1000  # the author's num_samples: every pair up to this many, a seeded sample beyond
 MEV_MIN_OCCURRENCES = 5  # MEV only for words seen at least this often (and the author's min_count)
 ZERO_VARIANCE = 1e-12  # relative: below this share of the mean squared norm, a word's vectors count as identical
+BLOCK_ELEMENTS = 1 << 23  # numbers of one block of padded word occurrences (64 MB in float64), whatever the data
 
 # Published values of the author's repository (kawine/contextual, */embedding_space_stats.json, BERT-base cased and
 # GPT-2, 12 layers each, layer 0 = the embedding-layer output), marked on the plots. (model, layer, value, what)
@@ -79,46 +80,89 @@ def mean_pairwise_cosine(vectors: torch.Tensor) -> float:
     return float(((total @ total) - (u * u).sum()) / (n * (n - 1)))
 
 
-def intra_sentence_similarity(words: torch.Tensor) -> torch.Tensor:
+def intra_sentence_similarity(words: torch.Tensor, sizes: list[int] | None = None) -> torch.Tensor:
     """Mean cosine between each word of a sentence and the sentence's mean word vector: ``(..., words, dims)`` ->
-    ``(...)`` (one value per layer when layers lead)."""
-    mean = words.double().mean(dim=-2, keepdim=True)
-    return torch.nn.functional.cosine_similarity(words.double(), mean, dim=-1).mean(dim=-1)
+    ``(...)`` (one value per layer when layers lead). With ``sizes``, the words are several sentences one after
+    another (``sizes[k]`` words each, at least one) -> ``(..., sentences)``: a batch in a few tensor operations."""
+    x = words.double()
+    if sizes is None:
+        return torch.nn.functional.cosine_similarity(x, x.mean(dim=-2, keepdim=True), dim=-1).mean(dim=-1)
+    count = torch.tensor(sizes, dtype=torch.float64)
+    sentence = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes, dtype=torch.long))
+    means = x.new_zeros(*x.shape[:-2], len(sizes), x.shape[-1]).index_add_(-2, sentence, x) / count[:, None]
+    cosines = torch.nn.functional.cosine_similarity(x, means.index_select(-2, sentence), dim=-1)
+    return cosines.new_zeros(*x.shape[:-2], len(sizes)).index_add_(-1, sentence, cosines) / count
 
 
-def mev(vectors: torch.Tensor) -> torch.Tensor:
+def mev(vectors: torch.Tensor, counts: torch.Tensor | None = None) -> torch.Tensor:
     """Share of the variance of ``(..., n, dims)`` occurrence vectors explained by their first principal component,
-    after centring (scikit-learn's ``PCA(n_components=1).explained_variance_ratio_[0]``) -> ``(...)``.
+    after centring (scikit-learn's ``PCA(n_components=1).explained_variance_ratio_[0]``) -> ``(...)``. With
+    ``counts`` ``(...)``, only the first ``counts`` of the ``n`` vectors are occurrences (the rest is padding), so
+    that words seen a different number of times go in one batch.
 
-    Identical vectors have no variance to explain; one static vector replaces them exactly, so they score 1.
+    The variances along the components are the eigenvalues of the centred vectors' Gram matrix (the squared
+    singular values, from an ``n x n`` or ``dims x dims`` problem, whichever is smaller). Identical vectors have no
+    variance to explain; one static vector replaces them exactly, so they score 1.
     """
     x = vectors.double()
-    centred = x - x.mean(dim=-2, keepdim=True)
-    squares = torch.linalg.svdvals(centred) ** 2  # (..., min(n, dims)): the variances along the components
-    total = squares.sum(dim=-1)
+    if counts is None:
+        centred = x - x.mean(dim=-2, keepdim=True)
+    else:
+        kept = (torch.arange(x.shape[-2]) < counts[..., None]).to(x.dtype)[..., None]  # (..., n, 1)
+        x = x * kept
+        centred = (x - x.sum(dim=-2, keepdim=True) / counts[..., None, None].to(x.dtype)) * kept
+    small_side = centred @ centred.mT if centred.shape[-2] <= centred.shape[-1] else centred.mT @ centred
+    first = torch.linalg.eigvalsh(small_side)[..., -1]  # ascending: the last is the first component's variance
+    total = (centred * centred).sum(dim=(-2, -1))
     scale = (x * x).sum(dim=(-2, -1)).clamp_min(1e-300)
     identical = total <= ZERO_VARIANCE * scale
-    return torch.where(identical, torch.ones_like(total), squares[..., 0] / total.clamp_min(1e-300))
+    return torch.where(identical, torch.ones_like(total), first / total.clamp_min(1e-300))
 
 
-def self_similarities(vectors: torch.Tensor, pair_a: np.ndarray, pair_b: np.ndarray, pair_word: np.ndarray,
-                      words: int, transform: Any = None) -> np.ndarray:
-    """Per word: the mean cosine of its pairs. ``vectors`` is ``(occurrences, dims)``; pair ``k`` joins rows
-    ``pair_a[k]`` and ``pair_b[k]`` of word ``pair_word[k]`` (``0..words-1``). ``transform`` (the standardisation)
-    is applied to each block of gathered rows, so that no copy of ``vectors`` is made. ``nan`` for a word without
-    pairs."""
-    cosines = np.empty(len(pair_a), dtype=np.float64)
-    a, b = torch.from_numpy(pair_a), torch.from_numpy(pair_b)
-    for start in range(0, len(pair_a), PAIR_BLOCK):
-        x, y = vectors[a[start : start + PAIR_BLOCK]], vectors[b[start : start + PAIR_BLOCK]]
+def word_measures(vectors: torch.Tensor, groups: list[list[int]], pair_a: np.ndarray, pair_b: np.ndarray,
+                  pair_word: np.ndarray, transform: Any = None, block: int = BLOCK_ELEMENTS,
+                  progress: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per row and word: the self-similarity (mean cosine of its pairs) and the MEV (``nan`` below
+    :data:`MEV_MIN_OCCURRENCES`), ``(rows, words)`` each, in one batched pass over the words.
+
+    ``vectors`` is ``(rows, occurrences, dims)``; word ``w``'s occurrences are the rows ``groups[w]``; pair ``k``
+    joins occurrences ``pair_a[k]`` and ``pair_b[k]`` of word ``pair_word[k]``. Words go a block at a time, each
+    padded to the block's most occurrences (``(rows, words, n, dims)``, about ``block`` numbers), so that every
+    pair's cosine is read off one Gram matrix per word and memory does not grow with the data. ``transform`` (the
+    standardisation) is applied to each block's vectors; ``progress`` (a tqdm bar) advances by the words done."""
+    rows, dims = vectors.shape[0], vectors.shape[-1]
+    place = np.zeros(vectors.shape[1], dtype=np.int64)  # an occurrence's place among its word's occurrences
+    for group in groups:
+        place[group] = np.arange(len(group))
+    cosines = np.zeros((rows, len(pair_a)))
+    word_mev = np.full((rows, len(groups)), np.nan)
+    start = 0
+    while start < len(groups):
+        widest, stop = len(groups[start]), start + 1
+        while stop < len(groups) and rows * (stop + 1 - start) * max(widest, len(groups[stop])) * dims <= block:
+            widest = max(widest, len(groups[stop]))
+            stop += 1
+        counts = torch.tensor([len(g) for g in groups[start:stop]])
+        index = torch.tensor([g + [g[0]] * (widest - len(g)) for g in groups[start:stop]])  # padded with a repeat
+        x = vectors[:, index.flatten()].double()
         if transform is not None:
-            x, y = transform(x), transform(y)
-        cosines[start : start + PAIR_BLOCK] = torch.nn.functional.cosine_similarity(x.double(), y.double(),
-                                                                                    dim=-1).numpy()
-    total = np.bincount(pair_word, weights=cosines, minlength=words)
-    count = np.bincount(pair_word, minlength=words)
+            x = transform(x)
+        x = x.reshape(rows, stop - start, widest, dims) * (torch.arange(widest) < counts[:, None])[..., None]
+        unit_x = unit(x)
+        mine = np.flatnonzero((pair_word >= start) & (pair_word < stop))
+        gram = unit_x @ unit_x.mT  # (rows, words, n, n): the cosine of every pair of a word's occurrences
+        cosines[:, mine] = gram[:, torch.from_numpy(pair_word[mine] - start), torch.from_numpy(place[pair_a[mine]]),
+                                torch.from_numpy(place[pair_b[mine]])].numpy()
+        big = torch.nonzero(counts >= MEV_MIN_OCCURRENCES).flatten()
+        if len(big):
+            word_mev[:, start + big.numpy()] = mev(x[:, big], counts[big].expand(rows, -1)).numpy()
+        if progress is not None:
+            progress.update(stop - start)
+        start = stop
+    count = np.bincount(pair_word, minlength=len(groups))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return total / count
+        word_self = np.stack([np.bincount(pair_word, weights=c, minlength=len(groups)) for c in cosines]) / count
+    return word_self, word_mev
 
 
 def word_pairs(groups: list[list[int]], max_pairs: int = MAX_PAIRS_PER_WORD, seed: int = 0,

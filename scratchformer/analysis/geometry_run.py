@@ -21,7 +21,7 @@ import csv
 import io
 import warnings
 from collections.abc import Callable
-from functools import partial
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ import torch
 
 from .. import files
 from ..errors import ScratchformerError
+from .bank import model_sources
 from .encoding import PROGRESS_MIN_TEXTS, Encoded
 from .extractor import EmbeddingExtractor, LoadedModel, load_extractor
 from .geometry import (
@@ -43,7 +44,7 @@ from .geometry import (
     intra_sentence_similarity,
     mean_pairwise_cosine,
     mev,
-    self_similarities,
+    word_measures,
     word_pairs,
 )
 from .geometry_data import (
@@ -56,13 +57,12 @@ from .geometry_data import (
     plan_geometry,
     read_sentences,
 )
-from .layers import LEARNED, describe_layer, input_embedding_table, layer_kind, vectors_at
+from .layers import LEARNED, describe_layer, input_embedding_table, layer_kind
 from .output import check_apart_from_inputs, check_output_folder, output_folder, write_json
 from .pooling import check_word_pooling, word_tokens_used
 from .words import covering_tokens, words_kept
 
 CHUNK = 512  # sentences tokenized at once: the token bookkeeping of a chunk is all that is held
-DEFAULT_MODELS = ["small", "minilm"]
 
 # ----------------------------------------------------------------------------------------------------------------
 # Word vectors of one sentence, every row at once
@@ -95,51 +95,80 @@ def learned_table(model: torch.nn.Module) -> torch.Tensor | None:
         return None
 
 
+@dataclass
+class BatchWords:
+    """The words of a batch of sentences, every row at once: sentence ``b``'s words are ``vectors[:, starts[b] :
+    starts[b + 1]]``, at ``positions[b]`` among its :func:`~scratchformer.analysis.words.sentence_words`, made of the
+    tokens ``groups[b]``."""
+
+    vectors: torch.Tensor  # (rows, words, dims): rows = learned, 0, 1..N (no learned row without a fitting table)
+    starts: list[int]
+    positions: list[list[int]]
+    groups: list[list[list[int]]]
+
+    def sizes(self) -> list[int]:
+        return [b - a for a, b in zip(self.starts, self.starts[1:])]
+
+
+def batch_rows(model: torch.nn.Module, batch: list[Encoded], hidden: torch.Tensor, pooling: str,
+               table: torch.Tensor | None) -> BatchWords:
+    """The words of ``batch`` (those not cut off, and covered by a token) pooled from ``hidden`` ``(batch, layers +
+    1, tokens, dims)`` and the learned ``table`` (``None``: no learned row, as for ALBERT, whose table is narrower
+    than its hidden states) in a few tensor operations for the whole batch; the per-sentence work is the Python
+    bookkeeping of which tokens make which word."""
+    where: list[tuple[int, int]] = []  # (sentence in batch, token) of every pooled token
+    word_of: list[int] = []  # and the word it goes into
+    sizes: list[int] = []  # tokens pooled per word
+    starts, positions, groups = [0], [], []
+    for b, encoded in enumerate(batch):
+        found = word_token_indices(encoded, [(start, end) for _, start, end in words_kept(encoded)])
+        kept = [p for p, tokens in enumerate(found) if tokens]
+        for p in kept:
+            used = word_tokens_used(found[p], pooling)
+            where += [(b, t) for t in used]
+            word_of += [len(sizes)] * len(used)
+            sizes.append(len(used))
+        positions.append(kept)
+        groups.append([found[p] for p in kept])
+        starts.append(len(sizes))
+    index = torch.tensor(where, dtype=torch.long).reshape(-1, 2)
+    word = torch.tensor(word_of, dtype=torch.long)
+    count = torch.tensor(sizes, dtype=torch.float32)[:, None]
+    gathered = hidden[index[:, 0], :, index[:, 1]]  # (pooled tokens, layers + 1, dims)
+    contextual = gathered.new_zeros(len(sizes), *gathered.shape[1:]).index_add_(0, word, gathered)
+    vectors = (contextual / count[..., None]).transpose(0, 1)  # (layers + 1, words, dims)
+    if table is not None and table.shape[1] == hidden.shape[-1]:
+        ids = torch.tensor([batch[b].input_ids[t] for b, t in where], dtype=torch.long)
+        tokens = table[ids.to(table.device)].detach().float().cpu()
+        learned = tokens.new_zeros(len(sizes), tokens.shape[1]).index_add_(0, word, tokens) / count
+        vectors = torch.cat([learned[None], vectors])
+    return BatchWords(vectors.contiguous(), starts, positions, groups)
+
+
 def sentence_rows(model: torch.nn.Module, encoded: Encoded, hidden: torch.Tensor, pooling: str,
                   ) -> tuple[list[int], list[list[int]], torch.Tensor]:
-    """The sentence's words (those not cut off) as ``(positions, token indices, vectors)``: ``vectors`` is
-    ``(rows, words, dims)``, rows = learned, 0, 1..N (no learned row for a model without a table as wide as its
-    hidden states, such as ALBERT's); ``positions`` index the sentence's
-    :func:`~scratchformer.analysis.words.sentence_words`. A word that no token covers is left out."""
-    words = words_kept(encoded)
-    groups = word_token_indices(encoded, [(start, end) for _, start, end in words])
-    positions = [p for p, g in enumerate(groups) if g]
-    used = [word_tokens_used(groups[p], pooling) for p in positions]
-    weights = torch.zeros(len(used), hidden.shape[1])  # (words, tokens): the pooling as one matrix product
-    for w, tokens in enumerate(used):
-        weights[w, tokens] = 1.0 / len(tokens)
-    contextual = weights @ hidden  # (layers + 1, words, dims)
-    table = learned_table(model)
-    if table is None or table.shape[1] != hidden.shape[-1]:
-        return positions, [groups[p] for p in positions], contextual
-    learned = weights @ vectors_at(model, encoded.input_ids, hidden, LEARNED)  # (words, dims)
-    return positions, [groups[p] for p in positions], torch.cat([learned[None], contextual])
+    """One sentence's words as ``(positions, token indices, (rows, words, dims) vectors)``: :func:`batch_rows` for a
+    batch of one (``hidden`` is the sentence's ``(layers + 1, tokens, dims)``)."""
+    words = batch_rows(model, [encoded], hidden[None], pooling, learned_table(model))
+    return words.positions[0], words.groups[0], words.vectors
 
 
 def stream_rows(extractor: EmbeddingExtractor, sentences: list[str], indices: list[int], pooling: str,
-                visit: Callable[[int, Encoded, list[int], list[list[int]], torch.Tensor], None], bar: Any) -> int:
-    """Run the sentences ``indices`` through the model a chunk at a time and call ``visit(sentence, encoded,
-    positions, token indices, vectors)`` with each one's :func:`sentence_rows`; returns how many were truncated
-    (their truncation warnings are counted here instead of repeated per chunk)."""
+                visit: Callable[[list[int], list[Encoded], BatchWords], None], bar: Any) -> int:
+    """Run the sentences ``indices`` through the model a chunk at a time and call ``visit(sentence numbers,
+    encoded, words)`` with each forward batch's :func:`batch_rows`; returns how many were truncated (their
+    truncation warnings are counted here instead of repeated per chunk)."""
     encoder = extractor.text_encoder
-    progress, encoder.progress = encoder.progress, False  # the caller's bar spans both passes
+    table = learned_table(extractor.model)
     truncated = 0
-    try:
-        for start in range(0, len(indices), CHUNK):
-            part = indices[start : start + CHUNK]
-
-            def keep(i: int, e: Encoded, hidden: torch.Tensor, part: list[int] = part) -> bool:
-                positions, groups, vectors = sentence_rows(extractor.model, e, hidden, pooling)
-                if positions:
-                    visit(part[i], e, positions, groups, vectors)
-                bar.update(1)
-                return e.truncated
-
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=r".*longer than the model's maximum")
-                truncated += sum(encoder.map([sentences[s] for s in part], keep))
-    finally:
-        encoder.progress = progress
+    for start in range(0, len(indices), CHUNK):
+        part = indices[start : start + CHUNK]
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*longer than the model's maximum")
+            for order, batch, hidden in encoder.batches([sentences[s] for s in part]):
+                visit([part[i] for i in order], batch, batch_rows(extractor.model, batch, hidden, pooling, table))
+                truncated += sum(e.truncated for e in batch)
+                bar.update(len(batch))
     return truncated
 
 
@@ -153,14 +182,14 @@ class _Accumulator:
 
     def __init__(self, plan: GeometryPlan, standardise: bool) -> None:
         self.plan, self.standardise = plan, standardise
-        self.baseline: list[torch.Tensor] = []  # (rows, dims) per sampled sentence
+        self.baseline: list[torch.Tensor] = []  # (rows, sentences, dims) per batch of sampled sentences
         self.intra_sentences = 0
         self.valid = np.zeros(plan.occurrences, dtype=bool)  # False where the word was cut off or not covered
         self.tokens: list[tuple[int, ...]] = [()] * plan.occurrences
         self.store: torch.Tensor | None = None
 
     def _allocate(self, vectors: torch.Tensor) -> None:
-        """Sized by the first sentence's ``(rows, words, dims)``."""
+        """Sized by the first batch's ``(rows, words, dims)``."""
         if self.store is not None:
             return
         rows, _, dims = vectors.shape
@@ -169,30 +198,37 @@ class _Accumulator:
         self.intra_std = torch.zeros(rows, dtype=torch.float64)
         self.store = torch.zeros(rows, self.plan.occurrences, dims)  # the kept occurrences, every row
 
-    def sample(self, s: int, e: Encoded, positions: list[int], groups: list[list[int]], vectors: torch.Tensor,
-               ) -> None:
-        """Pass 1: statistics for the standardisation, one random occurrence for the baseline."""
-        self._allocate(vectors)
-        self.stats.add(vectors)
-        pick = int(np.random.default_rng([self.plan.seed, s]).integers(len(positions)))
-        self.baseline.append(vectors[:, pick].clone())
+    def sample(self, sentences: list[int], batch: list[Encoded], words: BatchWords) -> None:
+        """Pass 1: statistics for the standardisation, one random occurrence per sentence for the baseline."""
+        self._allocate(words.vectors)
+        self.stats.add(words.vectors)
+        picks = [words.starts[b] + int(np.random.default_rng([self.plan.seed, s]).integers(size))
+                 for b, (s, size) in enumerate(zip(sentences, words.sizes())) if size]
+        self.baseline.append(words.vectors[:, picks])
 
-    def sentence(self, s: int, e: Encoded, positions: list[int], groups: list[list[int]], vectors: torch.Tensor,
-                 ) -> None:
-        """Pass 2: intra-sentence similarity, and the occurrences the plan keeps."""
-        self._allocate(vectors)
-        if len(positions) >= 2:
-            self.intra += intra_sentence_similarity(vectors)
+    def sentence(self, sentences: list[int], batch: list[Encoded], words: BatchWords) -> None:
+        """Pass 2: intra-sentence similarity (sentences of two words or more), and the occurrences the plan keeps."""
+        self._allocate(words.vectors)
+        sizes = [size for size in words.sizes() if size >= 2]
+        if sizes:
+            x = words.vectors[:, [k for a, b in zip(words.starts, words.starts[1:]) if b - a >= 2
+                                  for k in range(a, b)]]
+            self.intra += intra_sentence_similarity(x, sizes).sum(dim=-1)
             if self.standardise:
-                self.intra_std += intra_sentence_similarity(self.stats(vectors))
-            self.intra_sentences += 1
-        where = {p: k for k, p in enumerate(positions)}
-        for position, slot in self.plan.slots.get(s, ()):
-            k = where.get(position)
-            if k is not None:
-                self.store[:, slot] = vectors[:, k]
-                self.valid[slot] = True
-                self.tokens[slot] = tuple(e.input_ids[t] for t in groups[k])
+                self.intra_std += intra_sentence_similarity(self.stats(x), sizes).sum(dim=-1)
+            self.intra_sentences += len(sizes)
+        slots, columns = [], []
+        for b, s in enumerate(sentences):
+            where = {p: k for k, p in enumerate(words.positions[b])}
+            for position, slot in self.plan.slots.get(s, ()):
+                k = where.get(position)
+                if k is not None:
+                    slots.append(slot)
+                    columns.append(words.starts[b] + k)
+                    self.tokens[slot] = tuple(batch[b].input_ids[t] for t in words.groups[b][k])
+        if slots:
+            self.store[:, slots] = words.vectors[:, columns]
+            self.valid[slots] = True
 
 
 def measure_geometry(extractor: EmbeddingExtractor, plan: GeometryPlan, *, pooling: str = "mean",
@@ -211,10 +247,10 @@ def measure_geometry(extractor: EmbeddingExtractor, plan: GeometryPlan, *, pooli
         stream_rows(extractor, plan.sentences, plan.sample, pooling, acc.sample, bar)
         truncated = stream_rows(extractor, plan.sentences, list(range(len(plan.sentences))), pooling, acc.sentence,
                                 bar)
-    if len(acc.baseline) < 2:
+    if sum(b.shape[1] for b in acc.baseline) < 2:
         raise ScratchformerError("the baseline needs words from at least two sentences; give more sentences")
     return _report(acc, plan, num_layers, label=label, source=source, data_label=data_label, pooling=pooling,
-                   truncated=truncated, random_init=random_init)
+                   truncated=truncated, random_init=random_init, progress=show)
 
 
 def _word_groups(acc: _Accumulator, plan: GeometryPlan) -> tuple[list[int], list[list[int]]]:
@@ -228,20 +264,13 @@ def _word_groups(acc: _Accumulator, plan: GeometryPlan) -> tuple[list[int], list
 
 def _measures(vectors: torch.Tensor, baseline: torch.Tensor, groups: list[list[int]],
               pairs: tuple[np.ndarray, np.ndarray, np.ndarray], intra: torch.Tensor,
-              standardiser: Standardiser | None) -> tuple[list[dict[str, float]], np.ndarray, np.ndarray]:
+              standardiser: Standardiser | None, bar: Any) -> tuple[list[dict[str, float]], np.ndarray, np.ndarray]:
     """Every row's measures from the kept occurrences ``(rows, slots, dims)``, the baseline sample ``(rows, n,
     dims)`` and the intra-sentence means, standardised first when a ``standardiser`` is given; with the per-word
     self-similarity and MEV ``(rows, words)`` (MEV ``nan`` below :data:`MEV_MIN_OCCURRENCES`)."""
     rows = vectors.shape[0]
-    prepare = standardiser if standardiser is not None else (lambda x, row=None: x)
-    word_self = np.stack([self_similarities(vectors[r], *pairs, len(groups),
-                                            transform=None if standardiser is None else partial(standardiser, row=r))
-                          for r in range(rows)])
-    word_mev = np.full((rows, len(groups)), np.nan)
-    for w, group in enumerate(groups):
-        if len(group) >= MEV_MIN_OCCURRENCES:
-            word_mev[:, w] = mev(prepare(vectors[:, group])).numpy()
-    base = prepare(baseline)
+    word_self, word_mev = word_measures(vectors, groups, *pairs, transform=standardiser, progress=bar)
+    base = baseline if standardiser is None else standardiser(baseline)
     base_mev = mev(base).numpy()
     values = [{"self_similarity": float(np.nanmean(word_self[r])),
                "intra_sentence_similarity": float(intra[r]),
@@ -252,22 +281,27 @@ def _measures(vectors: torch.Tensor, baseline: torch.Tensor, groups: list[list[i
 
 
 def _report(acc: _Accumulator, plan: GeometryPlan, num_layers: int, *, label: str, source: str, data_label: str,
-            pooling: str, truncated: int, random_init: bool) -> GeometryReport:
+            pooling: str, truncated: int, random_init: bool, progress: bool = False) -> GeometryReport:
     """The rows, the per-word lines and the counts from what the two passes collected."""
+    from tqdm.auto import tqdm
+
     words, groups = _word_groups(acc, plan)
     if not groups:
         raise ScratchformerError("no word has two occurrences left after truncation; give shorter sentences")
     pair_a, pair_b, pair_word = word_pairs(groups, MAX_PAIRS_PER_WORD, plan.seed)
-    baseline = torch.stack(acc.baseline, dim=1)  # (rows, sampled sentences, dims)
+    baseline = torch.cat(acc.baseline, dim=1)  # (rows, sampled sentences, dims)
     sentences = acc.intra_sentences or float("nan")  # no sentence of two words: no intra-sentence similarity
-    intra = acc.intra / sentences
-    raw, word_self, word_mev = _measures(acc.store, baseline, groups, (pair_a, pair_b, pair_word), intra, None)
-    std = std_self = std_mev = None
-    if acc.standardise:
-        intra_std = acc.intra_std / sentences
-        std, std_self, std_mev = _measures(acc.store, baseline, groups, (pair_a, pair_b, pair_word), intra_std,
-                                           acc.stats)
-    identical = int(sum(acc.tokens[a] == acc.tokens[b] for a, b in zip(pair_a.tolist(), pair_b.tolist())))
+    pairs = (pair_a, pair_b, pair_word)
+    with tqdm(total=len(groups) * (1 + acc.standardise), desc=f"measures: {label.split(' (')[0]}", unit="word",
+              disable=not progress) as bar:
+        raw, word_self, word_mev = _measures(acc.store, baseline, groups, pairs, acc.intra / sentences, None, bar)
+        std = std_self = std_mev = None
+        if acc.standardise:
+            std, std_self, std_mev = _measures(acc.store, baseline, groups, pairs, acc.intra_std / sentences,
+                                               acc.stats, bar)
+    spelling = {tokens: k for k, tokens in enumerate(dict.fromkeys(acc.tokens))}
+    spelled = np.array([spelling[tokens] for tokens in acc.tokens], dtype=np.int64)  # one number per spelling
+    identical = int((spelled[pair_a] == spelled[pair_b]).sum())
     layers: list[Any] = [LEARNED, *range(num_layers + 1)][-acc.store.shape[0]:]  # without a learned row: 0..N
     learned_note = "learned row: self-similarity and MEV are 1 by construction for occurrences spelled with the same "
     learned_note += (f"tokens (here all {identical:,} pairs: one table row per word)" if identical == len(pair_a) else
@@ -380,9 +414,10 @@ def run_geometry(
     quiet: bool = False,
 ) -> list[GeometryReport]:
     """Measure each model on ``data``; write ``geometry.json``, ``geometry_words.csv`` and one PNG per measure into
-    ``output``, and print a table per model unless ``quiet``. Options, data and the output folder are checked, and
-    every model loaded, before any encoding."""
-    models = list(models or DEFAULT_MODELS)
+    ``output``, and print a table per model unless ``quiet``. Without ``models``: our shipped checkpoint and
+    MiniLM, or ours alone with a one-line note where the ``[reference]`` extra is missing (as ``compare`` does).
+    Options, data and the output folder are checked, and every model loaded, before any encoding."""
+    models = list(models) if models else model_sources(None, include_defaults=True)  # MiniLM where installed
     check_options(models, pooling, batch_size, max_sentences)
     check_plan_options(min_occurrences, max_words, max_occurrences, sample_sentences)
     data_set = read_sentences(data, max_sentences)

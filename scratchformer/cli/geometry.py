@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from . import add_command, model_help
 
@@ -11,6 +12,9 @@ MIN_OCCURRENCES, MAX_WORDS, MAX_OCCURRENCES, SAMPLE_SENTENCES = 5, 2000, 50, 100
 
 
 def _geometry_command(args: argparse.Namespace) -> int:
+    # OpenMP threads that sleep instead of spinning while they wait: on a shared machine spinning threads made the
+    # run 10 times slower (benchmarks/geometry_speed.md). Read when torch loads, so it is set before the import.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from ..analysis.geometry_run import run_geometry
 
     run_geometry(
@@ -39,7 +43,9 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--data", required=True,
                         help="a word-sense TSV (the format senses reads) or plain text, one sentence a line (.gz ok)")
-    parser.add_argument("--model", action="append", help=model_help("a model to measure (default: small and minilm)"))
+    parser.add_argument("--model", action="append",
+                        help=model_help("a model to measure (default: small, and minilm where the [reference] extra "
+                                        "is installed)"))
     parser.add_argument("--output", default="compare_output",
                         help="folder for geometry.json, geometry_words.csv and the PNGs; compare --html shows "
                         "the geometry.json it finds in its own folder")
