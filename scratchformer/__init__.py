@@ -12,8 +12,8 @@ The package is layered; imports only go down:
 ``import scratchformer`` registers the classes with transformers' ``Auto*`` factories (``AutoConfig``, ``AutoModel``,
 ``AutoModelForSeq2SeqLM``, ``AutoModelForMaskedLM``, the task heads and ``AutoTokenizer``), so that our folders load
 with our classes with no flag and no prompt. The other names load on first use (PEP 562). The ``scratchformer``
-command starts from ``scratchformer_launcher``, which defers the registration (and torch) to the subcommands that
-load a model, so that ``scratchformer --help`` stays fast.
+command starts from ``scratchformer_launcher`` (``python -m scratchformer`` likewise), which defers the registration
+(and torch) to the subcommands that load a model, so that ``scratchformer --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -93,5 +93,16 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-if not getattr(sys.modules.get("scratchformer_launcher"), "DEFER_REGISTRATION", False):
+def _started_as_the_command() -> bool:
+    """Whether this import is ``python -m scratchformer`` (or ``scratchformer.cli``) locating its ``__main__``:
+    ``sys.argv[0]`` is ``"-m"`` only then. The command defers the registration as the console script does."""
+    argv = getattr(sys, "orig_argv", [])
+    return sys.argv[:1] == ["-m"] and any(
+        flag == "-m" and module in ("scratchformer", "scratchformer.cli") for flag, module in zip(argv, argv[1:]))
+
+
+# the launcher is "scratchformer_launcher" under the console script, "__main__" under python -m scratchformer_launcher
+if not (any(getattr(sys.modules.get(name), "DEFER_REGISTRATION", False) for name in ("scratchformer_launcher",
+                                                                                      "__main__"))
+        or _started_as_the_command()):
     register()

@@ -12,11 +12,35 @@ from scratchformer.cli import build_parser, main
 
 
 def test_info_prints_versions_and_registered_classes(capsys):
+    import transformers
+
+    from scratchformer import ScratchformerConfig
+
     assert main(["info"]) == 0
     out = capsys.readouterr().out
-    for expected in ("torch", "transformers", "tokenizers", "ScratchformerConfig", "ScratchformerEncoderModel",
-                     "ScratchformerForConditionalGeneration", "ScratchformerTokenizer"):
+    for expected in ("torch", "transformers", "tokenizers", "ScratchformerConfig", "ScratchformerTokenizer"):
         assert expected in out
+    # every Auto class that transformers maps our config to, found by asking transformers itself
+    registered = {name: getattr(transformers, name)._model_mapping[ScratchformerConfig].__name__
+                  for name in dir(transformers) if name.startswith("AutoModel")
+                  and ScratchformerConfig in getattr(getattr(transformers, name), "_model_mapping", {})}
+    assert len(registered) == 5  # AutoModel, -ForSeq2SeqLM, -ForMaskedLM, -ForSequenceClassification, -ForTokenC...
+    lines = [line.split() for line in out.splitlines()]
+    for auto_name, class_name in registered.items():
+        assert [auto_name, "->", class_name] in lines, (auto_name, out)
+    assert ["AutoTokenizer", "->", "ScratchformerTokenizer"] in lines
+
+
+@pytest.mark.parametrize("module", ["scratchformer", "scratchformer.cli", "scratchformer_launcher"])
+def test_python_m_help_imports_neither_torch_nor_transformers(module):
+    """``python -m scratchformer --help`` answers as fast as the console script: no torch, no transformers
+    (``-X importtime`` lists every module imported)."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", module, "--help"], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.startswith("usage: scratchformer"), result.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "scratchformer.cli" in imported and not imported & {"torch", "transformers"}
 
 
 def test_every_subcommand_has_help():

@@ -25,17 +25,17 @@ def _info(args: argparse.Namespace) -> int:
     print(f"transformers  {transformers.__version__}")
     print(f"tokenizers    {tokenizers.__version__}")
     print("registered classes:")
-    config = AutoConfig.for_model("scratchformer")
-    print(f"  AutoConfig            'scratchformer' -> {type(config).__name__}")
-    for auto_name in ("AutoModel", "AutoModelForSeq2SeqLM", "AutoTokenizer"):
-        auto_cls = getattr(transformers, auto_name)
-        target = auto_cls._model_mapping[type(config)] if auto_name != "AutoTokenizer" else None
-        if auto_name == "AutoTokenizer":
-            from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING
 
-            target = TOKENIZER_MAPPING[type(config)]
-            target = target[0] if isinstance(target, tuple) else target
-        print(f"  {auto_name:<21} -> {getattr(target, '__name__', target)}")
+    from ..models import MODEL_CLASSES
+
+    config = AutoConfig.for_model("scratchformer")
+    print(f"  {'AutoConfig':<35} 'scratchformer' -> {type(config).__name__}")
+    for auto_cls in MODEL_CLASSES:  # every model class registered, read back from transformers' own mapping
+        print(f"  {auto_cls.__name__:<35} -> {auto_cls._model_mapping[type(config)].__name__}")
+    tokenizer = TOKENIZER_MAPPING[type(config)]
+    tokenizer = tokenizer[0] if isinstance(tokenizer, tuple) else tokenizer
+    print(f"  {'AutoTokenizer':<35} -> {getattr(tokenizer, '__name__', tokenizer)}")
     return 0
 
 
