@@ -422,8 +422,8 @@ def hub_options(source: str) -> dict[str, Any]:
     if constants.is_offline_mode():
         return {}  # huggingface_hub makes no request and reads the cache only
     timeout = constants.HF_HUB_ETAG_TIMEOUT if os.environ.get("HF_HUB_ETAG_TIMEOUT") else HUB_TIMEOUT
-    try:
-        get_hf_file_metadata(hf_hub_url(source, "config.json"), timeout=timeout)  # retry_on_errors=False
+    try:  # retry_on_errors=False; "timeout" bounds each connect and read, within() the whole request
+        within(timeout, lambda: get_hf_file_metadata(hf_hub_url(source, "config.json"), timeout=timeout))
         return {}
     except Exception as error:
         if not is_network_error(error):
@@ -434,6 +434,36 @@ def hub_options(source: str) -> dict[str, Any]:
     raise ScratchformerError(redact(
         f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} to download {source!r} "
         f"({type(unreachable).__name__}: {_one_line(unreachable)}), and it is not in the cache: {OFFLINE_HINT}"))
+
+
+def within(seconds: float, call: Callable[[], Any], stop: Callable[[], None] | None = None, grace: float = 0.0
+           ) -> Any:
+    """``call()``, or a :class:`TimeoutError` once ``seconds`` have passed: the total time limit of a network
+    operation. An http client's timeouts bound each connect and each read, so a server that sends one byte every
+    few seconds is never cut; this bounds the whole. ``call`` runs in a daemon thread; what it returns or raises
+    comes back here. Past the limit, ``stop()`` tells it to stop (no new request, connections shut) and it gets
+    ``grace`` more seconds to do so before the error; otherwise it is left to end on its own timeouts."""
+    import threading
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # handed to the caller's thread
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, name="scratchformer-network", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        if stop is not None:
+            stop()
+            worker.join(grace)
+        raise TimeoutError(f"no complete answer within {seconds:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 def is_network_error(error: BaseException) -> bool:

@@ -55,6 +55,7 @@ RELIABILITY = {
         "test_generating_past_learned_positions_is_refused_up_front",
         "test_embeddings_of_another_dtype_and_ids_without_values_are_refused",
         "test_labels_outside_the_classes_and_no_labels_at_all_are_refused",
+        "test_masked_lm_labels_outside_the_vocabulary_or_of_the_wrong_shape_are_refused",
         "test_nan_or_infinite_inputs_embeds_are_refused_not_turned_into_nan_logits",
     ],
     "files and TSVs": [
@@ -139,6 +140,8 @@ RELIABILITY = {
         "test_push_to_a_hub_that_never_answers_ends_in_one_line_within_a_minute",
         "test_push_gives_up_once_retries_outlast_the_budget_and_logs_no_secret",
         "test_more_beams_than_tokens_and_runaway_lengths_are_refused_before_any_work",
+        "test_push_to_a_hub_that_answers_one_byte_at_a_time_ends_within_its_time_limit",
+        "test_a_hub_that_answers_one_byte_at_a_time_is_given_up_after_the_timeout",
         "test_an_input_too_big_for_the_memory_or_the_time_bound_is_refused_before_the_stack_runs",
         "test_a_model_deeper_than_the_layer_cap_is_refused_before_a_layer_is_built",
     ],

@@ -324,3 +324,50 @@ def silent_endpoint(userinfo: str = "") -> Iterator[str]:
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
         yield f"http://{userinfo + '@' if userinfo else ''}127.0.0.1:{silent.getsockname()[1]}"
+
+
+@contextmanager
+def slow_endpoint(interval: float = 5.0, userinfo: str = "", max_seconds: float = 240.0) -> Iterator[str]:
+    """``http://[userinfo@]127.0.0.1:PORT`` of a server that reads each request, then answers one byte every
+    ``interval`` seconds and never finishes (a header line that never ends): a client whose read timeout is longer
+    than ``interval`` waits for ever. Stops when the block ends, or drops each connection after ``max_seconds``
+    (so that a test of a client that never gives up fails instead of hanging)."""
+    stopping = threading.Event()
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.1)
+
+    def drip(connection: socket.socket) -> None:
+        answer = b"HTTP/1.1 200 OK\r\nX-Slow: "
+        with connection:
+            connection.settimeout(1.0)
+            try:
+                connection.recv(65536)
+                deadline = time.monotonic() + max_seconds
+                for sent in range(10**6):
+                    if stopping.is_set() or time.monotonic() > deadline:
+                        return
+                    connection.sendall(answer[sent:sent + 1] or b"a")
+                    stopping.wait(interval)
+            except OSError:  # the client gave up and closed the connection
+                return
+
+    def accept() -> None:
+        while not stopping.is_set():
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=drip, args=(connection,), daemon=True).start()
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    try:
+        yield f"http://{userinfo + '@' if userinfo else ''}127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stopping.set()
+        acceptor.join(5)
+        server.close()

@@ -105,6 +105,30 @@ def test_labels_outside_the_classes_and_no_labels_at_all_are_refused(batch):
         tiny_config(num_labels=0)
 
 
+def test_masked_lm_labels_outside_the_vocabulary_or_of_the_wrong_shape_are_refused(batch):
+    """The masked-LM head passed any labels to cross-entropy: an id past the vocabulary was a traceback from torch
+    (an index error, or garbage on a GPU). They are checked as the seq2seq head's are; -100 stays "nothing here"."""
+    from scratchformer import ScratchformerForMaskedLM
+
+    torch.manual_seed(0)
+    config = tiny_config()
+    model = ScratchformerForMaskedLM(config).eval()
+    vocab = config.vocab_size
+    good = torch.full_like(batch["input_ids"], -100)
+    good[0, 1] = 7
+    assert torch.isfinite(model(**batch, labels=good).loss)
+    for labels in (torch.tensor([[5, vocab, -100, -100, -100], [5, 6, -100, -100, -100]]),
+                   torch.tensor([[5, -7, -100, -100, -100], [5, 6, -100, -100, -100]])):
+        with pytest.raises(ValueError, match=rf"labels has token ids outside 0..{vocab - 1} \(the vocabulary has "):
+            model(**batch, labels=labels)
+    with pytest.raises(ValueError, match=r"labels have shape \(2, 3\) but the input has shape \(2, 5\)"):
+        model(**batch, labels=good[:, :3])
+    with pytest.raises(ValueError, match="labels must be a \\(batch, sequence_length\\) tensor"):
+        model(**batch, labels=good[0])
+    with pytest.raises(ValueError, match="labels must hold integer token ids"):
+        model(**batch, labels=good.float())
+
+
 def test_heads_load_from_the_seq2seq_checkpoint_through_the_auto_classes():
     """The encoder comes from the checkpoint (equal to the seq2seq model's), only the head is new."""
     folder = pretrained_path("small")

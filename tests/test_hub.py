@@ -505,6 +505,37 @@ def test_push_gives_up_once_retries_outlast_the_budget_and_logs_no_secret(artifa
     assert getattr(_http, "_GLOBAL_CLIENT_FACTORY", _http.default_client_factory) is _http.default_client_factory
 
 
+def test_push_to_a_hub_that_answers_one_byte_at_a_time_ends_within_its_time_limit(artifacts, monkeypatch):
+    """A Hub that sends one byte every 5 s never trips a read timeout: the push ran past 480 s. The whole upload now
+    has a time limit (TIME_LIMIT s plus 1 s per 100 kB; 2 s here, and one byte every 0.5 s): past it, no request
+    is sent, the open connection is shut, and the push is one line naming the endpoint (redacted) and the limit."""
+    import threading
+    import time
+
+    import huggingface_hub.constants
+    from fake_hub import slow_endpoint
+
+    push_module = sys.modules["scratchformer.hub.push"]
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(push_module, "TIME_LIMIT", 2.0)
+    monkeypatch.setattr(push_module, "SLOWEST_RATE", 10**12)  # the size adds nothing to the 2 s
+    with slow_endpoint(0.5, f"alice:{SECRET_PASSWORD}") as endpoint:
+        port = endpoint.rsplit(":", 1)[1]
+        start = time.monotonic()
+        with pytest.raises(HubError) as caught:
+            push(artifacts["source"], "alice/slow", token=SECRET_TOKEN, endpoint=endpoint)
+        seconds = time.monotonic() - start
+        stopped = time.monotonic() + 5  # the upload's thread ends once its connection is shut
+        while any(thread.name == "scratchformer-network" for thread in threading.enumerate()):
+            assert time.monotonic() < stopped, "the abandoned upload still runs"
+            time.sleep(0.05)
+    message = str(caught.value)
+    assert seconds < 2 + push_module.STOP_GRACE + 5, seconds  # the export itself takes a second or two
+    assert message.startswith(f"the push to the Hub at http://***@127.0.0.1:{port} did not finish within its time "
+                              "limit of 2 s"), message
+    assert "\n" not in message and SECRET_PASSWORD not in message and SECRET_TOKEN not in message
+
+
 def test_a_refused_push_chains_no_secret_and_writes_none(artifacts, tmp_path, monkeypatch):
     """Push raised its one-line HubError "from None", but the refusal it replaced stayed as its __context__, holding
     the server's echo of 'Authorization: Bearer hf_...': printed by a script that walks the chain, or by a logger

@@ -324,10 +324,37 @@ def test_a_hub_that_never_answers_is_given_up_after_the_timeout(tmp_path, monkey
         seconds = time.monotonic() - start
     assert seconds < 5, seconds
     assert_offline_error({"error": str(caught.value), "seconds": seconds}, "alice/silent", endpoint)
-    assert "ReadTimeout" in str(caught.value)
+    assert "ReadTimeout" in str(caught.value) or "no complete answer within 1 s" in str(caught.value)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert loading.hub_options("alice/silent") == {}  # HF_HUB_OFFLINE=1: nothing asked, the cache only
     assert loading.hub_options(str(tmp_path)) == {}  # a folder
+
+
+def test_a_hub_that_answers_one_byte_at_a_time_is_given_up_after_the_timeout(tmp_path, monkeypatch):
+    """A server that sends one byte every 0.3 s never trips the 1 s read timeout; the request as a whole is cut at
+    HUB_TIMEOUT (loading.within), and the first request of a process pays no more (it took 8.2 s for 5 s: setting up
+    the http client counted on top)."""
+    import time
+
+    from fake_hub import slow_endpoint
+    from huggingface_hub import constants
+
+    import scratchformer.loading as loading
+
+    with slow_endpoint(0.3) as endpoint:
+        monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+        monkeypatch.delenv("HF_HUB_ETAG_TIMEOUT", raising=False)
+        monkeypatch.setattr(loading, "HUB_TIMEOUT", 1.0)
+        start = time.monotonic()
+        with pytest.raises(ScratchformerError) as caught:
+            loading.hub_options("alice/slow")
+        seconds = time.monotonic() - start
+    assert seconds < 2, seconds
+    assert_offline_error({"error": str(caught.value), "seconds": seconds}, "alice/slow", endpoint)
+    assert "(TimeoutError: no complete answer within 1 s)" in str(caught.value), caught.value
 
 
 # ------------------------------------------------------------------------ integrity, permissions, contradictions

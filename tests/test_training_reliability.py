@@ -1049,6 +1049,8 @@ def test_the_loss_watch_reads_the_device_only_at_steps_that_synchronise_anyway()
     state = TrainerState(global_step=3, max_steps=10)
     watch.on_step_end(None, state, TrainerControl())  # no sync asked for: nothing read, nothing raised
     assert watch.step is None and watch.first_bad.device.type == "meta"
+    # nor does the Trainer's own NaN filter of the logged loss, which reads every step's loss: off by default
+    assert config_from_args(["--train-files", "a", "--output-dir", "o"])[1].logging_nan_inf_filter is False
     watch = NonFiniteLoss()
     for step, loss in enumerate([1.0, 2.0, float("inf"), float("nan")], 1):
         watch.observe(torch.tensor(loss), step)

@@ -15,20 +15,26 @@ client (made by huggingface_hub's ``set_client_factory`` knob, from the factory 
 (a slow upload that keeps sending is never cut). huggingface_hub retries some requests (up to five times, with
 back-off); a push also gives up once tries have failed for :data:`RETRY_BUDGET` seconds in a row. A Hub that accepts
 the connection and never answers is one line after :data:`REQUEST_TIMEOUT` seconds, with the endpoint named.
+
+Those limits bound each step, not the whole: a server that sends one byte every few seconds never trips them. So the
+upload as a whole has a time limit too (:func:`time_limit`: :data:`TIME_LIMIT` seconds, plus one second per
+:data:`SLOWEST_RATE` bytes of the folder): past it, no further request is sent, the open connections are shut, and
+the push is one line (:func:`scratchformer.loading.within`).
 """
 
 from __future__ import annotations
 
+import socket
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from ..errors import HubError, no_secrets
-from ..loading import is_network_error, redact
+from ..loading import is_network_error, redact, within
 from .destination import check_repo_id
 from .export import export, require_onnx
 
@@ -40,6 +46,11 @@ REQUEST_TIMEOUT = 20.0
 # seconds of failed tries in a row (timeouts, refused or dropped connections) after which a push gives up, whatever
 # retries huggingface_hub has left; each retry's timeouts are cut to what is left of it
 RETRY_BUDGET = 30.0
+# the whole upload's time limit: TIME_LIMIT seconds, plus one second per SLOWEST_RATE bytes uploaded (100 kB/s:
+# the shipped model's 22 MB get 340 s); and how long an upload past it has to stop, once its connections are shut
+TIME_LIMIT = 120.0
+SLOWEST_RATE = 100_000
+STOP_GRACE = 10.0
 HTTP_HINTS = {401: "the token was rejected: check HF_TOKEN",
               403: "the token may not write there: use a token with write access to that namespace"}
 
@@ -78,8 +89,23 @@ def push(
     message = commit_message or f"Upload Scratchformer model, code and tokenizer (scratchformer {__version__})"
     with tempfile.TemporaryDirectory(prefix="scratchformer-push-") as tmp:
         folder = export(model_or_folder, Path(tmp) / "export", tokenizer, repo_id=repo_id, **export_options)
-        with no_secrets(token), _bounded_requests(RetryBudget(RETRY_BUDGET)):
-            return _upload(folder, repo_id, private=private, message=message, token=token, endpoint=endpoint)
+        limit, budget = time_limit(folder), RetryBudget(RETRY_BUDGET)
+        with no_secrets(token), _bounded_requests(budget):
+            try:
+                return within(limit, lambda: _upload(folder, repo_id, private=private, message=message, token=token,
+                                                     endpoint=endpoint), stop=budget.stop, grace=STOP_GRACE)
+            except TimeoutError:
+                raise HubError(redact(
+                    f"the push to the Hub at {endpoint} did not finish within its time limit of {limit:.0f} s "
+                    f"({TIME_LIMIT:g} s, plus 1 s per {SLOWEST_RATE // 1000} kB uploaded): the Hub answers too slowly "
+                    "or not at all. Check the network connection, proxy settings and HF_ENDPOINT, and look at the "
+                    f"repository {repo_id} before pushing again", token)) from None
+
+
+def time_limit(folder: Path) -> float:
+    """Seconds the upload of ``folder`` may take in all (see the module docstring)."""
+    size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+    return TIME_LIMIT + size / SLOWEST_RATE
 
 
 def _upload(folder: Path, repo_id: str, *, private: bool, message: str, token: str, endpoint: str) -> Any:
@@ -136,8 +162,31 @@ class RetryBudget:
     def __init__(self, seconds: float):
         self.seconds = seconds
         self._thread = threading.local()
+        self.stopped = False
+        self._sockets: list[Any] = []
+
+    def stop(self) -> None:
+        """The upload's time is up: refuse every further request, and shut the connections opened so far, which
+        wakes a request waiting on a slow server at once."""
+        self.stopped = True
+        for connection in list(self._sockets):
+            with suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+    def _trace(self, earlier: Callable[[str, dict], Any] | None) -> Callable[[str, dict], Any]:
+        """The http core's ``trace`` extension of a request: notes the socket of each new connection."""
+        def trace(event: str, info: dict) -> Any:
+            if event.endswith("connect_tcp.complete") and info.get("return_value") is not None:
+                connection = info["return_value"].get_extra_info("socket")
+                if connection is not None:
+                    self._sockets.append(connection)
+            return earlier(event, info) if earlier is not None else None
+        return trace
 
     def on_request(self, request: Any) -> None:
+        if self.stopped:
+            raise OutOfRetries("the upload's time limit has passed")
+        request.extensions["trace"] = self._trace(request.extensions.get("trace"))
         now = time.monotonic()
         state = self._thread
         sent = getattr(state, "sent", None)

@@ -1409,8 +1409,15 @@ class ScratchformerForMaskedLM(ScratchformerEncoderWithHead):
         """labels: ``(B, S)`` token ids to predict, ``-100`` where there is nothing to predict; the loss is their
         mean cross-entropy (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
         _warn_ignored(self, kwargs)
+        if labels is not None:  # as the seq2seq head checks its labels: ids outside the vocabulary fail in torch
+            if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
+                raise ValueError("labels must be a (batch, sequence_length) tensor of token ids, -100 where ignored")
+            _check_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
         encoded = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
         logits = self.lm_head(encoded.last_hidden_state)  # (B, S, V)
+        if labels is not None and labels.shape != logits.shape[:2]:
+            raise ValueError(f"labels have shape {tuple(labels.shape)} but the input has shape "
+                             f"{tuple(logits.shape[:2])}: give one label (or -100) per input token")
         loss = _token_loss(logits, labels, num_items_in_batch) if labels is not None else None
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
                               attentions=encoded.attentions)

@@ -231,6 +231,12 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
     save_total_limit: int | None = _trainer_field("save_total_limit", 3, "keep at most this many checkpoints")
     logging_steps: float = _trainer_field("logging_steps", 50, "log the training loss every this many steps")
     logging_first_step: bool = _trainer_field("logging_first_step", True)
+    # the Trainer's filter reads every micro-batch's loss on the host (bool of a device tensor: a GPU sync per step)
+    # to keep NaN out of the logged mean; --stop-on-nonfinite stops such a run without one (callbacks.NonFiniteLoss)
+    logging_nan_inf_filter: bool = _trainer_field(
+        "logging_nan_inf_filter", False, "leave NaN/inf losses out of the logged training loss (costs a host "
+                                         "synchronisation per step on a GPU; a run stops at a non-finite loss "
+                                         "anyway, see --no-stop-on-nonfinite)")
     report_to: None | str | list[str] = _trainer_field(
         "report_to", "none", "where to report the logs besides loss_history.json and loss_curve.png: none, all, or "
                              "one or more of tensorboard, trackio, wandb, mlflow, ... (the Trainer's integrations; "
