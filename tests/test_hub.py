@@ -579,6 +579,36 @@ def test_cli_refuses_a_bad_repo_id_with_exit_2(artifacts, tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("option, value, message", [
+    ("--license", "../../etc/passwd", "license '../../etc/passwd' is not one of the Hub's licence ids: see https"),
+    ("--license", "Apache-2.0", "license 'Apache-2.0' is not one of the Hub's licence ids: did you mean 'apache-2.0'?"),
+    ("--license", "gpl-9", "license 'gpl-9' is not one of the Hub's licence ids"),
+    ("--language", "english", "language 'english' is not a language code: use an ISO 639 code"),
+    ("--language", "../../etc/passwd", "language '../../etc/passwd' is not a language code"),
+    ("--dataset", "../../etc/passwd", "dataset '../../etc/passwd' is not a Hub dataset id (name or namespace/name)"),
+    ("--dataset", "me/data/extra", "dataset 'me/data/extra' is not a Hub dataset id"),
+    ("--dataset", "me/a b", "dataset 'me/a b' is not a Hub dataset id"),
+])
+def test_card_metadata_the_hub_would_not_read_is_refused_before_the_model_loads(artifacts, tmp_path, capsys,
+                                                                              monkeypatch, option, value, message):
+    export_module = importlib.import_module("scratchformer.hub.export")  # the module: the package names its function
+    monkeypatch.setattr(export_module, "model_and_tokenizer", lambda *args: pytest.fail("the model was loaded"))
+    assert cli_main(["export", str(artifacts["source"]), str(tmp_path / "x"), option, value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"scratchformer export: error: {message}") and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()
+
+
+def test_card_metadata_of_the_hubs_forms_is_written_as_given(artifacts, tmp_path):
+    from huggingface_hub import ModelCard
+
+    out = export(artifacts["source"], tmp_path / "x", license="cc-by-sa-4.0", language=["en", "pt-BR", "code"],
+                 datasets=["wikitext", "alice/kjv-web"])
+    data = ModelCard.load(out / "README.md").data
+    assert (data.license, data.language, data.datasets) == ("cc-by-sa-4.0", ["en", "pt-BR", "code"],
+                                                            ["wikitext", "alice/kjv-web"])
+
+
 # ---------------------------------------------------------------------------------------------------- embeddings
 
 

@@ -45,7 +45,7 @@ from typing import Any
 from .. import files
 from ..errors import HubError, ScratchformerError, require
 from ..loading import write_checksums
-from .card import DEFAULT_EXAMPLE, DEFAULT_PIPELINE_TAG, load_scores, model_card
+from .card import DEFAULT_EXAMPLE, DEFAULT_PIPELINE_TAG, check_card_metadata, load_scores, model_card
 from .checks import check_folder
 from .destination import check_destination, check_repo_id, move_into_place
 from .layout import (
@@ -111,6 +111,7 @@ def export(
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if repo_id is not None:
         check_repo_id(repo_id)
+    check_card_metadata(license, language, datasets)  # before the model loads
     if source is not None:
         check_source(source)
     with _file_system_errors(out_dir):
