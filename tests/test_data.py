@@ -272,3 +272,43 @@ def test_rows_the_tokenizer_compresses_worst_are_dropped_by_max_tokens_per_chara
                                        max_tokens_per_character=threshold)["input_ids"]
     everything = data.tokenize_for_denoising(dataset, tokenizer, max_length=512)["input_ids"]
     assert len(everything) == 3 and kept == [everything[0], everything[2]]
+
+
+HUB_DATASET = """
+import sys
+from test_errors import chain_text
+from scratchformer.training.data import DataError, load_hub_dataset
+
+try:
+    load_hub_dataset("me/corpus")
+except DataError as error:
+    text, length = chain_text(error)
+    print(text)
+    print(f"CHAINED {length}")
+"""
+
+
+def test_a_hub_dataset_that_fails_leaves_no_secret_in_the_error_or_what_it_chains(tmp_path):
+    """train --dataset-name against a Hub that echoes the request's headers: the DataError quoted the library's
+    error, 'Authorization: Bearer hf_...' included, and chained it. The error and every exception it chains are
+    redacted now (the echo stays, with *** for the token)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fake_hub import FakeHub
+
+    token = "hf_DatasetSecret0123456789abcdef"
+    with FakeHub(token=token) as hub:
+        hub.echo_headers = True
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        env.update(HF_ENDPOINT=hub.url, HF_TOKEN=token, HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_TELEMETRY="1",
+                   PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")]))
+        done = subprocess.run([sys.executable, "-c", HUB_DATASET], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=240)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "CHAINED " in done.stdout, output[-3000:]
+    assert "'authorization': '***'" in output and token not in output, output[-3000:]
+    for path in tmp_path.rglob("*"):
+        assert not path.is_file() or token.encode() not in path.read_bytes(), path

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from .. import files
-from ..errors import DataError
+from ..errors import DataError, no_secrets
 
 if TYPE_CHECKING:
     from .options import TrainOptions
@@ -110,10 +110,11 @@ def load_data_files(files: Sequence[str | os.PathLike], fmt: str | None = None, 
         raise DataError(f"could not read {files} as {fmt}: {type(cause).__name__}: {cause}") from err
 
 
+@no_secrets()
 def load_hub_dataset(name: str, config: str | None = None, split: str = "train", cache_dir: str | None = None,
                      streaming: bool = False):
     """``datasets.load_dataset(name, config, split=split, streaming=streaming)``, with a clear error where the Hub
-    cannot be reached."""
+    cannot be reached; no token in the Hub's logs or in the error and what it chains (:func:`no_secrets`)."""
     import datasets
 
     try:
