@@ -361,6 +361,28 @@ def test_unreadable_data_and_unwritable_output_folders_are_one_line_for_another_
     if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("switching to another user needs root and setpriv")
     if subprocess.run([*AS_NOBODY, sys.executable, "-c", "import scratchformer.cli"], capture_output=True,
+def test_ctrl_c_during_a_checkpoint_save_leaves_no_staging_folder(tmp_path, corpus, monkeypatch):  # noqa: F811
+    """SIGINT while checkpoint-4 was being written left OUTPUT_DIR/.checkpoint-staging (the next save, if any, removed
+    it). The interrupted save now removes it at once; the earlier checkpoint stays complete."""
+    import signal
+
+    from scratchformer.training.checkpoints import STAGING, CrashSafeCheckpoints
+
+    def interrupt(folder: Path, step: int) -> None:  # the Trainer has written its files into the staging folder
+        if step == 4:
+            assert (folder / "model.safetensors").is_file()
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends: Python raises KeyboardInterrupt here
+
+    monkeypatch.setattr(CrashSafeCheckpoints, "process_files", (interrupt,))
+    options, args = tiny(tmp_path, corpus, save_steps=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_training(options, args)
+    run = tmp_path / "out"
+    assert not (run / STAGING).exists()
+    assert [folder.name for _, folder in list_checkpoints(run)] == ["checkpoint-2"]
+    assert checkpoint_problems(run / "checkpoint-2", loadable=True) == []
+
+
                       cwd=REPO_ROOT).returncode != 0:
         pytest.skip("nobody cannot run this Python (setpriv not permitted, or the environment is not readable)")
     work = Path(tempfile.mkdtemp(prefix="scratchformer-nobody-"))  # pytest's tmp_path is root's alone

@@ -317,8 +317,10 @@ class CrashSafeCheckpoints:
         that the earlier checkpoints are intact."""
         try:
             yield
-        except Exception as error:
+        except BaseException as error:  # Ctrl-C during the save too: the staged half is removed, not left behind
             shutil.rmtree(staging_root, ignore_errors=True)
+            if not isinstance(error, Exception):
+                raise
             failure = files.storage_error(error, checkpoint, checkpoint_bytes(self.model))
             if failure is None:
                 raise

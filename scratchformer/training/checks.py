@@ -382,6 +382,8 @@ def _planned_config(options: TrainOptions, overrides: dict):
 
     if options.model:
         folder = source_folder(options.model)
+        if not (Path(folder) / "config.json").is_file():  # missing, or a FIFO that a read would wait on forever
+            return None
         try:
             if json.loads((Path(folder) / "config.json").read_text()).get("model_type") != "scratchformer":
                 return None
