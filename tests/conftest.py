@@ -129,6 +129,7 @@ RELIABILITY = {
         "test_train_tokenizer_overwrite_on_a_full_disk_keeps_the_earlier_tokenizer",
         "test_save_pretrained_on_a_full_disk_keeps_the_earlier_save",
         "test_tokenizer_save_pretrained_on_a_full_disk_keeps_the_earlier_save",
+        "test_config_save_pretrained_on_a_full_disk_keeps_the_earlier_config",
         "test_a_full_disk_in_export_is_one_line_and_keeps_the_earlier_export",
         "test_a_full_disk_at_the_first_save_of_a_run_is_one_line",
         "test_a_full_disk_at_a_later_checkpoint_keeps_the_earlier_ones_and_is_one_error",

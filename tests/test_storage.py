@@ -284,6 +284,25 @@ def test_tokenizer_save_pretrained_on_a_full_disk_keeps_the_earlier_save(tmp_pat
         assert sorted(path.name for path in disk.iterdir()) == ["filler", "tok"]
 
 
+def test_config_save_pretrained_on_a_full_disk_keeps_the_earlier_config(tmp_path):
+    """ScratchformerConfig.save_pretrained writes config.json on its own (transformers writes it in place: a full disk
+    left it empty or cut short): now the earlier config.json stays whole and no temporary file is left."""
+    with small_disk(tmp_path / "disk") as disk:
+        folder = disk / "model"
+        ScratchformerConfig(**TINY_CONFIG).save_pretrained(folder)
+        earlier = snapshot(folder)
+        fill(disk)
+        with pytest.raises(OSError) as caught:
+            ScratchformerConfig(**{**TINY_CONFIG, "dropout": 0.3, "encoder_layers": 3}).save_pretrained(folder)
+        assert caught.value.errno == errno.ENOSPC
+        assert snapshot(folder) == earlier
+    config = ScratchformerConfig(**TINY_CONFIG)
+    config.save_pretrained(tmp_path / "plain")  # off the small disk: written, with the umask's mode, nothing beside
+    assert not [path.name for path in (tmp_path / "plain").iterdir() if path.name.startswith(".")]
+    assert ScratchformerConfig.from_pretrained(tmp_path / "plain").to_dict() == config.to_dict()
+    assert (tmp_path / "plain" / "config.json").stat().st_mode & 0o777 == 0o666 & ~files.current_umask()
+
+
 def test_a_full_disk_in_export_is_one_line_and_keeps_the_earlier_export(tmp_path, capsys):
     """tokenizers' save says a full disk with a bare ``Exception``, safetensors with its own error: either way one
     line, and the earlier export stays whole."""

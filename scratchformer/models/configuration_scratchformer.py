@@ -257,6 +257,28 @@ class ScratchformerConfig(PreTrainedConfig):
             raise OSError(f"{folder} has no config.json: it is not a saved model or checkpoint (or it is incomplete)")
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
+    def to_json_file(self, json_file_path, use_diff: bool = True) -> None:
+        """Write the config as transformers does, but into a temporary file beside it, flushed and renamed over it
+        (one ``os.replace``): transformers writes in place, so a full disk left a truncated ``config.json`` over the
+        earlier one. The file gets the permissions a plain write would leave (the old file's, else the umask's)."""
+        import uuid
+
+        folder = os.path.dirname(os.path.abspath(json_file_path))
+        temporary = os.path.join(folder, f".config.{uuid.uuid4().hex[:12]}.tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 less the umask
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as writer:
+                writer.write(self.to_json_string(use_diff=use_diff))
+                writer.flush()
+                os.fsync(writer.fileno())
+            if os.path.exists(json_file_path):
+                os.chmod(temporary, os.stat(json_file_path).st_mode & 0o7777)
+            os.replace(temporary, json_file_path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+            raise
+
     def update(self, config_dict: dict) -> None:
         """Set several values, then check them together (``d_model`` and the head counts may change at once); a
         refused update changes nothing."""
