@@ -104,6 +104,7 @@ RELIABILITY = {
         "test_an_export_into_a_folder_another_export_is_writing_is_refused",
         "test_two_exports_started_together_never_mix_their_files",
         "test_sigterm_during_an_export_removes_its_staging_folder",
+        "test_sigterm_during_a_push_removes_its_staged_export",
         "test_ctrl_c_during_a_checkpoint_save_leaves_no_staging_folder",
     ],
     "no code run unasked": [

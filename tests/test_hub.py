@@ -557,6 +557,39 @@ def test_a_refused_push_chains_no_secret_and_writes_none(artifacts, tmp_path, mo
         assert not path.is_file() or SECRET_TOKEN.encode() not in path.read_bytes(), path
 
 
+def test_sigterm_during_a_push_removes_its_staged_export(artifacts, tmp_path):
+    """A push stages its export in a temporary folder (22 MB for the shipped model); SIGTERM during the upload left
+    it behind. The signal now ends the push like Ctrl-C: the temporary folder goes, status 143."""
+    import signal
+    import time
+
+    from fake_hub import slow_endpoint
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    with slow_endpoint(0.5) as endpoint:
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        env.update(HF_ENDPOINT=endpoint, HF_TOKEN=SECRET_TOKEN, HF_HUB_DISABLE_TELEMETRY="1", TMPDIR=str(scratch))
+        run = subprocess.Popen([sys.executable, "-m", "scratchformer.cli", "push", str(artifacts["source"]),
+                                "alice/killed"], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            staged = []
+            while not staged and run.poll() is None and time.monotonic() < deadline:
+                staged = list(scratch.glob("scratchformer-push-*/export/checksums.sha256"))
+                time.sleep(0.1)
+            assert staged, run.communicate(timeout=10)
+            time.sleep(1)  # the upload has begun: its first request waits on the slow server
+            run.send_signal(signal.SIGTERM)
+            _, stderr = run.communicate(timeout=60)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    assert run.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert list(scratch.iterdir()) == [], stderr[-3000:]
+
+
 @pytest.mark.parametrize("repo_id", ["me/..", "../..", "me/../../tmp", "me/.", "me", "a/b/c", "/abs", "me/",
                                      "me/a\\b", "me/a b", "me/a--b", ".."])
 def test_push_refuses_a_bad_repo_id_before_touching_any_file(artifacts, hub, tmp_path, monkeypatch, repo_id):

@@ -33,6 +33,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..errors import HubError, no_secrets
 from ..loading import is_network_error, redact, within
 from .destination import check_repo_id
@@ -87,7 +88,8 @@ def push(
     if not token:
         raise HubError(f"no Hugging Face token: {TOKEN_HELP}")
     message = commit_message or f"Upload Scratchformer model, code and tokenizer (scratchformer {__version__})"
-    with tempfile.TemporaryDirectory(prefix="scratchformer-push-") as tmp:
+    # SIGTERM and SIGHUP end the block like Ctrl-C, so that the staged export (22 MB for the shipped model) goes too
+    with files.signals_end_the_block(), tempfile.TemporaryDirectory(prefix="scratchformer-push-") as tmp:
         folder = export(model_or_folder, Path(tmp) / "export", tokenizer, repo_id=repo_id, **export_options)
         limit, budget = time_limit(folder), RetryBudget(RETRY_BUDGET)
         with no_secrets(token), _bounded_requests(budget):
