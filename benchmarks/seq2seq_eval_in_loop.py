@@ -5,8 +5,8 @@
 
 The issue's run: ``scratchformer train --objective seq2seq`` from the shipped checkpoint (scratchformer-small) for 5
 steps on 200 training rows (``kjv`` -> ``web``), 16 validation rows, the evaluation batch = the training batch (32),
-greedy generation up to 128 tokens. The Trainer evaluates at the last step (in the loop) and the pipeline evaluates
-the same weights again after training. Each run is a fresh process (so the first evaluation pays the first-call
+greedy generation up to 128 tokens. The Trainer evaluates at the last step (in the loop); the benchmark then
+evaluates the same weights again after training (the pipeline itself no longer does: one evaluation per run). Each run is a fresh process (so the first evaluation pays the first-call
 costs a user's run pays); it records both ``eval_runtime`` values, the time spent in ``generate()``, and what the
 generation ran with (model in eval mode, ``use_cache``, whether each decoding step after the first got the key/value
 cache and one new token, the generation arguments, autocast, threads), which must be the same for both. We report
@@ -104,6 +104,17 @@ def one_run(folder: Path, steps: int) -> dict:
                                      "eval_bleu": metrics.get("eval_bleu"), "eval_loss": metrics.get("eval_loss"),
                                      "generation": self.generations[-1] if self.generations else None})
 
+    # A run evaluates its final weights once (issue 43): the Trainer's evaluation of the last step is the run's. The
+    # evaluation after training that this benchmark compares it with is asked for here, just before the run ends.
+    from scratchformer.training import pipeline
+
+    finish = pipeline._finish
+
+    def finish_after_one_more_evaluation(options, args, trainer, *rest):
+        trainer.evaluate()
+        return finish(options, args, trainer, *rest)
+
+    pipeline._finish = finish_after_one_more_evaluation
     watch = Watch()
     options, args = config_from_args([
         "--objective", "seq2seq", "--train-files", str(folder / "train.tsv"), "--validation-files",

@@ -305,6 +305,47 @@ def test_time_limit_ends_the_run_normally(tmp_path, corpus):
     assert (out / "model.safetensors").is_file() and (out / "loss_curve.png").is_file()
 
 
+class Evaluations(TrainerCallback):
+    """The step of every evaluation of a run, the Trainer's in the loop and the pipeline's after it alike."""
+
+    def __init__(self):
+        self.steps: list[int] = []
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        self.steps.append(state.global_step)
+
+
+@pytest.mark.parametrize("overrides, evaluated", [
+    (dict(max_steps=4, eval_steps=2), [2, 4]),  # --max-steps on an evaluation step
+    (dict(max_steps=3, eval_steps=2), [2, 3]),  # --max-steps between two: the Trainer evaluates the last step itself
+    (dict(max_steps=3, eval_steps=0), [3]),  # no evaluation in the loop: the pipeline's, after training
+    (dict(max_steps=50, max_minutes=1e-6, eval_steps=2), [1]),  # --max-minutes: stopped after step 1
+    (dict(max_steps=50, max_minutes=1e-6, eval_steps=1), [1]),  # ... on an evaluation step
+    (dict(max_steps=-1, num_train_epochs=1, max_train_samples=24, eval_steps=1000), "last"),  # the epochs' end
+], ids=["max-steps", "max-steps-between", "eval-steps-0", "max-minutes", "max-minutes-on-eval-step", "epochs"])
+def test_a_run_evaluates_its_final_weights_once(tmp_path, corpus, overrides, evaluated):
+    """Issue 43: _finish evaluated again what the Trainer had just evaluated (313 s + 293 s for one 10-step run)."""
+    watch = Evaluations()
+    result = run_training(*tiny(tmp_path, corpus, save_steps=100, **overrides), callbacks=[watch])
+    last = result["global_step"]
+    assert watch.steps == ([last] if evaluated == "last" else evaluated) and watch.steps.count(last) == 1
+    assert "eval_loss" in result["metrics"]
+    saved = json.loads((Path(result["output_dir"]) / "all_results.json").read_text())
+    assert saved["eval_loss"] == result["metrics"]["eval_loss"]
+
+
+def test_a_resumed_run_evaluates_its_final_weights_once(tmp_path, corpus):
+    options, args = tiny(tmp_path, corpus, max_steps=4, eval_steps=3, save_steps=2)
+    first = Evaluations()
+    assert run_training(options, args, callbacks=[first])["global_step"] == 4 and first.steps == [3, 4]
+    args.resume_from_checkpoint, args.max_steps = str(Path(args.output_dir) / "checkpoint-2"), 3
+    continued = Evaluations()  # trains step 3, which the Trainer evaluates
+    assert run_training(options, args, callbacks=[continued])["global_step"] == 3 and continued.steps == [3]
+    args.resume_from_checkpoint, args.max_steps = str(Path(args.output_dir) / "checkpoint-2"), 2
+    finished = Evaluations()  # nothing to train: the pipeline evaluates the checkpoint's weights, once
+    assert run_training(options, args, callbacks=[finished])["global_step"] == 2 and finished.steps == [2]
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Bad input: clear errors before training starts
 # --------------------------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import REPO_ROOT
 from test_training import BOOK_OF_REF, pairs, tiny  # noqa: F401  (pairs is a fixture)
@@ -80,13 +81,18 @@ def expected_settings(calls: list[dict]) -> None:
 
 
 def test_in_loop_and_after_training_evaluations_generate_alike(tmp_path, pairs):  # noqa: F811
-    watch, result = seq2seq_run(tmp_path, pairs, "run")
-    (during, in_loop, in_loop_calls), (after, final, final_calls) = watch.evaluations
-    assert (during, after) == (False, True)  # one evaluation in the loop (step 2), one after training
+    """A run evaluates its final weights once (issue 43): in the loop when the Trainer evaluates the last step,
+    after training otherwise (here --eval-steps 0). The same seed gives both runs the same weights at step 2."""
+    watch, result = seq2seq_run(tmp_path, pairs, "in-loop")
+    ((during, in_loop, in_loop_calls),) = watch.evaluations  # the Trainer's at step 2, not repeated after training
+    watch, after_result = seq2seq_run(tmp_path, pairs, "after", eval_steps=0)
+    ((after, final, final_calls),) = watch.evaluations
+    assert (during, after) == (False, True)
     expected_settings(in_loop_calls)
     assert in_loop_calls == final_calls  # the same settings and the same number of decoding steps per batch
     for key in ("eval_loss", "eval_bleu", "eval_chrf"):
-        assert in_loop[key] == final[key] == result["metrics"][key], key
+        assert in_loop[key] == result["metrics"][key] and final[key] == after_result["metrics"][key], key
+        assert in_loop[key] == pytest.approx(final[key], abs=1e-6), key
 
 
 def test_evaluation_uses_the_cache_even_when_the_models_config_turns_it_off(tmp_path, pairs):  # noqa: F811
