@@ -148,6 +148,7 @@ RELIABILITY = {
         "test_more_beams_than_tokens_and_runaway_lengths_are_refused_before_any_work",
         "test_an_input_too_big_for_the_memory_or_the_time_bound_is_refused_before_the_stack_runs",
         "test_a_model_deeper_than_the_layer_cap_is_refused_before_a_layer_is_built",
+        "test_a_vocabulary_the_trainer_cannot_hold_is_refused_before_the_data_is_read",
     ],
     "no secret in any output": [
         "test_redact_removes_tokens_passwords_and_authorization_values",

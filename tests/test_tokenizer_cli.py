@@ -131,3 +131,26 @@ def test_a_negative_min_frequency_is_refused_by_both_trainers(corpus_files, tmp_
     assert rc == 2 and "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("scratchformer train-tokenizer: error: min_frequency must be")
     assert not (tmp_path / "tok").exists()
+
+
+def test_a_vocabulary_the_trainer_cannot_hold_is_refused_before_the_data_is_read(tmp_path, capsys, monkeypatch):
+    """tokenizers' BpeTrainer reserves its tables for the whole vocabulary first (71 GB for 10**9 tokens), then
+    panics in Rust; ids are 32-bit. The data file here does not exist: the size is refused before it is read. The
+    memory is fixed at 2 GiB so that the case does not depend on the machine."""
+    from scratchformer.tokenizer import training
+
+    missing = str(tmp_path / "no-such-corpus.txt")
+    for vocab_size, trainer, message in (
+        (2**32, "fast", "vocab_size=4,294,967,296 is more than the 4,294,967,295 tokens a tokenizer can number"),
+        (2**64 - 1, "reference", "vocab_size=18,446,744,073,709,551,615 is more than the 4,294,967,295 tokens"),
+        (10**8, "fast", "vocab_size=100,000,000: the fast trainer reserves about 6.0 GiB for its tables before it "
+                        "reads a word, more than the 2.0 GiB of memory available"),
+    ):
+        monkeypatch.setattr(training, "available_memory", lambda: 2 * 2**30)
+        rc = main(["train-tokenizer", missing, "--vocab-size", str(vocab_size), "--trainer", trainer,
+                   "--output", str(tmp_path / "out")])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith(f"scratchformer train-tokenizer: error: {message}") and err.count("\n") == 1
+        assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="its ids are 32-bit"):
+        training.train_fast_tokenizer(["hello world"], 2**64 - 1)  # was the Rust panic "capacity overflow"

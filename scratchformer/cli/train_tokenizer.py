@@ -78,6 +78,7 @@ def _train_tokenizer(args: argparse.Namespace) -> int:
 
     _check_output(args.output, args.overwrite, args.files)
     try:
+        tt.check_vocab_size(args.vocab_size, args.trainer)  # before the data is read
         texts = load_data_files(args.files, fmt="txt")["text"]  # a bad file is a DataError naming it
         show_progress = not args.no_progress
         print(f"training a {args.scheme} BPE ({args.trainer} trainer) on {len(texts):,} lines", file=sys.stderr)

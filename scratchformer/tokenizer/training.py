@@ -31,12 +31,18 @@ from tokenizers import (
     trainers,
 )
 
+from ..models.configuration_scratchformer import available_memory
 from ..models.tokenization_scratchformer import ScratchformerTokenizer
 from . import bpe
 
 DEFAULT_MODEL_MAX_LENGTH = 512  # ScratchformerConfig().max_position_embeddings
 
 TRAINERS = ("fast", "reference")
+# tokenizers' BpeTrainer reserves its tables (word -> id, id -> word) up front for every token asked for: 66 to 71
+# bytes a token measured with tokenizers 0.23 (71 GB for vocab_size=10**9, then a Rust panic), counted at 64. Its ids
+# are 32-bit.
+TRAINER_BYTES_PER_TOKEN = 64
+MAX_VOCAB_SIZE = 2**32 - 1
 
 _WS = "".join(f"\\x{{{ord(c):x}}}" for c in bpe.UNICODE_WHITESPACE)  # bpe.UNICODE_WHITESPACE in Oniguruma syntax
 
@@ -160,6 +166,23 @@ class _CheckedTexts:
             yield from bpe.training_pieces(text)  # very long words cut: training time stays linear
 
 
+def check_vocab_size(vocab_size: object, trainer: str = "fast") -> None:
+    """Refuse, before any text is read, a vocabulary size that is not an integer, that no tokenizer can number
+    (32-bit ids), or whose tables the fast trainer would reserve beyond the memory available: ``tokenizers`` would
+    end the process in a Rust panic."""
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise ValueError(f"vocab_size={vocab_size:,} is more than the {MAX_VOCAB_SIZE:,} tokens a tokenizer can "
+                         "number (its ids are 32-bit): ask for a smaller vocabulary")
+    memory = available_memory()
+    needed = vocab_size * TRAINER_BYTES_PER_TOKEN
+    if trainer == "fast" and memory is not None and needed > memory:
+        raise ValueError(f"vocab_size={vocab_size:,}: the fast trainer reserves about {needed / 2**30:,.1f} GiB for "
+                         f"its tables before it reads a word, more than the {memory / 2**30:,.1f} GiB of memory "
+                         "available on this machine: ask for a smaller vocabulary")
+
+
 def train_fast_tokenizer(
     texts: Iterable[str],
     vocab_size: int,
@@ -175,8 +198,7 @@ def train_fast_tokenizer(
     asked for only when both are a terminal, where that newline ends the bar's line; output to a file or a pipe
     would otherwise get three blank lines."""
     bpe.check_scheme(scheme)
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
-        raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
+    check_vocab_size(vocab_size)
     bpe.check_min_frequency(min_frequency)  # the library's own: OverflowError for -1
     base_size = len(bpe.SPECIAL_TOKENS) + len(bpe.BYTE_LEVEL_ALPHABET)
     if scheme == bpe.BYTE_LEVEL and vocab_size < base_size:
