@@ -374,3 +374,38 @@ def test_blocked_pair_cosines_and_nearest_neighbours_equal_the_direct_computatio
     finally:
         s.NN_BLOCK_ELEMENTS = original
     assert s.nn_chance([[0, 1, 2, 3]], ["x", "x", "y", "x"]) == [2 / 3, 2 / 3, 0.0, 2 / 3]
+
+
+def test_a_lemma_past_the_occurrence_cap_is_scored_on_a_stated_seeded_sample(tmp_path, monkeypatch):
+    """50,000 occurrences of one lemma ran past 7 minutes (a forward pass each, and a 1-NN search of every one
+    against every other): past MAX_OCCURRENCES_PER_GROUP (lowered to 40 here, to keep the test small) a lemma is
+    scored on a seeded sample of that many, which only those occurrences' sentences are run for, and the report
+    says so in its table and its JSON."""
+    from scratchformer.analysis import senses
+
+    rows = [("bank", "n", str(1 + i % 2), 0, 4, f"bank number {i} of {'the river' if i % 2 else 'money'}", "g")
+            for i in range(300)] + ROWS[5:7]  # 300 "bank" rows, and the two "fish" rows
+    examples = read_senses_tsv(write_tsv(tmp_path / "big.tsv", rows))
+    model, tokenizer = tiny_distilbert()
+    extractor = EmbeddingExtractor(model, tokenizer)
+    read = []
+    word_embeddings = extractor.word_embeddings
+    monkeypatch.setattr(extractor, "word_embeddings", lambda words, **kw: read.extend(words) or word_embeddings(words, **kw))
+    monkeypatch.setattr(senses, "MAX_OCCURRENCES_PER_GROUP", 40)
+    report = evaluate_senses(extractor, examples)
+    assert (report.examples, report.groups, report.sampled_groups, report.max_occurrences_per_group) == (42, 2, 1, 40)
+    assert len(read) == 42 and report.pairs == 40 * 39 // 2 + 1
+    assert "1 group(s) with more than 40 occurrences: scored on a random sample of 40 of them (seeded)" in report.table()
+    assert SenseReport.from_dict(json.loads(json.dumps(report.as_dict()))) == report
+    again = evaluate_senses(EmbeddingExtractor(model, tokenizer), examples)
+    assert again.layers == report.layers  # the sample is seeded: the same scores
+
+
+def test_sample_members_keeps_small_groups_and_samples_big_ones_in_order():
+    from scratchformer.analysis.senses import sample_members
+
+    big = list(range(100, 400))
+    small, sampled = sample_members([[1, 2, 3], big], most=50)
+    assert small == [1, 2, 3] and len(set(sampled)) == 50 and sampled == sorted(sampled) and set(sampled) <= set(big)
+    assert sample_members([big], most=50) == [sampled]  # seeded
+    assert sample_members([big], most=50, seed=1) != [sampled]

@@ -65,6 +65,9 @@ def roc_auc(labels: Any, scores: Any) -> float:
 
 
 MAX_PAIRS_PER_GROUP = 20_000  # a lemma with more pairs is scored on a random sample of this many (seeded)
+# A lemma with more occurrences is scored on a random sample of this many (seeded): its 1-NN search compares every
+# occurrence with every other, and each occurrence is a forward pass (50,000 of one lemma ran past 7 minutes).
+MAX_OCCURRENCES_PER_GROUP = 2_000
 PAIR_BLOCK = 4096  # pairs whose cosines are computed at once: memory ~ PAIR_BLOCK x hidden, whatever the data
 NN_BLOCK_ELEMENTS = 1 << 22  # similarity entries computed at once in the 1-NN search
 SENSES_JSON, SENSES_PLOT = "senses.json", "senses_auc_per_layer.png"  # what run_senses writes into its folder
@@ -89,6 +92,14 @@ def pairs_within(groups: list[list[int]], max_pairs_per_group: int = MAX_PAIRS_P
         seconds.append(ids[pairs[:, 1]])
     empty = np.zeros(0, dtype=np.int64)
     return (np.concatenate(firsts) if firsts else empty), (np.concatenate(seconds) if seconds else empty)
+
+
+def sample_members(groups: list[list[int]], most: int, seed: int = 0) -> list[list[int]]:
+    """Each group as it is, or, with more than ``most`` members, a seeded random sample of ``most`` of them (in
+    their order): what is scored of a lemma is bounded, however often it occurs."""
+    rng = np.random.default_rng(seed)
+    return [members if len(members) <= most else sorted(rng.choice(members, size=most, replace=False).tolist())
+            for members in groups]
 
 
 def _sample_pairs(n: int, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -190,6 +201,8 @@ class SenseReport:
     learned_auc_by_construction: float = 0.5
     max_pairs_per_group: int = MAX_PAIRS_PER_GROUP
     subsampled_groups: int = 0  # groups scored on a random sample of max_pairs_per_group of their pairs
+    max_occurrences_per_group: int = MAX_OCCURRENCES_PER_GROUP
+    sampled_groups: int = 0  # groups scored on a random sample of max_occurrences_per_group of their occurrences
     # ROC-AUC and within-group ROC-AUC of the last layer's mean over the whole sentence (the word not singled out):
     # what the sentence's topic alone gives (nan in reports written before it existed)
     sentence_roc_auc: float = float("nan")
@@ -225,6 +238,9 @@ class SenseReport:
             *([f"sentence vector alone (last layer, mean over the whole sentence, the word not singled out): "
                f"ROC-AUC {self.sentence_roc_auc:.4f}, within {self.sentence_roc_auc_within_group:.4f}: how far the "
                "sentence's topic alone tells the senses apart"] if not math.isnan(self.sentence_roc_auc) else []),
+            *([f"{self.sampled_groups} group(s) with more than {self.max_occurrences_per_group:,} occurrences: scored "
+               f"on a random sample of {self.max_occurrences_per_group:,} of them (seeded)"] if self.sampled_groups
+              else []),
             *([f"{self.subsampled_groups} group(s) with more than {self.max_pairs_per_group:,} pairs: scored on a "
                f"random sample of {self.max_pairs_per_group:,} of their pairs (seeded)"] if self.subsampled_groups
               else []),
@@ -311,8 +327,11 @@ def evaluate_senses(
     model_label: str | None = None,
     data_label: str = "",
 ) -> SenseReport:
-    """Score ``extractor`` (an :class:`~scratchformer.analysis.extractor.EmbeddingExtractor`) on word-sense pairs."""
+    """Score ``extractor`` (an :class:`~scratchformer.analysis.extractor.EmbeddingExtractor`) on word-sense pairs;
+    a group with more than :data:`MAX_OCCURRENCES_PER_GROUP` occurrences on a seeded sample of that many."""
     groups = scorable_groups(examples, group_by)
+    sampled = sum(len(members) > MAX_OCCURRENCES_PER_GROUP for members in groups)
+    groups = sample_members(groups, MAX_OCCURRENCES_PER_GROUP)
     used = sorted(i for members in groups for i in members)
     position = {i: k for k, i in enumerate(used)}
     groups = [[position[i] for i in members] for members in groups]  # indices into ``used`` from here on
@@ -345,6 +364,8 @@ def evaluate_senses(
         learned_identical_token_pairs=sum(token_ids[a] == token_ids[b] for a, b in zip(pair_a, pair_b)),
         max_pairs_per_group=MAX_PAIRS_PER_GROUP,
         subsampled_groups=sum(len(m) * (len(m) - 1) // 2 > MAX_PAIRS_PER_GROUP for m in groups),
+        max_occurrences_per_group=MAX_OCCURRENCES_PER_GROUP,
+        sampled_groups=sampled,
         sentence_roc_auc=roc_auc(same, sentence_cosines),
         sentence_roc_auc_within_group=within_group_roc_auc(same, sentence_cosines, group_of[pair_a]),
         layers=scores,
