@@ -944,6 +944,27 @@ def test_a_model_and_a_tokenizer_of_other_vocabularies_are_refused_before_data(t
     assert built.generate(torch.tensor([[5, 6, 7, 2]]), max_new_tokens=2).shape[0] == 1
 
 
+def test_a_named_pipe_in_a_model_or_tokenizer_folder_is_one_line_not_a_hang(tmp_path, capsys):
+    """A FIFO as --model's config.json or --tokenizer's tokenizer.json: reading it waited forever for a writer (the
+    remote-code look at config.json); now one line, exit 2. A writer thread stands by, so that a read (the
+    regression) ends at once with an empty file and fails the test instead of hanging the suite."""
+    import threading
+
+    for flag, name in (("--model", "config.json"), ("--tokenizer", "tokenizer.json")):
+        folder = tmp_path / flag.strip("-")
+        folder.mkdir()
+        fifo = folder / name
+        os.mkfifo(fifo)
+        writer = threading.Thread(target=lambda path=fifo: open(path, "w").close(), daemon=True)  # opens once a reader does
+        writer.start()
+        code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir",
+                         str(tmp_path / f"o{flag}"), flag, str(folder)])
+        line = one_error_line(capsys)
+        assert code == 2 and f"{fifo} is a named pipe" in line, line
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # let the writer go: nobody read the pipe
+        writer.join()
+
+
 def test_a_folder_where_the_lock_file_goes_is_one_line(tmp_path, capsys):
     """A folder (or a link) where the run keeps its lock file: one line, before any data; nothing is touched."""
     for name, make in [(".scratchformer.lock", lambda p: (p.mkdir(), (p / "keep").write_text("x"))),

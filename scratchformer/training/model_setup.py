@@ -82,6 +82,8 @@ def check_model_sources(options: TrainOptions) -> None:
         path = source_folder(name)
         if not Path(path).is_dir():
             raise TrainingSetupError(f"{flag} {path}: no such folder")
+        for file in ("config.json", "tokenizer.json", "tokenizer_config.json"):  # a FIFO there would block a read
+            files.check_file(Path(path) / file, TrainingSetupError)
         ships_code = _foreign_auto_map(Path(path))
         if ships_code and not options.trust_remote_code:
             raise TrainingSetupError(f"{flag} {path}: {ships_code}; its Python code runs only with "
@@ -104,6 +106,8 @@ def _foreign_auto_map(folder: Path) -> str | None:
 
 
 def _json_dict(path: Path) -> dict | None:
+    if not path.is_file():  # missing, or a FIFO that a read would wait on forever (the loader names it)
+        return None
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
