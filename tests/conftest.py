@@ -89,6 +89,7 @@ RELIABILITY = {
         "test_a_diverging_run_ends_in_one_line_unless_told_to_train_on",
         "test_a_non_finite_loss_stops_the_run_at_its_step_and_keeps_the_good_checkpoints",
         "test_the_loss_watch_reads_the_device_only_at_steps_that_synchronise_anyway",
+        "test_a_named_pipe_in_a_model_or_tokenizer_folder_is_one_line_not_a_hang",
         "test_an_export_whose_weights_overflow_the_dtype_is_refused_naming_the_tensor",
     ],
     "kills, locks and concurrent runs": [
