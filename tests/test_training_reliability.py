@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import signal
@@ -1031,13 +1032,17 @@ def test_a_non_finite_loss_stops_the_run_at_its_step_and_keeps_the_good_checkpoi
     assert all(hint in said for hint in ("--learning-rate", "--fp16/--bf16", "init_std", "--no-stop-on-nonfinite"))
     assert sorted(p.name for p in out.glob("checkpoint-*")) == kept
     if kept:
-        assert f"its last good checkpoint is {out / kept[-1]} (--resume {out / kept[-1]} continues from it)" in said
+        assert (f"its last good checkpoint is {out / kept[-1]} (--resume {out / kept[-1]} continues the same run; "
+                f"--model {out / kept[-1]} starts a new one from its weights") in said
     else:
         assert "no checkpoint was saved before it" in said
     for name in kept:  # every checkpoint kept is good
         weights = load_weights(out / name / "model.safetensors")
         assert all(torch.isfinite(t).all() for t in weights.values()), name
     assert not (out / "model.safetensors").exists()  # no final model of NaN weights
+    if update == 5:  # what the line offers works: a new run from the last good checkpoint's weights
+        again = run_training(*tiny(tmp_path, corpus, "again", model=str(out / kept[-1]), max_steps=2, save_steps=2))
+        assert again["global_step"] == 2 and math.isfinite(again["metrics"]["eval_loss"])
 
 
 def test_a_diverging_run_ends_in_one_line_unless_told_to_train_on(tmp_path, corpus, capsys):  # noqa: F811

@@ -101,7 +101,8 @@ class NonFiniteLoss(TrainerCallback):
         from .checkpoints import newest_complete_checkpoint
 
         kept, _ = newest_complete_checkpoint(Path(output_dir))
-        keeps = (f"its last good checkpoint is {kept} (--resume {kept} continues from it)" if kept is not None
+        keeps = (f"its last good checkpoint is {kept} (--resume {kept} continues the same run; --model {kept} starts "
+                 "a new one from its weights, where the options below may change)" if kept is not None
                  else "no checkpoint was saved before it")
         return NonFiniteLossError(
             f"the training loss became NaN or infinite at step {self.step}; the run stopped there and {keeps}. Try a "
