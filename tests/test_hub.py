@@ -1180,3 +1180,34 @@ def test_sigterm_during_an_export_removes_its_staging_folder(artifacts, tmp_path
             run.kill()
     assert run.returncode == 128 + signal.SIGTERM, stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ready"], stderr[-3000:]
+
+
+def test_the_card_names_every_exported_auto_class_and_its_fill_mask_example_runs_without_our_package(tmp_path):
+    """The exported card says what config.json maps (AutoModelForMaskedLM included) and the silent tokenizer path;
+    its fill-mask snippet, run as written in a process without scratchformer, gives the in-process top 5."""
+    from transformers import pipeline
+
+    from scratchformer import pretrained_path
+    from scratchformer.models.modeling_scratchformer import AUTO_MAP
+
+    folder = export(pretrained_path("small"), tmp_path / "export")
+    card = (folder / "README.md").read_text()
+    how_to_use = card.split("## How to use", 1)[1].split("###", 1)[0]
+    mapped = json.loads((folder / "config.json").read_text())["auto_map"]
+    assert set(mapped) == set(AUTO_MAP) and "AutoModelForMaskedLM" in mapped
+    for auto_class in mapped:
+        assert f"`{auto_class}`" in how_to_use, auto_class
+    assert 'PreTrainedTokenizerFast.from_pretrained("path/to/this/folder")' in how_to_use  # no --repo-id given
+    snippet = card.split("### Filling in a masked token", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    snippet = snippet.replace('"path/to/this/folder"', repr(str(folder)))
+    *setup, last = snippet.strip().splitlines()
+    call = last.split("  #", 1)[0]
+    result = run_without_scratchformer("\n".join(setup) + f"\nimport json\nprint('RESULT', json.dumps({call}))",
+                                       tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    remote = json.loads(result.stdout.split("RESULT ", 1)[1])
+    fill = pipeline("fill-mask", model=str(folder))
+    local = fill(call.split("fill(", 1)[1].rstrip(")").replace("{fill.tokenizer.mask_token}", fill.tokenizer.mask_token)
+                 .strip("f\""))
+    assert [r["token_str"] for r in remote] == [r["token_str"] for r in local] and len(remote) == 5
+    assert max(abs(a["score"] - b["score"]) for a, b in zip(remote, local)) < 1e-5

@@ -79,6 +79,32 @@ def test_tokenizer_loads_without_remote_code_and_gives_our_ids(tmp_path):
     assert not [word for word in PROMPT_WORDS if word in head], head[-2000:]
 
 
+def test_the_silent_tokenizer_path_loads_our_ids_with_no_prompt_no_warning_and_no_code(tmp_path):
+    """`PreTrainedTokenizerFast.from_pretrained(folder)`, as the README, the card and docs/hub.md say, in a process
+    without our package: it reads tokenizer.json alone, never config.json's auto_map, so there is nothing to ask and
+    nothing to warn about (AutoTokenizer reads the model config first). An exported folder and the shipped one."""
+    folder = export(pretrained_path("small"), tmp_path / "export")
+    expected = json.loads(json.dumps(encodings(tokenizer())))
+    result = run_without_scratchformer(
+        f"""
+        import json, os, sys
+        from transformers import PreTrainedTokenizerFast
+        exec({encodings_source()!r})  # defines encodings(tok) as above
+        out = [encodings(PreTrainedTokenizerFast.from_pretrained(folder))
+               for folder in ({str(folder)!r}, {str(pretrained_path("small"))!r})]
+        modules = os.path.join(os.environ["HF_HOME"], "modules")
+        code = sorted(f for _, _, files in os.walk(modules) for f in files if f.endswith(".py"))
+        print("RESULT", json.dumps([out, code, [m for m in sys.modules if m.startswith("transformers_modules")]]))
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out, code, imported = json.loads(result.stdout.split("RESULT ", 1)[1])
+    assert out == [expected, expected]
+    assert code == [] and imported == []  # no code file copied, none imported
+    assert result.stderr == "" and result.stdout.startswith("RESULT ")  # no prompt, no warning, no log line
+
+
 def test_classification_pipelines_run_the_saved_heads_without_our_package(tmp_path):
     tok = tokenizer()
     torch.manual_seed(0)

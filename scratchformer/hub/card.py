@@ -93,8 +93,15 @@ USAGE = Template('''\
 
 The model code ships with the weights (`paper_scratchformer.py`, the Transformer of the paper in plain PyTorch; \
 `modeling_scratchformer.py`, its transformers adapter; `configuration_scratchformer.py`; `card_scratchformer.py`): \
-loading the model needs only `torch` and `transformers`, and `trust_remote_code=True`, which runs that code. The tokenizer has no \
-code: `AutoTokenizer` loads `tokenizer.json` with the built-in fast tokenizer. The weights are in safetensors only.
+loading the model needs only `torch` and `transformers`, and `trust_remote_code=True`, which runs that code. \
+`config.json` maps `AutoConfig`, `AutoModel` (the encoder), `AutoModelForSeq2SeqLM`, `AutoModelForMaskedLM`, \
+`AutoModelForSequenceClassification` and `AutoModelForTokenClassification` to that code. The weights are in \
+safetensors only.
+
+The tokenizer has no code: `tokenizer.json` loads with the built-in fast tokenizer. \
+`PreTrainedTokenizerFast.from_pretrained("$where")` gives the same tokens with no prompt, no warning and no code \
+(it reads only the tokenizer files); `AutoTokenizer` reads `config.json` first, so give it `trust_remote_code=True` \
+as for the model.
 
 ### Embeddings
 
@@ -142,6 +149,19 @@ classifier = AutoModelForSequenceClassification.from_pretrained(
 tagger = AutoModelForTokenClassification.from_pretrained("$where", trust_remote_code=True, num_labels=3)
 ```
 
+### Filling in a masked token
+
+`AutoModelForMaskedLM` is the encoder with the tied output projection: it predicts a masked token where the model \
+was pre-trained with the masked-token loss (`scratchformer train --encoder-mlm-weight`); elsewhere its guesses mean \
+little.
+
+```python
+from transformers import pipeline
+
+fill = pipeline("fill-mask", model="$where", trust_remote_code=True)
+fill(f"She opened the {fill.tokenizer.mask_token} and walked into the room.")  # the top 5: token_str, score
+```
+
 ### Generation
 
 ```python
@@ -163,9 +183,9 @@ batch size and length:
 
 ```python
 import onnxruntime
-from transformers import AutoTokenizer
+from transformers import PreTrainedTokenizerFast
 
-tokenizer = AutoTokenizer.from_pretrained("$where", trust_remote_code=True)
+tokenizer = PreTrainedTokenizerFast.from_pretrained("$where")  # the tokenizer alone: no code, no prompt
 session = onnxruntime.InferenceSession("onnx/model.onnx")  # hf_hub_download("$where", "onnx/model.onnx") from the Hub
 batch = tokenizer([$text], padding=True, return_tensors="np")
 (states,) = session.run(None, {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]})
