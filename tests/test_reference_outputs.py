@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import platform
 import sys
 from pathlib import Path
 
@@ -95,8 +96,20 @@ def outputs(case: str) -> dict:
 
 
 def environment() -> dict[str, str]:
-    """What else decides the bits: torch's build and the CPU kernels it picks."""
-    return {"torch": torch.__version__, "cpu": torch.backends.cpu.get_cpu_capability()}
+    """What else decides the bits: torch's build, the CPU kernels it picks, and the processor they run on (oneDNN
+    blocks its matrix products per processor model: an Intel and an AMD machine with the same AVX-512 capability
+    give different last bits)."""
+    return {"torch": torch.__version__, "cpu": torch.backends.cpu.get_cpu_capability(), "processor": _processor()}
+
+
+def _processor() -> str:
+    """The vendor and model of the CPU, as /proc/cpuinfo names them (``platform.processor()`` elsewhere)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor()
+    found = dict(line.split(":", 1) for line in lines if line.startswith(("vendor_id", "model name")) and ":" in line)
+    return " / ".join(value.strip() for value in found.values()) or platform.processor()
 
 
 @pytest.mark.parametrize("case", CASES)
