@@ -102,6 +102,7 @@ RELIABILITY = {
         "test_a_checkpoint_whose_pickles_torch_refuses_is_skipped_on_resume",
         "test_a_checkpoint_that_fails_its_checksums_is_skipped_on_resume_and_never_signed_again",
         "test_a_folder_where_the_lock_file_goes_is_one_line", "test_resume_with_max_steps_below_its_checkpoint_is_refused",
+        "test_two_processes_stop_together_at_a_non_finite_loss",
         "test_an_export_into_a_folder_another_export_is_writing_is_refused",
         "test_two_exports_started_together_never_mix_their_files",
         "test_sigterm_during_an_export_removes_its_staging_folder",

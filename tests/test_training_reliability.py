@@ -1062,6 +1062,24 @@ def test_a_diverging_run_ends_in_one_line_unless_told_to_train_on(tmp_path, corp
     assert code == 0 and (tmp_path / "on" / "checkpoint-6").is_dir()
 
 
+@pytest.mark.slow
+def test_two_processes_stop_together_at_a_non_finite_loss(tmp_path, corpus):  # noqa: F811
+    """torchrun with 2 processes (gloo): both stop at the same step with the one line (the earliest bad step of
+    either, through the all-reduce), and neither waits for the other."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    command = [str(torchrun), "--nproc-per-node", "2", "-m", "scratchformer.cli", "train", "--train-files",
+               str(corpus), "--output-dir", str(tmp_path / "ddp"), "--preset", "tiny", "--tokenizer-vocab-size", "300",
+               "--max-length", "32", "--batch-size", "4", "--max-steps", "8", "--save-steps", "2", "--eval-steps",
+               "0", "--learning-rate", "1e6", "--lr-schedule", "constant", "--warmup-steps", "1",
+               "--no-progress-bar", "--max-eval-samples", "8", "--cache-dir", str(tmp_path / "cache")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)})
+    lines = [line for line in done.stderr.splitlines() if "became NaN or infinite at step" in line]
+    assert done.returncode != 0 and len(lines) == 2, done.stderr[-3000:]
+    assert lines[0].split("at step")[1].split(";")[0] == lines[1].split("at step")[1].split(";")[0]
+    assert not (tmp_path / "ddp" / "model.safetensors").exists()
+
+
 def test_the_loss_watch_reads_the_device_only_at_steps_that_synchronise_anyway():
     """NonFiniteLoss.observe never reads its tensor (meta tensors cannot be read: any read would raise), and
     on_step_end reads it only at a logging, evaluation or checkpoint step or the last step."""

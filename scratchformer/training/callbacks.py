@@ -85,7 +85,9 @@ class NonFiniteLoss(TrainerCallback):
             return
         first = self.first_bad
         if control.should_save and model is not None:
-            weights = torch.stack([p.detach().isfinite().all() for p in model.parameters()]).all()
+            # each process's own shard under FSDP2 (a DTensor's local part); the all-reduce below joins them
+            weights = torch.stack([getattr(p, "to_local", lambda p=p: p)().detach().isfinite().all()
+                                   for p in model.parameters()]).all().to(first.device)
             first = torch.where(weights | (first != NO_BAD_STEP), first, state.global_step)
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             first = first.clone()
