@@ -175,9 +175,9 @@ def check_optimizer_packages(args: ScratchformerTrainingArguments) -> None:
     except ValueError as err:  # a bad --optim-args, a package missing, a setting missing; not the model it lacks
         if "pass a model" not in str(err) and "pass a `model`" not in str(err):
             missing = "install" in str(err).lower() or "import" in str(err).lower()
-            raise TrainingSetupError(f"--optim {_value(args.optim)}"
-                                     + (" needs a package that is not installed: " if missing else
-                                        f" with --optim-args {args.optim_args!r}: ") + _one_line(err)) from None
+            said = (" needs a package that is not installed: " if missing else
+                    f" with --optim-args {args.optim_args!r}: " if args.optim_args else ": ")
+            raise TrainingSetupError(f"--optim {_value(args.optim)}{said}{_one_line(err)}") from None
 
 
 def _value(option: Any) -> Any:
