@@ -323,13 +323,10 @@ def main() -> None:
     description = card_description(args.run, args.command, args.minutes, model, results, senses, reference,
                                    args.notes, progress, args.hardware, corpus_sources, bank, cpu)
     out = args.output or PRETRAINED_DIR / CHECKPOINTS[args.name]
-    export(model.to(torch.float16), out, tokenizer, scores=scores, model_name=f"scratchformer-{args.name}",
+    # stored in float16, run in float32: the config keeps the model's float32, and the checksums cover it as written
+    export(model, out, tokenizer, dtype="float16", scores=scores, model_name=f"scratchformer-{args.name}",
            language="en", data_sources=DATA_SOURCES + extra_data_sources(corpus_sources), description=description,
            example_text="Write a poem about a man fishing on a river <mask>.", overwrite=True)
-    config_path = out / "config.json"
-    config = json.loads(config_path.read_text())
-    config["dtype"] = "float32"  # stored in float16, run in float32
-    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     for extra in ("loss_curve.png", "loss_history.json"):
         if (args.run / extra).exists():
             shutil.copy(args.run / extra, out / extra)
