@@ -1140,6 +1140,13 @@ def test_rows_missing_a_column_are_refused_with_their_line_numbers(tmp_path, cap
                      "--cache-dir", str(tmp_path / "cache")])
     assert code == 2 and f"{tsv}: line 5 has no 'tgt' column" in one_error_line(capsys)
     assert not (tmp_path / "o" / "tokenizer").exists()  # refused before a tokenizer is trained
+    # rows whose column is there but empty are still dropped, and now said: counted in the run's first line
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("src\ttgt\n" + "\n".join(f"a{i} b\t" + (f"A{i} B" if i % 4 else "") for i in range(1, 41)))
+    options, args = tiny(tmp_path, empty, "o2", objective="seq2seq", source_column="src", target_column="tgt",
+                         max_steps=1, save_steps=1, max_eval_samples=2, generation_max_length=4)
+    run_training(options, args)
+    assert "(10 rows with an empty src/tgt dropped)" in capsys.readouterr().out
 
 
 def test_a_training_batch_without_labels_gives_zero_as_the_model_does():

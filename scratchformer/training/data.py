@@ -321,6 +321,7 @@ class RawSplits(NamedTuple):
     validation: Any  # datasets.Dataset
     columns: list[str]  # the text columns the objective reads
     group_column: str | None  # the column whose groups were held out, if any
+    rows_without_text: int = 0  # rows read but dropped for an empty column (said when the run starts)
 
 
 def text_columns(options: TrainOptions) -> list[str]:
@@ -339,11 +340,12 @@ def load_raw_splits(options: TrainOptions, seed: int) -> RawSplits:
         check_columns(valid, columns, "the validation data")
     elif options.group_column is not None:
         check_columns(train, [options.group_column], "the training data (--group-column)")
-    read = columns + ([options.group_column] if options.group_column and valid is None else [])
-    check_complete_rows(options.train_files or [], read, options.data_format)
+    needed = columns + ([options.group_column] if options.group_column and valid is None else [])
+    check_complete_rows(options.train_files or [], needed, options.data_format)
     check_complete_rows(options.validation_files or [], columns, options.data_format)
     if len(train) == 0:
         raise DataError("the training data has no rows")
+    read = len(train) + (len(valid) if valid is not None else 0)
     train = drop_empty(train, columns, options.num_proc)
     if len(train) == 0:
         raise DataError(f"the training data has no row with text in {columns}")
@@ -353,8 +355,9 @@ def load_raw_splits(options: TrainOptions, seed: int) -> RawSplits:
         valid = drop_empty(valid, columns, options.num_proc)
     if len(valid) == 0:
         raise DataError("the validation data has no rows with text")
+    without_text = read - len(train) - len(valid)
     train, valid = _capped(train, valid, options, seed)
-    return RawSplits(train, valid, columns, options.group_column)
+    return RawSplits(train, valid, columns, options.group_column, without_text)
 
 
 def _read(options: TrainOptions):

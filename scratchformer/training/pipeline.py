@@ -306,6 +306,8 @@ def _announce(options: TrainOptions, args: ScratchformerTrainingArguments, train
     groups = f" (held-out groups of {splits.group_column!r})" if splits.group_column else ""
     schedule = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
     training = f"{num_train:,} training" if num_train is not None else "streamed training"
+    if splits.rows_without_text:
+        groups += f" ({splits.rows_without_text:,} rows with an empty {'/'.join(splits.columns)} dropped)"
     print(f"{LOG_PREFIX} {options.objective}: {training} / {num_valid:,} validation examples{groups}; "
           f"model {trainer.model.num_parameters():,} parameters; {world_size} process(es); lr {schedule} peak "
           f"{args.learning_rate:.3g}, warm-up {args.warmup_steps}", flush=True)
