@@ -174,17 +174,22 @@ def test_an_unknown_key_is_warned_about_naming_the_closest_field():
 
 
 def test_a_model_deeper_than_the_layer_cap_is_refused_before_a_layer_is_built():
-    """10**5 layers of a narrow model fit in memory, but would be built one after another for minutes."""
-    from scratchformer import ScratchformerForConditionalGeneration
+    """10**5 layers of a narrow model fit in memory, but would be built one after another for minutes: the config
+    itself refuses them, whatever the machine; the cap counts both stacks."""
     from scratchformer.models.configuration_scratchformer import MAX_LAYERS
 
     narrow = dict(vocab_size=100, d_model=16, encoder_attention_heads=2, decoder_attention_heads=2,
                   encoder_ffn_dim=16, decoder_ffn_dim=16)
-    for layers in ({"encoder_layers": 10**5}, {"encoder_layers": MAX_LAYERS, "decoder_layers": 1}):
-        config = ScratchformerConfig(**narrow, **layers)  # a config alone is only numbers
-        with pytest.raises(ValueError, match=rf"has {sum(layers.values()) + (6 if len(layers) == 1 else 0):,} layers, "
-                                             rf"more than the {MAX_LAYERS:,} that this code builds"):
-            ScratchformerForConditionalGeneration(config)
+    for layers, field in (({"encoder_layers": 10**5}, "encoder_layers=100000"),
+                          ({"encoder_layers": MAX_LAYERS, "decoder_layers": 1}, f"encoder_layers={MAX_LAYERS}"),
+                          ({"decoder_layers": MAX_LAYERS}, f"decoder_layers={MAX_LAYERS}")):
+        total = sum({"encoder_layers": 6, "decoder_layers": 6, **layers}.values())
+        with pytest.raises(ValueError, match=rf"ScratchformerConfig.{field} is invalid: the encoder and decoder have "
+                                             rf"{total:,} layers together, more than the {MAX_LAYERS:,} this code"):
+            ScratchformerConfig(**narrow, **layers)
+    config = ScratchformerConfig(**narrow, encoder_layers=MAX_LAYERS - 6)
+    with pytest.raises(ValueError, match="layers together"):
+        config.decoder_layers = 7  # an assignment is checked too
 
 
 def test_parameter_count_is_exact_and_a_model_too_big_for_memory_is_refused_before_it_is_built():

@@ -328,10 +328,6 @@ class ScratchformerConfig(PreTrainedConfig):
         the memory available (``vocab_size=10**9`` or ``encoder_layers=10**5`` would otherwise allocate for minutes,
         then fail)."""
         layers = self.encoder_layers + self.decoder_layers
-        if layers > MAX_LAYERS:
-            raise ValueError(f"this ScratchformerConfig has {layers:,} layers, more than the {MAX_LAYERS:,} that this "
-                             "code builds (each one a set of Python modules, built one after another): check "
-                             "encoder_layers and decoder_layers")
         memory = available_memory()
         if memory is None:  # not a POSIX system: nothing to compare with
             return
@@ -351,6 +347,11 @@ class ScratchformerConfig(PreTrainedConfig):
 
         for field in _POSITIVE_INTS:
             check(field, _is_int(getattr(self, field)) and getattr(self, field) > 0, "must be a positive integer")
+        deeper = "encoder_layers" if self.encoder_layers >= self.decoder_layers else "decoder_layers"
+        check(deeper, self.encoder_layers + self.decoder_layers <= MAX_LAYERS,
+              f"the encoder and decoder have {self.encoder_layers + self.decoder_layers:,} layers together, more "
+              f"than the {MAX_LAYERS:,} this code builds (each layer is built as Python modules, one after another: "
+              "minutes for 10**5)")
         for field in _FLAGS:
             check(field, isinstance(getattr(self, field), bool), "must be true or false (a boolean, not a string)")
         for field in _PROBABILITIES:
