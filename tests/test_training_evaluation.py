@@ -22,6 +22,7 @@ from conftest import REPO_ROOT
 from test_training import BOOK_OF_REF, pairs, tiny  # noqa: F401  (pairs is a fixture)
 from transformers import TrainerCallback
 
+from scratchformer.loading import write_checksums
 from scratchformer.training import run_training
 
 
@@ -103,6 +104,7 @@ def test_evaluation_uses_the_cache_even_when_the_models_config_turns_it_off(tmp_
     shutil.copytree(first["output_dir"], folder)
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "use_cache": False}))
+    write_checksums(folder)  # the checksums cover config.json: a checkpoint's are written with its config as it is
     (folder / "generation_config.json").unlink()
     shutil.rmtree(folder / "checkpoint-2", ignore_errors=True)
     watch, _ = seq2seq_run(tmp_path, pairs, "second", model=str(folder), preset="tiny")
