@@ -32,8 +32,7 @@ from typing import Any
 import torch
 
 from ..errors import ScratchformerError
-from ..loading import reference_model_path
-from .extractor import LoadedModel, load_extractor
+from .extractor import LoadedModel, load_extractor, model_sources
 from .layers import LEARNED, describe_layer, is_contextual
 from .output import check_apart_from_inputs, check_output_folder, output_folder, write_json
 from .results import (  # the study's types; re-exported: `from scratchformer.analysis.bank import Study` works
@@ -330,22 +329,6 @@ def write_plots(runs: list[StudyRun], study: Study, out: Path) -> dict[str, str]
 # ----------------------------------------------------------------------------------------------------------------
 # The command
 # ----------------------------------------------------------------------------------------------------------------
-
-
-def model_sources(models: list[str] | None, include_defaults: bool) -> list[str]:
-    """Our shipped checkpoint and the reference BERT (where installed) unless left out, then ``models``."""
-    sources = []
-    if include_defaults:
-        sources.append("scratchformer")
-        try:
-            reference_model_path()
-            sources.append("minilm")
-        except ScratchformerError as error:
-            print(f"note: skipping the reference model: {error}")
-    sources += [m for m in models or [] if m not in sources]
-    if not sources:
-        raise ScratchformerError("no model to compare: give --model, or leave out --no-defaults")
-    return sources
 
 
 def compare_payload(study: Study, results: list[ModelStudy]) -> dict[str, Any]:

@@ -334,3 +334,22 @@ def load_extractor(name: str, *, batch_size: int = 32, texts: Sequence[str] | No
     return LoadedModel(describe(name), str(name) if random_init else resolve(name), random_init,
                        EmbeddingExtractor(model, tokenizer, batch_size=batch_size),
                        RANDOM_NOTE if random_init else "")
+
+
+def model_sources(models: list[str] | None, include_defaults: bool) -> list[str]:
+    """The models a study runs by default: our shipped checkpoint and the reference BERT (where installed) unless
+    left out, then ``models`` (compare and geometry share it)."""
+    from ..loading import reference_model_path
+
+    sources = []
+    if include_defaults:
+        sources.append("scratchformer")
+        try:
+            reference_model_path()
+            sources.append("minilm")
+        except ScratchformerError as error:
+            print(f"note: skipping the reference model: {error}")
+    sources += [m for m in models or [] if m not in sources]
+    if not sources:
+        raise ScratchformerError("no model to compare: give --model, or leave out --no-defaults")
+    return sources

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .senses import pairs_within
+from .sense_data import pairs_within
 
 MAX_PAIRS_PER_WORD = 1000  # the author's num_samples: every pair up to this many, a seeded sample beyond
 MEV_MIN_OCCURRENCES = 5  # MEV only for words seen at least this often (and the author's min_count)

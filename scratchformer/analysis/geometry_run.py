@@ -30,9 +30,8 @@ import torch
 
 from .. import files
 from ..errors import ScratchformerError
-from .bank import model_sources
 from .encoding import PROGRESS_MIN_TEXTS, Encoded
-from .extractor import EmbeddingExtractor, LoadedModel, load_extractor
+from .extractor import EmbeddingExtractor, LoadedModel, load_extractor, model_sources
 from .geometry import (
     MAX_PAIRS_PER_WORD,
     MEASURES,

@@ -27,8 +27,7 @@ from .label_placement import place_labels
 if TYPE_CHECKING:
     from .attention import AttentionMaps, AttentionStack
     from .geometry import GeometryReport
-    from .results import ModelStudy, Study, StudyVectors
-    from .senses import SenseReport
+    from .results import ModelStudy, SenseReport, Study, StudyVectors
     from .words import TokenGroup
 
 ATTENTION_GAMMA = 0.5  # colour = weight ** 0.5: a square-root scale from 0 to 1, the same in every panel and model

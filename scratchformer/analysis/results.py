@@ -1,24 +1,26 @@
 """What an extraction gives back: vectors labelled with the tokens and the layer they come from; and what the
-"bank" study gives back (its numbers and the vectors behind its plots).
+"bank" study gives back (its numbers and the vectors behind its plots); and the word-sense evaluation's report.
 
 Every result carries its ``layer`` (``"learned"`` or a non-negative index into ``hidden_states``) and its ``kind``
 (``"learned"``, ``"embedding_output"`` or ``"contextual"``, see :mod:`scratchformer.analysis.layers`), so that a
 table or plot can always say which of the three "embeddings" it shows.
 
-The study's types live here, below both the command that computes them (:mod:`~scratchformer.analysis.bank`) and
-the renderers that draw them (:mod:`~scratchformer.analysis.plots`, :mod:`~scratchformer.analysis.report`), so
-that a renderer never imports a command module. ``bank`` re-exports them: ``from scratchformer.analysis.bank
-import Study`` keeps working.
+The studies' types live here, below both the commands that compute them (:mod:`~scratchformer.analysis.bank`,
+:mod:`~scratchformer.analysis.senses`) and the renderers that draw them (:mod:`~scratchformer.analysis.plots`,
+:mod:`~scratchformer.analysis.report`), so that a renderer never imports a command module. The commands re-export
+them: ``from scratchformer.analysis.bank import Study`` and ``from ...senses import SenseReport`` keep working.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .layers import Layer
+from .sense_data import MAX_OCCURRENCES_PER_GROUP, MAX_PAIRS_PER_GROUP
 from .words import WordLocation
 
 if TYPE_CHECKING:
@@ -153,3 +155,102 @@ class StudyRun:
     result: ModelStudy
     vectors: StudyVectors
     attention: AttentionMaps | None = None
+
+
+@dataclass
+class LayerScore:
+    layer: int | str  # "learned" or the hidden_states index (0 = embedding-layer output)
+    description: str
+    roc_auc: float
+    nn_accuracy: float
+    # ROC-AUC after subtracting the layer's mean word vector (over all scored occurrences) before the cosine. It
+    # removes the direction every vector shares (anisotropy), which inflates all cosines alike; not the headline.
+    roc_auc_centred: float = float("nan")
+    # The mean over groups (lemmas) of the ROC-AUC of each group's own pairs: sense separation alone, without the
+    # differences between lemmas that the global ROC-AUC also rewards (nan in reports written before it existed).
+    roc_auc_within_group: float = float("nan")
+
+
+@dataclass
+class SenseReport:
+    """Result of :func:`evaluate_senses` for one model."""
+
+    model: str
+    data: str
+    pooling: str
+    group_by: str
+    examples: int  # occurrences in groups of at least two
+    groups: int
+    pairs: int
+    same_sense_pairs: int
+    different_sense_pairs: int
+    nn_queries: int
+    nn_chance: float
+    learned_identical_token_pairs: int  # pairs where both occurrences are the same tokens: learned cosine 1.0
+    learned_auc_by_construction: float = 0.5
+    max_pairs_per_group: int = MAX_PAIRS_PER_GROUP
+    subsampled_groups: int = 0  # groups scored on a random sample of max_pairs_per_group of their pairs
+    max_occurrences_per_group: int = MAX_OCCURRENCES_PER_GROUP
+    sampled_groups: int = 0  # groups scored on a random sample of max_occurrences_per_group of their occurrences
+    # ROC-AUC and within-group ROC-AUC of the last layer's mean over the whole sentence (the word not singled out):
+    # what the sentence's topic alone gives (nan in reports written before it existed)
+    sentence_roc_auc: float = float("nan")
+    sentence_roc_auc_within_group: float = float("nan")
+    layers: list[LayerScore] = field(default_factory=list)
+    verdict: str = ""  # "context separates senses: yes (last layer ROC-AUC 0.712 > embedding output 0.620; ...)"
+
+    @property
+    def last_layer(self) -> LayerScore:
+        return self.layers[-1]
+
+    @property
+    def best_layer(self) -> LayerScore:
+        return max((s for s in self.layers if s.layer != "learned"), key=lambda s: s.roc_auc)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SenseReport:
+        """The report that :meth:`as_dict` (one entry of a ``senses.json``) describes."""
+        return cls(**{**data, "layers": [LayerScore(**layer) for layer in data["layers"]]})
+
+    def table(self) -> str:
+        lines = [
+            f"model: {self.model}",
+            f"data: {self.data} ({self.examples} occurrences in {self.groups} groups by {self.group_by}; "
+            f"{self.pairs} pairs: {self.same_sense_pairs} same-sense, {self.different_sense_pairs} different-sense)",
+            f"word vector: {self.pooling} of the word's sub-tokens; 1-NN chance level {self.nn_chance:.3f} "
+            f"({self.nn_queries} queries)",
+            f"learned embedding: 0.5 by construction for the {self.learned_identical_token_pairs} pairs with "
+            "identical tokens; measured over all pairs below",
+            *([f"sentence vector alone (last layer, mean over the whole sentence, the word not singled out): "
+               f"ROC-AUC {self.sentence_roc_auc:.4f}, within {self.sentence_roc_auc_within_group:.4f}: how far the "
+               "sentence's topic alone tells the senses apart"] if not math.isnan(self.sentence_roc_auc) else []),
+            *([f"{self.sampled_groups} group(s) with more than {self.max_occurrences_per_group:,} occurrences: scored "
+               f"on a random sample of {self.max_occurrences_per_group:,} of them (seeded)"] if self.sampled_groups
+              else []),
+            *([f"{self.subsampled_groups} group(s) with more than {self.max_pairs_per_group:,} pairs: scored on a "
+               f"random sample of {self.max_pairs_per_group:,} of their pairs (seeded)"] if self.subsampled_groups
+              else []),
+            f"{'layer':>8}  {'ROC-AUC':>7}  {'1-NN acc':>8}  {'centred':>7}  {'within':>7}  what (centred: ROC-AUC "
+            f"after subtracting the mean word vector; within: mean ROC-AUC inside each {self.group_by} group)",
+        ]
+        for s in self.layers:
+            lines.append(f"{s.layer!s:>8}  {s.roc_auc:7.4f}  {s.nn_accuracy:8.4f}  {s.roc_auc_centred:7.4f}  "
+                         f"{s.roc_auc_within_group:7.4f}  {s.description}")
+        lines.append(f"verdict: {self.verdict or sense_score_verdict(self.layers)}")
+        return "\n".join(lines)
+
+
+def sense_score_verdict(layers: list[LayerScore]) -> str:
+    """One line: does context help tell the senses apart, i.e. does the last layer score a higher ROC-AUC than the
+    embedding-layer output (token + position, no context)? ``layers`` are ``[learned, 0, 1, ..., last]``."""
+    if len(layers) < 3:
+        return "context separates senses: n/a (the model has no contextual layer)"
+    embedding, last = layers[1], layers[-1]
+    best = max(layers[2:], key=lambda s: s.roc_auc)
+    helps = last.roc_auc > embedding.roc_auc
+    return (f"context separates senses: {'yes' if helps else 'no'} (last layer ROC-AUC {last.roc_auc:.3f} "
+            f"{'>' if helps else '<='} embedding output {embedding.roc_auc:.3f}; best layer {best.layer}: "
+            f"{best.roc_auc:.3f}; chance 0.5)")

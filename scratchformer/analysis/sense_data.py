@@ -1,4 +1,5 @@
-"""The word-sense data: a TSV of occurrences, read and checked row by row, and grouped by lemma.
+"""The word-sense data: a TSV of occurrences, read and checked row by row, grouped by lemma, and the pairs
+within each group (sampled past a bound).
 
 The file is tab-separated, UTF-8, with a header naming at least the columns ``lemma pos synset start end sentence``
 (``gloss`` is optional), one row per occurrence, where ``sentence[start:end]`` is the target word (the format of
@@ -10,16 +11,23 @@ naming the file, the line and what to fix.
 from __future__ import annotations
 
 import csv
+import itertools
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from .. import files
 from ..errors import DataError, ScratchformerError
 
 REQUIRED_COLUMNS = ("lemma", "pos", "synset", "start", "end", "sentence")
 GROUP_BY = ("lemma", "lemma_pos")
+MAX_PAIRS_PER_GROUP = 20_000  # a lemma with more pairs is scored on a random sample of this many (seeded)
+# A lemma with more occurrences is scored on a random sample of this many (seeded): its 1-NN search compares every
+# occurrence with every other, and each occurrence is a forward pass (50,000 of one lemma ran past 7 minutes).
+MAX_OCCURRENCES_PER_GROUP = 2_000
 _EXPECTED = f"a tab-separated UTF-8 file whose header has the columns {' '.join(REQUIRED_COLUMNS)} (gloss optional)"
 
 
@@ -124,3 +132,42 @@ def group_examples(examples: list[SenseExample], group_by: str = "lemma") -> lis
     for i, ex in enumerate(examples):
         groups[(ex.lemma, ex.pos) if group_by == "lemma_pos" else (ex.lemma,)].append(i)
     return [members for members in groups.values() if len(members) >= 2]
+
+
+def pairs_within(groups: list[list[int]], max_pairs_per_group: int = MAX_PAIRS_PER_GROUP, seed: int = 0,
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs of members of the same group, as two parallel index arrays: every pair of a group (in
+    ``itertools.combinations`` order), or, for a group with more than ``max_pairs_per_group`` pairs, that many
+    distinct pairs drawn at random (seeded), so that memory and time never grow with the square of one lemma's
+    occurrences (3,000 rows of one lemma are 4.5M pairs)."""
+    rng = np.random.default_rng(seed)
+    firsts, seconds = [], []
+    for members in groups:
+        n = len(members)
+        if n * (n - 1) // 2 <= max_pairs_per_group:
+            pairs = np.array(list(itertools.combinations(range(n), 2)), dtype=np.int64).reshape(-1, 2)
+        else:
+            pairs = _sample_pairs(n, max_pairs_per_group, rng)
+        ids = np.asarray(members, dtype=np.int64)
+        firsts.append(ids[pairs[:, 0]])
+        seconds.append(ids[pairs[:, 1]])
+    empty = np.zeros(0, dtype=np.int64)
+    return (np.concatenate(firsts) if firsts else empty), (np.concatenate(seconds) if seconds else empty)
+
+
+def sample_members(groups: list[list[int]], most: int, seed: int = 0) -> list[list[int]]:
+    """Each group as it is, or, with more than ``most`` members, a seeded random sample of ``most`` of them (in
+    their order): what is scored of a lemma is bounded, however often it occurs."""
+    rng = np.random.default_rng(seed)
+    return [members if len(members) <= most else sorted(rng.choice(members, size=most, replace=False).tolist())
+            for members in groups]
+
+
+def _sample_pairs(n: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` distinct pairs ``(i < j)`` of ``range(n)``, uniformly at random, in O(count) memory."""
+    chosen = np.zeros((0, 2), dtype=np.int64)
+    while len(chosen) < count:
+        draws = rng.integers(0, n, size=(2 * count, 2))
+        draws = np.sort(draws[draws[:, 0] != draws[:, 1]], axis=1)
+        chosen = np.unique(np.concatenate([chosen, draws]), axis=0)
+    return chosen[rng.permutation(len(chosen))[:count]]

@@ -30,9 +30,6 @@ report gives both the measured value and the number of pairs whose tokens are id
 
 from __future__ import annotations
 
-import itertools
-import math
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +41,17 @@ from .extractor import load_extractor
 from .layers import LEARNED, describe_layer
 from .output import check_apart_from_inputs, check_output_folder, output_folder, write_json
 from .pooling import check_word_pooling
-from .sense_data import GROUP_BY, SenseExample, group_examples, read_senses_tsv
+from .results import LayerScore, SenseReport, sense_score_verdict
+from .sense_data import (
+    GROUP_BY,
+    MAX_OCCURRENCES_PER_GROUP,
+    MAX_PAIRS_PER_GROUP,
+    SenseExample,
+    group_examples,
+    pairs_within,
+    read_senses_tsv,
+    sample_members,
+)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Metrics
@@ -64,52 +71,9 @@ def roc_auc(labels: Any, scores: Any) -> float:
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
-MAX_PAIRS_PER_GROUP = 20_000  # a lemma with more pairs is scored on a random sample of this many (seeded)
-# A lemma with more occurrences is scored on a random sample of this many (seeded): its 1-NN search compares every
-# occurrence with every other, and each occurrence is a forward pass (50,000 of one lemma ran past 7 minutes).
-MAX_OCCURRENCES_PER_GROUP = 2_000
 PAIR_BLOCK = 4096  # pairs whose cosines are computed at once: memory ~ PAIR_BLOCK x hidden, whatever the data
 NN_BLOCK_ELEMENTS = 1 << 22  # similarity entries computed at once in the 1-NN search
 SENSES_JSON, SENSES_PLOT = "senses.json", "senses_auc_per_layer.png"  # what run_senses writes into its folder
-
-
-def pairs_within(groups: list[list[int]], max_pairs_per_group: int = MAX_PAIRS_PER_GROUP, seed: int = 0,
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs of members of the same group, as two parallel index arrays: every pair of a group (in
-    ``itertools.combinations`` order), or, for a group with more than ``max_pairs_per_group`` pairs, that many
-    distinct pairs drawn at random (seeded), so that memory and time never grow with the square of one lemma's
-    occurrences (3,000 rows of one lemma are 4.5M pairs)."""
-    rng = np.random.default_rng(seed)
-    firsts, seconds = [], []
-    for members in groups:
-        n = len(members)
-        if n * (n - 1) // 2 <= max_pairs_per_group:
-            pairs = np.array(list(itertools.combinations(range(n), 2)), dtype=np.int64).reshape(-1, 2)
-        else:
-            pairs = _sample_pairs(n, max_pairs_per_group, rng)
-        ids = np.asarray(members, dtype=np.int64)
-        firsts.append(ids[pairs[:, 0]])
-        seconds.append(ids[pairs[:, 1]])
-    empty = np.zeros(0, dtype=np.int64)
-    return (np.concatenate(firsts) if firsts else empty), (np.concatenate(seconds) if seconds else empty)
-
-
-def sample_members(groups: list[list[int]], most: int, seed: int = 0) -> list[list[int]]:
-    """Each group as it is, or, with more than ``most`` members, a seeded random sample of ``most`` of them (in
-    their order): what is scored of a lemma is bounded, however often it occurs."""
-    rng = np.random.default_rng(seed)
-    return [members if len(members) <= most else sorted(rng.choice(members, size=most, replace=False).tolist())
-            for members in groups]
-
-
-def _sample_pairs(n: int, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` distinct pairs ``(i < j)`` of ``range(n)``, uniformly at random, in O(count) memory."""
-    chosen = np.zeros((0, 2), dtype=np.int64)
-    while len(chosen) < count:
-        draws = rng.integers(0, n, size=(2 * count, 2))
-        draws = np.sort(draws[draws[:, 0] != draws[:, 1]], axis=1)
-        chosen = np.unique(np.concatenate([chosen, draws]), axis=0)
-    return chosen[rng.permutation(len(chosen))[:count]]
 
 
 def pair_cosines(vectors: torch.Tensor, pair_a: np.ndarray, pair_b: np.ndarray, block: int = PAIR_BLOCK,
@@ -154,25 +118,6 @@ def nn_accuracy(unit: torch.Tensor, groups: list[list[int]], senses: list[Any]) 
     return correct / total
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Reports
-# ----------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class LayerScore:
-    layer: int | str  # "learned" or the hidden_states index (0 = embedding-layer output)
-    description: str
-    roc_auc: float
-    nn_accuracy: float
-    # ROC-AUC after subtracting the layer's mean word vector (over all scored occurrences) before the cosine. It
-    # removes the direction every vector shares (anisotropy), which inflates all cosines alike; not the headline.
-    roc_auc_centred: float = float("nan")
-    # The mean over groups (lemmas) of the ROC-AUC of each group's own pairs: sense separation alone, without the
-    # differences between lemmas that the global ROC-AUC also rewards (nan in reports written before it existed).
-    roc_auc_within_group: float = float("nan")
-
-
 def within_group_roc_auc(same: np.ndarray, cosines: np.ndarray, pair_group: np.ndarray) -> float:
     """The mean ROC-AUC over the groups whose pairs (``pair_group`` gives each pair's group) are of both kinds."""
     order = np.argsort(pair_group, kind="stable")
@@ -180,91 +125,6 @@ def within_group_roc_auc(same: np.ndarray, cosines: np.ndarray, pair_group: np.n
     scores = [roc_auc(same[inside], cosines[inside]) for inside in np.split(order, starts)
               if same[inside].any() and not same[inside].all()]
     return float(np.mean(scores)) if scores else float("nan")
-
-
-@dataclass
-class SenseReport:
-    """Result of :func:`evaluate_senses` for one model."""
-
-    model: str
-    data: str
-    pooling: str
-    group_by: str
-    examples: int  # occurrences in groups of at least two
-    groups: int
-    pairs: int
-    same_sense_pairs: int
-    different_sense_pairs: int
-    nn_queries: int
-    nn_chance: float
-    learned_identical_token_pairs: int  # pairs where both occurrences are the same tokens: learned cosine 1.0
-    learned_auc_by_construction: float = 0.5
-    max_pairs_per_group: int = MAX_PAIRS_PER_GROUP
-    subsampled_groups: int = 0  # groups scored on a random sample of max_pairs_per_group of their pairs
-    max_occurrences_per_group: int = MAX_OCCURRENCES_PER_GROUP
-    sampled_groups: int = 0  # groups scored on a random sample of max_occurrences_per_group of their occurrences
-    # ROC-AUC and within-group ROC-AUC of the last layer's mean over the whole sentence (the word not singled out):
-    # what the sentence's topic alone gives (nan in reports written before it existed)
-    sentence_roc_auc: float = float("nan")
-    sentence_roc_auc_within_group: float = float("nan")
-    layers: list[LayerScore] = field(default_factory=list)
-    verdict: str = ""  # "context separates senses: yes (last layer ROC-AUC 0.712 > embedding output 0.620; ...)"
-
-    @property
-    def last_layer(self) -> LayerScore:
-        return self.layers[-1]
-
-    @property
-    def best_layer(self) -> LayerScore:
-        return max((s for s in self.layers if s.layer != "learned"), key=lambda s: s.roc_auc)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SenseReport:
-        """The report that :meth:`as_dict` (one entry of a ``senses.json``) describes."""
-        return cls(**{**data, "layers": [LayerScore(**layer) for layer in data["layers"]]})
-
-    def table(self) -> str:
-        lines = [
-            f"model: {self.model}",
-            f"data: {self.data} ({self.examples} occurrences in {self.groups} groups by {self.group_by}; "
-            f"{self.pairs} pairs: {self.same_sense_pairs} same-sense, {self.different_sense_pairs} different-sense)",
-            f"word vector: {self.pooling} of the word's sub-tokens; 1-NN chance level {self.nn_chance:.3f} "
-            f"({self.nn_queries} queries)",
-            f"learned embedding: 0.5 by construction for the {self.learned_identical_token_pairs} pairs with "
-            "identical tokens; measured over all pairs below",
-            *([f"sentence vector alone (last layer, mean over the whole sentence, the word not singled out): "
-               f"ROC-AUC {self.sentence_roc_auc:.4f}, within {self.sentence_roc_auc_within_group:.4f}: how far the "
-               "sentence's topic alone tells the senses apart"] if not math.isnan(self.sentence_roc_auc) else []),
-            *([f"{self.sampled_groups} group(s) with more than {self.max_occurrences_per_group:,} occurrences: scored "
-               f"on a random sample of {self.max_occurrences_per_group:,} of them (seeded)"] if self.sampled_groups
-              else []),
-            *([f"{self.subsampled_groups} group(s) with more than {self.max_pairs_per_group:,} pairs: scored on a "
-               f"random sample of {self.max_pairs_per_group:,} of their pairs (seeded)"] if self.subsampled_groups
-              else []),
-            f"{'layer':>8}  {'ROC-AUC':>7}  {'1-NN acc':>8}  {'centred':>7}  {'within':>7}  what (centred: ROC-AUC "
-            f"after subtracting the mean word vector; within: mean ROC-AUC inside each {self.group_by} group)",
-        ]
-        for s in self.layers:
-            lines.append(f"{s.layer!s:>8}  {s.roc_auc:7.4f}  {s.nn_accuracy:8.4f}  {s.roc_auc_centred:7.4f}  "
-                         f"{s.roc_auc_within_group:7.4f}  {s.description}")
-        lines.append(f"verdict: {self.verdict or sense_score_verdict(self.layers)}")
-        return "\n".join(lines)
-
-
-def sense_score_verdict(layers: list[LayerScore]) -> str:
-    """One line: does context help tell the senses apart, i.e. does the last layer score a higher ROC-AUC than the
-    embedding-layer output (token + position, no context)? ``layers`` are ``[learned, 0, 1, ..., last]``."""
-    if len(layers) < 3:
-        return "context separates senses: n/a (the model has no contextual layer)"
-    embedding, last = layers[1], layers[-1]
-    best = max(layers[2:], key=lambda s: s.roc_auc)
-    helps = last.roc_auc > embedding.roc_auc
-    return (f"context separates senses: {'yes' if helps else 'no'} (last layer ROC-AUC {last.roc_auc:.3f} "
-            f"{'>' if helps else '<='} embedding output {embedding.roc_auc:.3f}; best layer {best.layer}: "
-            f"{best.roc_auc:.3f}; chance 0.5)")
 
 
 # ----------------------------------------------------------------------------------------------------------------

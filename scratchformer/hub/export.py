@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import files
-from ..errors import HubError, ScratchformerError, require
+from ..errors import HubError, ScratchformerError
 from ..loading import write_checksums
 from .card import DEFAULT_EXAMPLE, DEFAULT_PIPELINE_TAG, check_card_metadata, load_scores, model_card
 from .checks import check_folder
@@ -51,11 +51,11 @@ from .destination import check_destination, check_repo_id, move_into_place
 from .layout import (
     DROPPED_CODE_KEYS,
     ONNX_FILE,
-    ONNX_MODULES,
     README,
     SCORES_FILE,
     config_auto_map,
     is_card_asset,
+    require_onnx,
     sentence_transformers_files,
 )
 from .sources import check_source, model_and_tokenizer
@@ -132,12 +132,6 @@ def export(
         check_destination(out_dir, source, overwrite)  # again, under the lock: another export may have just ended
         _write(model, tokenizer, results, card, out_dir, source=source, onnx=onnx, config_dtype=config_dtype)
     return out_dir
-
-
-def require_onnx() -> None:
-    """Raise :class:`~scratchformer.errors.MissingDependencyError` (naming ``scratchformer[onnx]``) unless the
-    packages of the ONNX export are installed; it only looks them up, so it costs microseconds."""
-    require(*ONNX_MODULES, extra="onnx", for_what="the ONNX export (--onnx)")
 
 
 def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: Path, *, source: Path | None,

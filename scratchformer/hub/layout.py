@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from ..errors import require
 from ..loading import CHECKSUMS
 from ..models.modeling_scratchformer import AUTO_MAP
 
@@ -53,6 +54,12 @@ NOT_CARD_ASSETS = frozenset({*EXPORT_FILES, "special_tokens_map.json", "added_to
                              "model.safetensors.index.json", "trainer_state.json", "train_results.json",
                              "eval_results.json", "all_results.json", "training_args.json", "preprocessor_config.json",
                              "processor_config.json", "adapter_config.json"})
+
+
+def require_onnx() -> None:
+    """Raise :class:`~scratchformer.errors.MissingDependencyError` (naming ``scratchformer[onnx]``) unless the
+    packages of the ONNX export are installed; it only looks them up, so it costs microseconds."""
+    require(*ONNX_MODULES, extra="onnx", for_what="the ONNX export (--onnx)")
 
 
 def config_auto_map() -> dict:

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ..models.paper_scratchformer import SinusoidalPositionalEncoding
-from .export import require_onnx
+from .layout import require_onnx
 
 INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAMES = ("last_hidden_state",)
