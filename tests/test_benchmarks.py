@@ -566,3 +566,37 @@ def test_profile_generate_times_both_models_and_prints_their_operator_tables():
     for key in ("ours_s2s", "bart_s2s"):  # one operator table per model, with its totals
         assert f"{key}: operator self time" in done.stdout
     assert done.stdout.count("aten::") >= 2
+
+
+def test_geometry_speed_quick_mode_times_the_command_and_reports_its_load(tmp_path):
+    """benchmarks/geometry_speed.py --quick: one `python -m scratchformer geometry` run on 200 dev-set sentences."""
+    if not (ROOT.parent / "shared" / "data" / "wordnet_senses_dev.tsv").is_file():
+        pytest.skip("the development data (../shared/data/wordnet_senses_dev.tsv) is not here")
+    out = tmp_path / "geometry_speed.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "geometry_speed.py"), "--quick", "--json",
+                           str(out), "--md", str(tmp_path / "geometry_speed.md")], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    ((case,),) = [json.loads(out.read_text())["cases"]]
+    (run,) = case["runs"]
+    assert case["sentences"] == 200 and case["models"] == ["scratchformer-small"]
+    assert run["wall_s"] > 0 and 0 < run["cpu_s"] and run["peak_rss_mb"] > 100 and run["load_before"] >= 0
+    assert case["wall_s_per_1000_sentences"] == pytest.approx(1000 * run["wall_s"] / 200, abs=0.01)
+    assert "| dev set, first 200 sentences | scratchformer-small | 200 |" in (tmp_path / "geometry_speed.md").read_text()
+
+
+def test_geometry_speed_corpus_sentences_are_seeded_and_of_5_to_60_words(tmp_path):
+    import gzip
+
+    spec = importlib.util.spec_from_file_location("geometry_speed", ROOT / "benchmarks" / "geometry_speed.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    corpus = tmp_path / "corpus.txt.gz"
+    paragraphs = [f"Paragraph {i} has a first sentence of some words. Short one! And then a question for {i}?"
+                  for i in range(50)]
+    corpus.write_bytes(gzip.compress("\n".join(paragraphs).encode()))
+    sentences = module.corpus_sentences(30, corpus)
+    assert len(sentences) == 30 and sentences == module.corpus_sentences(30, corpus)
+    assert all(5 <= len(s.split()) <= 60 for s in sentences) and "Short one!" not in sentences
+    numbers = [int(re.search(r"\d+", s).group()) for s in sentences]
+    assert numbers != sorted(numbers)  # the paragraphs in a seeded order, not the file's
