@@ -114,6 +114,7 @@ RELIABILITY = {
         "test_compare_and_senses_never_run_a_model_folders_code",
         "test_foreign_remote_code_needs_trust_remote_code", "test_saved_auto_map_is_ours_only",
         "test_export_writes_only_our_auto_map_whatever_the_source_config_carried",
+        "test_the_silent_tokenizer_path_loads_our_ids_with_no_prompt_no_warning_and_no_code",
     ],
     "path traversal and overwriting": [
         "test_push_refuses_a_bad_repo_id_before_touching_any_file", "test_cli_refuses_a_bad_repo_id_with_exit_2",
