@@ -4,7 +4,7 @@ For the vectors ``f_l(s, w)`` of word occurrences at one layer ``l`` (a word's s
 this package), with ``cos`` the cosine:
 
 - **self-similarity** of a word: the mean ``cos`` over pairs of its occurrences in different sentences
-  (:func:`self_similarities`; every pair up to :data:`MAX_PAIRS_PER_WORD`, a seeded sample of that many beyond, as
+  (:func:`word_measures`; every pair up to :data:`MAX_PAIRS_PER_WORD`, a seeded sample of that many beyond, as
   the author's code samples 1,000). A static embedding scores 1.
 - **intra-sentence similarity** of a sentence: the mean ``cos`` between each of its words and the mean of its word
   vectors (:func:`intra_sentence_similarity`).

@@ -1,8 +1,8 @@
 """``scratchformer geometry``: the measures of :mod:`~scratchformer.analysis.geometry` over a model, streamed.
 
-A run makes two passes over the model, each sentence pooled into word vectors for every row at once (learned table,
-embedding-layer output, every layer; a word's sub-tokens pooled as :func:`~scratchformer.analysis.pooling.pool_word`
-does):
+A run makes two passes over the model, each forward batch pooled into word vectors for every row at once (learned
+table, embedding-layer output, every layer; a word's sub-tokens pooled as
+:func:`~scratchformer.analysis.pooling.pool_word` does) in a few tensor operations per batch, not per sentence:
 
 1. the baseline sample (:data:`~scratchformer.analysis.geometry_data.SAMPLE_SENTENCES` sentences): each row's
    per-dimension mean and standard deviation over all their word occurrences, and one occurrence per sentence
