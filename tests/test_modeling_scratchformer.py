@@ -383,6 +383,8 @@ def test_weights_that_are_not_floats_are_refused_in_one_line(tmp_path):
     make_model().save_pretrained(tmp_path / "good")
     assert safetensors_problem(tmp_path / "good") is None
     tensors = load_file(tmp_path / "good" / "model.safetensors")
+    save_file({**tensors, "step": torch.tensor([3])}, tmp_path / "good" / "model.safetensors")
+    assert safetensors_problem(tmp_path / "good") is None  # not a weight (*.weight, *.bias): never loaded into one
     name = sorted(tensors)[0]
     for dtype, shown in ((torch.int32, "I32"), (torch.bool, "BOOL"), (torch.uint8, "U8")):
         folder = tmp_path / shown

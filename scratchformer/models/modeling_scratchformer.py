@@ -695,8 +695,9 @@ FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"})
 
 
 def _weights_dtype_problem(folder: str | os.PathLike, names: list[str]) -> str | None:
-    """Why the weights files of ``folder`` hold tensors that are not floats (``int32`` weights would load silently
-    converted, their fractions lost), or ``None``; from each file's header alone."""
+    """Why the weights files of ``folder`` hold weights that are not floats (``int32`` weights would load silently
+    converted, their fractions lost), or ``None``; from each file's header alone. Weights are the tensors named
+    ``*.weight`` and ``*.bias`` (every parameter of ours); another tensor is not loaded into the model."""
     files = ["model.safetensors"] if "model.safetensors" in names else []
     if not files:
         try:
@@ -706,7 +707,8 @@ def _weights_dtype_problem(folder: str | os.PathLike, names: list[str]) -> str |
             return None  # an unreadable index: transformers' own error names it
     for file in files:
         path = os.path.join(folder, file)
-        odd = sorted((name, dtype) for name, dtype in _safetensors_dtypes(path).items() if dtype not in FLOAT_DTYPES)
+        odd = sorted((name, dtype) for name, dtype in _safetensors_dtypes(path).items()
+                     if dtype not in FLOAT_DTYPES and name.rsplit(".", 1)[-1] in ("weight", "bias"))
         if odd:
             more = f" and {len(odd) - 1} more" if len(odd) > 1 else ""
             return (f"{path} holds weights that are not floating-point numbers ({odd[0][0]}: {odd[0][1]}{more}): "
