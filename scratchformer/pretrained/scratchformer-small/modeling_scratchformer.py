@@ -281,8 +281,11 @@ def _warn_ignored(model: nn.Module, kwargs: dict) -> None:
 
 
 def _keeps(stack: nn.Module, output_attentions: bool) -> bool:
-    """Whether a forward pass keeps every layer's activations: for the backward pass, or to return attention weights."""
-    return output_attentions or (torch.is_grad_enabled() and stack.embeddings.word_embeddings.weight.requires_grad)
+    """Whether a forward pass keeps every layer's activations: to return attention weights, or for the backward pass
+    (unless gradient checkpointing runs each layer again there instead)."""
+    checkpointed = stack.training and stack.layers[0].gradient_checkpointing
+    return output_attentions or (torch.is_grad_enabled() and stack.embeddings.word_embeddings.weight.requires_grad
+                                 and not checkpointed)
 
 
 def _flag(value: bool | None, config: ScratchformerConfig, name: str) -> bool:
