@@ -9,8 +9,8 @@ from .export import add_card_arguments, card_options
 
 
 def _push_command(args: argparse.Namespace) -> int:
-    from ..hub import push
     from ..errors import redact
+    from ..hub import push
 
     commit = push(args.model, args.repo_id, private=args.private, commit_message=args.message,
                   **card_options(args))
