@@ -73,7 +73,7 @@ RELIABILITY = {
         "test_a_loop_fifo_socket_or_device_where_a_file_is_read_is_one_line_in_every_command",
         "test_a_folder_where_a_result_file_goes_is_one_line_and_stays",
         "test_rows_missing_a_column_are_refused_with_their_line_numbers",
-        "test_weights_that_are_not_floats_are_refused_in_one_line",
+        "test_weights_that_are_not_floats_are_refused_in_one_line", "test_check_folder_names_weights_that_are_not_floats",
     ],
     "one line and exit 2 for every mistake": [
         "test_a_user_mistake_is_one_line_and_exit_2", "test_cli_mistakes_end_with_one_error_line",

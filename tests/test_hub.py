@@ -632,6 +632,18 @@ def test_card_metadata_the_hub_would_not_read_is_refused_before_the_model_loads(
     assert not (tmp_path / "x").exists()
 
 
+def test_check_folder_names_weights_that_are_not_floats(artifacts, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "int-weights"
+    shutil.copytree(artifacts["folder"], folder)
+    tensors = load_file(folder / "model.safetensors")
+    name = sorted(key for key in tensors if key.endswith(".weight"))[0]
+    save_file({**tensors, name: tensors[name].to(torch.int32)}, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(HubError, match=re.escape(f"holds weights that are not floating-point numbers ({name}: I32)")):
+        check_folder(folder, checksums=False)
+
+
 def test_card_metadata_of_the_hubs_forms_is_written_as_given(artifacts, tmp_path):
     from huggingface_hub import ModelCard
 

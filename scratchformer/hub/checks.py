@@ -17,7 +17,7 @@ from pathlib import Path
 from ..errors import HubError
 from ..loading import checksum_problems, safetensors_file_problem
 from ..models.configuration_scratchformer import checkpoint_format_problem
-from ..models.modeling_scratchformer import PICKLE_SUFFIXES
+from ..models.modeling_scratchformer import PICKLE_SUFFIXES, safetensors_problem
 from .layout import DROPPED_CODE_KEYS, REQUIRED_FILES, config_auto_map
 
 # huggingface_hub comes with transformers (a hard dependency): the model code uses it to upload
@@ -31,8 +31,9 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
     ``auto_map`` of ``config.json`` is exactly ours and ``tokenizer_config.json`` has none (the tokenizer runs no
     code), neither has ``custom_pipelines``;
     ``model_type`` is ``scratchformer`` and the checkpoint format is one this code reads; every ``*.safetensors`` file
-    has a valid header and size, and the sha256 that ``checksums.sha256`` lists for it (when there is one); the code files import only torch, transformers, the standard library and sibling
-    files (single-dot). ``where`` is the name used in the message; ``checksums=False`` skips re-hashing weights
+    has a valid header and size, and the sha256 that ``checksums.sha256`` lists for it (when there is one); every weight
+    is a float (:func:`~scratchformer.models.modeling_scratchformer.safetensors_problem`); the code files import only
+    torch, transformers, the standard library and sibling files (single-dot). ``where`` is the name used in the message; ``checksums=False`` skips re-hashing weights
     whose checksums were just written from them (the export's own staging folder).
     """
     folder = Path(folder)
@@ -43,6 +44,9 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
     if (tokenizer_config := _read_json(folder / "tokenizer_config.json", problems)) is not None:
         problems += _remote_code_problems("tokenizer_config.json", tokenizer_config, {})
     problems += [problem for path in sorted(folder.glob("*.safetensors")) if (problem := safetensors_file_problem(path))]
+    weights = any((folder / name).is_file() for name in ("model.safetensors", "model.safetensors.index.json"))
+    if weights and (problem := safetensors_problem(folder)):
+        problems.append(problem)  # weights that are not floats
     problems += checksum_problems(folder) if checksums else []  # checksums.sha256, when there is one
     siblings = {path.stem for path in folder.glob("*.py")}
     for path in sorted(folder.glob("*.py")):
