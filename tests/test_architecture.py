@@ -175,3 +175,48 @@ def test_the_cycle_test_sees_imports_inside_functions():
     """``_imported_modules`` follows an import deferred into a function (``export`` imports ``onnx`` on first use)."""
     export = MODULES["scratchformer.hub.export"]
     assert "scratchformer.hub.onnx" in _imported_modules(export) - _imported_modules(export, in_functions=False)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One place: each shared vocabulary and each file-system rule is written once, and the rest of the package uses it
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _literal_collections(path: Path) -> list[tuple[int, set[str]]]:
+    """The strings of every literal tuple, list and set of ``path``, with its line."""
+    return [(node.lineno, {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)})
+            for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, (ast.Tuple, ast.List, ast.Set))]
+
+
+def test_the_files_that_travel_with_a_checkpoint_are_listed_only_in_models():
+    """``scratchformer.models.CODE_FILES`` is the list: export, folder checks and training's run files use it, so
+    that a fifth file of the model core cannot be left out of one of them."""
+    from scratchformer.models import CODE_FILES
+
+    assert set(CODE_FILES) == {p.name for p in (PACKAGE / "models").glob("*_scratchformer.py")} - {
+        "tokenization_scratchformer.py"}  # the tokenizer's code does not travel (a saved folder needs none)
+    copies = [f"{path.relative_to(PACKAGE)}:{line}" for path in _modules() if "models" not in path.parts
+              for line, strings in _literal_collections(path) if len(strings & set(CODE_FILES)) >= 2]
+    assert copies == [], f"a literal list of the travelling files: {copies}; use scratchformer.models.CODE_FILES"
+
+
+def test_each_vocabulary_is_defined_once():
+    """The dtypes weights are stored in, the model classes (derived from ``AUTO_MAP``) and the geometry files each
+    have one definition; the CLI's copy of the dtypes (it may not import torch) is held equal to it."""
+    from transformers import AutoConfig
+
+    from scratchformer.cli.export import DTYPES as CLI_DTYPES
+    from scratchformer.models import MODEL_CLASSES, SAVE_DTYPES
+    from scratchformer.models.modeling_scratchformer import AUTO_MAP
+
+    assert CLI_DTYPES == SAVE_DTYPES
+    assert {auto.__name__: f"modeling_scratchformer.{cls.__name__}" for auto, cls in MODEL_CLASSES.items()} == {
+        key: value for key, value in AUTO_MAP.items() if key != AutoConfig.__name__}
+    mirror = PACKAGE / "cli" / "export.py"
+    repeated = [f"{path.relative_to(PACKAGE)}:{line}" for path in _modules() if "models" not in path.parts
+                and path != mirror for line, strings in _literal_collections(path) if len(strings & set(SAVE_DTYPES)) >= 2]
+    assert repeated == [], f"the dtype names written again: {repeated}; use scratchformer.models.SAVE_DTYPES"
+    written = [f"{path.relative_to(PACKAGE)}:{node.lineno}" for path in _modules() if path.name != "geometry.py"
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Constant) and node.value in ("geometry.json", "geometry_words.csv")]
+    assert written == [], f"geometry's file names written again: {written}; use analysis.geometry's constants"

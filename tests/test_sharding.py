@@ -27,6 +27,7 @@ from safetensors.torch import load_file
 from test_training import corpus, train_losses  # noqa: F401
 
 from scratchformer import ScratchformerConfig, ScratchformerForConditionalGeneration
+from scratchformer.models import CODE_FILES  # what a checkpoint carries
 from scratchformer.models.modeling_scratchformer import AUTO_MAP
 from scratchformer.training import config_from_args
 from scratchformer.training.checkpoints import checkpoint_problems
@@ -34,9 +35,6 @@ from scratchformer.training.sharding import with_repeated_modules, without_repea
 
 CONFIGS = REPO_ROOT / "examples" / "accelerate"
 MODELS_DIR = REPO_ROOT / "scratchformer" / "models"
-# what a checkpoint carries
-CODE_FILES = ("card_scratchformer.py", "configuration_scratchformer.py", "modeling_scratchformer.py",
-              "paper_scratchformer.py")
 LAYERS = ScratchformerForConditionalGeneration._no_split_modules
 
 

@@ -34,6 +34,7 @@ from test_training import FailIfTrainingStarts, StopAt, corpus, pairs, tiny, tra
 from scratchformer import ScratchformerConfig, ScratchformerForConditionalGeneration
 from scratchformer.cli import main as cli_main
 from scratchformer.errors import DataError, TrainingSetupError
+from scratchformer.models import CODE_FILES  # the code a checkpoint carries
 from scratchformer.training import config_from_args, run_training
 from scratchformer.training.checkpoints import (
     checkpoint_problems,
@@ -52,9 +53,6 @@ from scratchformer.training.schedule import (
 )
 
 MODELS_DIR = REPO_ROOT / "scratchformer" / "models"
-# the code a checkpoint carries
-CODE_FILES = ("card_scratchformer.py", "configuration_scratchformer.py", "modeling_scratchformer.py",
-              "paper_scratchformer.py")
 TOKENIZER_CODE = "tokenization_scratchformer.py"  # saved tokenizers carry no code; an attacker's folder may
 TINY_CONFIG = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
                    decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)

@@ -57,6 +57,9 @@ REFERENCE_VALUES = {
 MEASURES = ("self_similarity", "intra_sentence_similarity", "mev", "anisotropy_baseline")
 MEASURE_NAMES = {"self_similarity": "self-similarity", "intra_sentence_similarity": "intra-sentence similarity",
                  "mev": "maximum explainable variance (MEV)", "anisotropy_baseline": "anisotropy baseline"}
+# What ``scratchformer geometry`` writes into its folder, and ``compare --html`` reads back from its own
+GEOMETRY_JSON, WORDS_CSV = "geometry.json", "geometry_words.csv"
+PLOT_FILES = {measure: f"geometry_{measure}.png" for measure in MEASURES}
 
 
 # ----------------------------------------------------------------------------------------------------------------

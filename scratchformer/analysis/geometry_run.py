@@ -33,10 +33,12 @@ from ..errors import ScratchformerError
 from .encoding import PROGRESS_MIN_TEXTS, Encoded
 from .extractor import EmbeddingExtractor, LoadedModel, load_extractor, model_sources
 from .geometry import (
+    GEOMETRY_JSON,
     MAX_PAIRS_PER_WORD,
-    MEASURES,
     MEV_MIN_OCCURRENCES,
+    PLOT_FILES,
     REFERENCE_VALUES,
+    WORDS_CSV,
     GeometryReport,
     Standardiser,
     geometry_row,
@@ -347,7 +349,6 @@ def _word_rows(label: str, layers: list[Any], plan: GeometryPlan, words: list[in
 # The command
 # ----------------------------------------------------------------------------------------------------------------
 
-GEOMETRY_JSON, WORDS_CSV = "geometry.json", "geometry_words.csv"
 WORD_FIELDS = ("model", "layer", "word", "occurrences", "kept", "pairs", "self_similarity",
                "self_similarity_standardised", "mev", "mev_standardised")
 
@@ -423,8 +424,7 @@ def run_geometry(
     plan = plan_geometry(data_set.sentences, min_occurrences=min_occurrences, max_words=max_words,
                          max_occurrences=max_occurrences, sample_sentences=sample_sentences, seed=seed)
     out = check_output_folder(output)
-    check_apart_from_inputs(out, models, [data], writes=(GEOMETRY_JSON, WORDS_CSV,
-                                                         *(f"geometry_{m}.png" for m in MEASURES)))
+    check_apart_from_inputs(out, models, [data], writes=(GEOMETRY_JSON, WORDS_CSV, *PLOT_FILES.values()))
     reports = []
     for loaded in _load_models(models, batch_size, data_set.sentences[:SAMPLE_SENTENCES]):
         reports.append(measure_geometry(loaded.extractor, plan, pooling=pooling, standardise=standardise,

@@ -389,10 +389,10 @@ def plot_senses(reports: Sequence[SenseReport], path: str | Path) -> Path:
 
 def plot_geometry(reports: Sequence[GeometryReport], folder: str | Path) -> dict[str, Path]:
     """One PNG per measure, ``geometry_<measure>.png`` in ``folder`` (see :func:`geometry_figure`)."""
-    from .geometry import MEASURES
+    from .geometry import PLOT_FILES
 
-    return {measure: _save(geometry_figure(reports, measure), Path(folder) / f"geometry_{measure}.png", dpi=110)
-            for measure in MEASURES}
+    return {measure: _save(geometry_figure(reports, measure), Path(folder) / name, dpi=110)
+            for measure, name in PLOT_FILES.items()}
 
 
 def geometry_figure(reports: Sequence[GeometryReport], measure: str) -> Any:

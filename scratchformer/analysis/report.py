@@ -247,17 +247,17 @@ def _geometry_table(model: dict[str, Any]) -> str:
 def geometry_section(folder: str | Path) -> str:
     """The page's "Embedding geometry" section from ``folder/geometry.json`` (written by ``scratchformer
     geometry --output`` the same folder) and its plots; empty when there is no such file."""
-    from .geometry import MEASURE_NAMES, MEASURES
+    from .geometry import GEOMETRY_JSON, MEASURE_NAMES, PLOT_FILES
 
     folder = Path(folder)
     try:
-        payload = json.loads((folder / "geometry.json").read_text(encoding="utf-8"))
+        payload = json.loads((folder / GEOMETRY_JSON).read_text(encoding="utf-8"))
         models = payload["models"]
     except (OSError, ValueError, KeyError, TypeError):
         return ""
-    figures = "".join(_figure(folder / f"geometry_{m}.png", f"{MEASURE_NAMES[m]} per layer, one line per model "
+    figures = "".join(_figure(folder / name, f"{MEASURE_NAMES[m]} per layer, one line per model "
                               "(dashed: standardised; dotted grey: published values)")
-                      for m in MEASURES if (folder / f"geometry_{m}.png").is_file())
+                      for m, name in PLOT_FILES.items() if (folder / name).is_file())
     return ("<h2>Embedding geometry: how contextual are the vectors?</h2>"
             f"<p>The measures of Ethayarajh (2019) per layer on {_e(Path(str(payload.get('data', ''))).name)}: "
             "self-similarity (a word's mean cosine across its occurrences in different sentences), intra-sentence "

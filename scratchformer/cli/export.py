@@ -10,7 +10,7 @@ import argparse
 
 from . import add_command
 
-DTYPES = ("float32", "float16", "bfloat16")  # scratchformer.hub.sources.DTYPES (not imported: it loads torch)
+DTYPES = ("float32", "float16", "bfloat16")  # scratchformer.models.SAVE_DTYPES (not imported: it loads torch)
 
 OVERWRITE_HELP = (
     "replace an earlier export in OUT. OUT must look like one (every file an export writes, config.json of a "

@@ -15,13 +15,11 @@ from pathlib import PurePosixPath
 
 from ..errors import require
 from ..loading import CHECKSUMS
+from ..models import CODE_FILES
 from ..models.modeling_scratchformer import AUTO_MAP
 
 SCORES_FILE = "scores.json"
 README = "README.md"
-# the model code, flat: the adapter imports the other three (save_pretrained copies the same four)
-CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py", "paper_scratchformer.py",
-              "card_scratchformer.py")
 # sentence-transformers reads these: module 0 = the transformers model (AutoModel, the encoder), module 1 = pooling
 POOLING_FOLDER = "1_Pooling"
 SENTENCE_TRANSFORMERS_FILES = ("modules.json", "config_sentence_transformers.json", "sentence_bert_config.json",
@@ -39,9 +37,10 @@ EXPORT_FILES = frozenset({*REQUIRED_FILES, SCORES_FILE, ONNX_FILE, CHECKSUMS})  
 EXPORT_FOLDERS = frozenset(str(PurePosixPath(name).parent) for name in EXPORT_FILES if "/" in name)
 # Files that earlier versions of the export wrote and this one does not: --overwrite removes them.
 RETIRED_FILES = frozenset({"tokenization_scratchformer.py"})
-# What every export, of any version, has written: a folder with all of these looks like an earlier export.
+# What every export, of any version, has written (the code files that auto_map names among them): a folder with all
+# of these looks like an earlier export.
 EXPORT_SIGNATURE = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", README,
-                    "configuration_scratchformer.py", "modeling_scratchformer.py")
+                    *sorted({target.split(".")[0] + ".py" for target in AUTO_MAP.values()}))
 
 # Keys other than auto_map through which a config can name code to run: an export never writes them.
 DROPPED_CODE_KEYS = ("custom_pipelines",)

@@ -21,11 +21,10 @@ from typing import Any, NamedTuple
 
 from ..errors import HubError, ScratchformerError
 from ..loading import check_readable, check_tokenizer_matches, load, load_model
+from ..models import SAVE_DTYPES as DTYPES  # the dtypes an export may store its weights in (--dtype)
 from .layout import README, is_card_asset
 
 EXPORTABLE = "ScratchformerForConditionalGeneration"
-# the dtypes an export may store its weights in (``--dtype``)
-DTYPES = ("float32", "float16", "bfloat16")
 # safetensors' names of the floating-point dtypes
 _SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 

@@ -14,18 +14,13 @@ transformers (in-process use: ``AutoTokenizer`` then gives ``ScratchformerTokeni
 the model classes for remote-code export, so that ``save_pretrained`` writes an ``auto_map`` and the code files.
 """
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForMaskedLM,
-    AutoModelForSeq2SeqLM,
-    AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
-    AutoTokenizer,
-)
+import transformers
+from transformers import AutoConfig, AutoTokenizer
 
+from . import modeling_scratchformer
 from .configuration_scratchformer import CHECKPOINT_FORMAT, ScratchformerConfig
 from .modeling_scratchformer import (
+    AUTO_MAP,
     ScratchformerEncoderModel,
     ScratchformerForConditionalGeneration,
     ScratchformerForMaskedLM,
@@ -36,14 +31,14 @@ from .modeling_scratchformer import (
 )
 from .tokenization_scratchformer import ScratchformerTokenizer
 
-# auto class -> our class; modeling_scratchformer.AUTO_MAP names the same classes for remote code
-MODEL_CLASSES = {
-    AutoModel: ScratchformerEncoderModel,
-    AutoModelForSeq2SeqLM: ScratchformerForConditionalGeneration,
-    AutoModelForSequenceClassification: ScratchformerForSequenceClassification,
-    AutoModelForTokenClassification: ScratchformerForTokenClassification,
-    AutoModelForMaskedLM: ScratchformerForMaskedLM,
-}
+# auto class -> our class, read off AUTO_MAP (the auto_map Hub users load through): one list of the model classes
+MODEL_CLASSES = {getattr(transformers, auto): getattr(modeling_scratchformer, target.split(".")[1])
+                 for auto, target in AUTO_MAP.items() if auto != AutoConfig.__name__}
+# The files that travel with a checkpoint (the remote code): save_pretrained copies them flat next to the weights
+CODE_FILES = ("configuration_scratchformer.py", "modeling_scratchformer.py", "paper_scratchformer.py",
+              "card_scratchformer.py")
+# The dtypes a checkpoint's weights may be stored in (train --save-dtype, export --dtype)
+SAVE_DTYPES = ("float32", "float16", "bfloat16")
 
 AutoConfig.register(ScratchformerConfig.model_type, ScratchformerConfig, exist_ok=True)
 AutoTokenizer.register(ScratchformerConfig, tokenizer_class=ScratchformerTokenizer, exist_ok=True)
@@ -54,6 +49,9 @@ for _auto, _model in MODEL_CLASSES.items():
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "CODE_FILES",
+    "MODEL_CLASSES",
+    "SAVE_DTYPES",
     "ScratchformerConfig",
     "ScratchformerEncoderModel",
     "ScratchformerForConditionalGeneration",

@@ -28,13 +28,13 @@ from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 from transformers.trainer_utils import IntervalStrategy, SchedulerType
 
 from ..errors import TrainingSetupError
+from ..models import SAVE_DTYPES
 from .schedule import default_warmup_steps
 
 LATEST = "latest"  # what ``--resume`` without a value means (training.resume resolves it)
 
 OBJECTIVES = ("denoise", "seq2seq")
 STREAM_TOKENIZER_ROWS = 100_000  # --tokenizer-max-rows when --streaming leaves it unset
-SAVE_DTYPES = ("float32", "float16", "bfloat16")
 
 # Model sizes (ScratchformerConfig fields). vocab_size and the special-token ids come from the tokenizer.
 PRESETS: dict[str, dict[str, Any]] = {

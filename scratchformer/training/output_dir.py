@@ -30,6 +30,7 @@ from filelock import FileLock, Timeout
 
 from .. import files
 from ..errors import TrainingSetupError
+from ..models import CODE_FILES
 from .checkpoints import DELETING, STAGING, list_checkpoints
 
 if TYPE_CHECKING:
@@ -43,8 +44,7 @@ RUN_FOLDERS = ("tokenizer", STAGING)
 RUN_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
              "checksums.sha256", "train_config.json", "training_args.bin", "tokenizer.json", "tokenizer_config.json",
              "special_tokens_map.json", "loss_history.json", "loss_curve.png", "all_results.json", "run_record.json",
-             "configuration_scratchformer.py", "modeling_scratchformer.py", "paper_scratchformer.py",
-             "card_scratchformer.py", "tokenization_scratchformer.py")
+             *CODE_FILES, "tokenization_scratchformer.py")
 
 
 class OutputLock:
