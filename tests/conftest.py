@@ -163,6 +163,7 @@ RELIABILITY = {
         "test_no_secrets_redacts_the_hub_logs_and_what_leaves_the_block",
         "test_a_refused_push_chains_no_secret_and_writes_none",
         "test_train_with_a_hub_token_writes_it_into_no_file_and_still_pushes",
+        "test_a_training_push_the_hub_refuses_shows_no_token_in_its_error_or_logs",
         "test_a_hub_dataset_that_fails_leaves_no_secret_in_the_error_or_what_it_chains",
     ],
 }

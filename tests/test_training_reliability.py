@@ -410,6 +410,44 @@ def test_train_with_a_hub_token_writes_it_into_no_file_and_still_pushes(tmp_path
     assert saved.hub_token is None and saved.hub_model_id == "alice/run" and saved.max_steps == 2
 
 
+def test_a_training_push_the_hub_refuses_shows_no_token_in_its_error_or_logs(tmp_path, corpus,  # noqa: F811
+                                                                              monkeypatch):
+    """The Trainer's own push (train --push-to-hub --hub-token) to a Hub that refuses the commit and echoes the
+    request's headers: the HfHubHTTPError that ended the run quoted 'Bearer hf_...'. The run is under no_secrets
+    now: the error and what it chains, what the Hub libraries logged and every file written hold no token."""
+    import logging
+
+    import huggingface_hub.constants
+    import transformers.utils.hub
+    from fake_hub import FakeHub
+    from test_errors import chain_text
+
+    token = "hf_TrainSecret0123456789abcdefXYZ"
+    records: list[str] = []
+    recorder = logging.Handler()
+    recorder.emit = lambda record: records.append(record.getMessage())
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(transformers.utils.hub, "_hf_api", None, raising=False)  # made again, for this endpoint
+    for name in ("transformers", "huggingface_hub"):
+        logging.getLogger(name).addHandler(recorder)
+    try:
+        with FakeHub(token=token) as hub:
+            hub.echo_headers, hub.refuse = True, {"commit"}
+            monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.url)
+            options, args = tiny(tmp_path, corpus, "run", max_steps=2, save_steps=2, hub_token=token,
+                                 push_to_hub=True, hub_model_id="alice/run")
+            with pytest.raises(Exception, match="rights to write") as caught:
+                run_training(options, args)
+    finally:
+        for name in ("transformers", "huggingface_hub"):
+            logging.getLogger(name).removeHandler(recorder)
+    text, _ = chain_text(caught.value)
+    assert "request headers" in text and token not in text, text[-3000:]  # the echo is there, redacted
+    assert token not in "\n".join(records)
+    for path in tmp_path.rglob("*"):
+        assert not path.is_file() or token.encode() not in path.read_bytes(), path
+
+
 def test_checkpoints_and_hub_folders_share_one_safetensors_check(tmp_path):
     """A weights file with bytes appended (or cut short) is the same problem, said the same way, to --resume and to
     the Hub folder check: both call scratchformer.loading.safetensors_file_problem."""

@@ -29,6 +29,7 @@ from typing import Any
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerState, set_seed
 
 from .. import files
+from ..errors import no_secrets
 from ..loading import CHECKSUMS, write_checksums
 from . import data, streaming
 from .callbacks import RUN_RECORD, EpochCallback, NonFiniteLoss, RunRecord, TimeLimit, WatchesLoss
@@ -80,7 +81,8 @@ def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
     lock = (claim_output_dir(args.output_dir, args.resume_from_checkpoint, options.overwrite_output_dir, _say)
             if is_main else None)
     try:
-        return _run(options, args, callbacks, is_main)
+        with no_secrets(args.hub_token):  # the Trainer's pushes: what they log or raise shows no token
+            return _run(options, args, callbacks, is_main)
     except OSError as error:  # a write the steps below do not name themselves (the datasets cache, a log file)
         failure = files.storage_error(error, error.filename or args.output_dir, reading=None)
         if failure is None or failure is error:
