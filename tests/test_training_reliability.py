@@ -385,7 +385,8 @@ def test_a_checkpoint_that_fails_its_checksums_is_skipped_on_resume_and_never_si
 def test_train_with_a_hub_token_writes_it_into_no_file_and_still_pushes(tmp_path, corpus, monkeypatch):  # noqa: F811
     """train --hub-token stored the token in the clear in training_args.bin, in the run folder and in every
     checkpoint: the folder users upload. The arguments now pickle without it, while the Trainer's own push still
-    sends it (the fake Hub accepts that token only) and uploads no file that holds it."""
+    sends it (the fake Hub accepts that token only), at each checkpoint and at the end, and uploads no file that
+    holds it."""
     import huggingface_hub.constants
     import transformers.utils.hub
     from fake_hub import FakeHub
@@ -399,6 +400,9 @@ def test_train_with_a_hub_token_writes_it_into_no_file_and_still_pushes(tmp_path
                              hub_model_id="alice/run")
         run_training(options, args)
     assert args.hub_token == token  # still in memory, for the push
+    # the checkpoint's push reads the published checkpoint-2 (from the staging folder, it found no files)
+    assert [commit["summary"] for commit in hub.repos["alice/run"].commits] == ["Training in progress, step 2",
+                                                                               "Model save"]
     uploaded = hub.repos["alice/run"].files
     assert {"training_args.bin", "model.safetensors", "config.json"} <= set(uploaded), sorted(uploaded)
     written = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}

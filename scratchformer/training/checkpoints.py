@@ -279,6 +279,7 @@ class CrashSafeCheckpoints:
     # published (a streamed run's stream_state_<rank>.json)
     process_files: tuple = ()
     _staging_root: str | None = None
+    _push_when_published = False
 
     def _get_output_dir(self, trial) -> str:
         # while a checkpoint is being written, the Trainer's "run folder" is the staging folder
@@ -305,9 +306,21 @@ class CrashSafeCheckpoints:
             self.accelerator.wait_for_everyone()  # every process has written its rng_state_<rank>.pth
             if self.args.should_save:
                 self._publish(staging_root / name, run_dir / name)
+                if self._push_when_published:
+                    self._push_when_published = False
+                    super()._push_from_checkpoint(str(run_dir / name))
                 shutil.rmtree(staging_root, ignore_errors=True)
                 rotate_checkpoints(run_dir, self.args.save_total_limit, self.state.best_model_checkpoint,
                                    model_only=self.args.save_only_model, say=lambda text: None)
+
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        """``--push-to-hub``: the Trainer pushes a checkpoint as soon as it is written, from the staging folder,
+        in the background; the folder was renamed the moment after, and the upload found no files ("Commit of 26
+        files failed (FileNotFoundError)"). The push waits until the checkpoint is published, and reads it there."""
+        if self._staging_root is not None:
+            self._push_when_published = True
+            return
+        super()._push_from_checkpoint(checkpoint_folder)
 
     @contextlib.contextmanager
     def _failed_save_is_one_error(self, checkpoint: Path, staging_root: Path) -> Iterator[None]:
