@@ -220,3 +220,22 @@ def test_each_vocabulary_is_defined_once():
                for node in ast.walk(ast.parse(path.read_text()))
                if isinstance(node, ast.Constant) and node.value in ("geometry.json", "geometry_words.csv")]
     assert written == [], f"geometry's file names written again: {written}; use analysis.geometry's constants"
+
+
+def test_the_card_options_are_the_fields_of_one_dataclass():
+    """``export``, ``push`` and ``model_card`` take the card options as ``**card`` and build one
+    :class:`~scratchformer.hub.card.CardOptions`; the CLI's shared card arguments give only its fields."""
+    import argparse
+    import dataclasses
+
+    from scratchformer.cli.export import card_options
+    from scratchformer.hub.card import CardOptions
+
+    class Unset(argparse.Namespace):
+        def __getattr__(self, name):
+            return None
+
+    given = set(card_options(Unset())) - {"tokenizer", "scores", "onnx", "dtype"}  # export's own arguments
+    assert given and given <= {field.name for field in dataclasses.fields(CardOptions)}
+    with pytest.raises(TypeError, match="licence"):
+        CardOptions(licence="mit")  # a misspelt option fails at once, before any model loads

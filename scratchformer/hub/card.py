@@ -27,6 +27,7 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -278,49 +279,52 @@ def check_card_metadata(license: Any = None, language: Any = None, datasets: Any
             raise HubError(f"dataset {dataset!r} is not a Hub dataset id (name or namespace/name): {reason}") from None
 
 
-def model_card(
-    model: Any,
-    results: list[dict],
-    *,
-    repo_id: str | None,
-    model_name: str,
-    license: str | None = None,
-    language: str | list[str] | None = None,
-    datasets: list[str] | None = None,
-    tags: Sequence[str] = (),
-    pipeline_tag: str = DEFAULT_PIPELINE_TAG,
-    description: str | None = None,
-    example_text: str = DEFAULT_EXAMPLE,
-    data_sources: Sequence[str] = (),
-    source_card: str | None = None,
-    onnx: bool = False,
-) -> Any:
+@dataclass(frozen=True)
+class CardOptions:
+    """What a user says on the card: the card keyword arguments of :func:`model_card`, ``export`` and ``push``
+    (the CLI's ``--model-name``, ``--license``, ...), listed once. ``datasets`` are Hub dataset ids;
+    ``data_sources`` are lines such as ``"Wikipedia article summaries (CC BY-SA 4.0)"`` ("Data and licences")."""
+
+    model_name: str | None = None  # the card's title; export's default is the repo's or the folder's name
+    license: str | None = None
+    language: str | list[str] | None = None
+    datasets: list[str] | None = None
+    tags: Sequence[str] = ()
+    pipeline_tag: str = DEFAULT_PIPELINE_TAG
+    description: str | None = None
+    example_text: str = DEFAULT_EXAMPLE
+    data_sources: Sequence[str] = ()
+
+
+def model_card(model: Any, results: list[dict], *, repo_id: str | None, source_card: str | None = None,
+               onnx: bool = False, **card: Any) -> Any:
     """The ``README.md`` of an export, as a ``huggingface_hub.ModelCard`` (YAML metadata + markdown).
 
-    ``source_card`` is the text of the source folder's ``README.md``: its hand-written part and its metadata are
-    kept (see the module docstring). ``data_sources`` are lines such as ``"Wikipedia article summaries (CC BY-SA
-    4.0)"``, listed under "Data and licences"; ``onnx`` adds the ONNX snippet.
+    ``card`` holds the fields of :class:`CardOptions`. ``source_card`` is the text of the source folder's
+    ``README.md``: its hand-written part and its metadata are kept (see the module docstring); ``onnx`` adds the
+    ONNX snippet.
     """
     from huggingface_hub import ModelCard, ModelCardData
 
-    check_card_metadata(license, language, datasets)
+    options = CardOptions(**card)
+    check_card_metadata(options.license, options.language, options.datasets)
     source = ModelCard(source_card) if source_card is not None else None
     data = source.data if source is not None else ModelCardData()
-    data.model_name = model_name
+    data.model_name = options.model_name
     data.library_name = "transformers"
-    data.pipeline_tag = pipeline_tag
+    data.pipeline_tag = options.pipeline_tag
     kept_tags = [tag for tag in data.tags or [] if tag not in RETIRED_TAGS]
-    data.tags = list(dict.fromkeys([*kept_tags, *DEFAULT_TAGS, *(["onnx"] if onnx else []), *tags]))
-    data.license = license or data.license or DEFAULT_LICENSE
-    data.language = language if language is not None else data.language
-    data.datasets = datasets if datasets is not None else data.datasets
+    data.tags = list(dict.fromkeys([*kept_tags, *DEFAULT_TAGS, *(["onnx"] if onnx else []), *options.tags]))
+    data.license = options.license or data.license or DEFAULT_LICENSE
+    data.language = options.language if options.language is not None else data.language
+    data.datasets = options.datasets if options.datasets is not None else data.datasets
     if results:
         data.metrics = sorted({metric for result in results for metric in result["metrics"]})
         data.eval_results = _eval_results(results)
     body = "\n".join([
-        _hand_written_part(source.text if source is not None else None, description, model_name), "",
-        GENERATED_MARK, "",
-        _generated_part(model, results, repo_id, example_text, data_sources, onnx),
+        _hand_written_part(source.text if source is not None else None, options.description, options.model_name),
+        "", GENERATED_MARK, "",
+        _generated_part(model, results, repo_id, options.example_text, options.data_sources, onnx),
     ])
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
 

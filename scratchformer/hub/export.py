@@ -45,7 +45,7 @@ from typing import Any
 from .. import files
 from ..errors import HubError, ScratchformerError
 from ..loading import write_checksums
-from .card import DEFAULT_EXAMPLE, DEFAULT_PIPELINE_TAG, check_card_metadata, load_scores, model_card
+from .card import CardOptions, check_card_metadata, load_scores, model_card
 from .checks import check_folder
 from .destination import check_destination, check_repo_id, move_into_place
 from .layout import (
@@ -61,26 +61,9 @@ from .layout import (
 from .sources import check_source, model_and_tokenizer
 
 
-def export(
-    model_or_folder: Any,
-    out_dir: str | os.PathLike,
-    tokenizer: Any = None,
-    *,
-    scores: str | os.PathLike | Mapping | Sequence | None = None,
-    repo_id: str | None = None,
-    model_name: str | None = None,
-    license: str | None = None,
-    language: str | list[str] | None = None,
-    datasets: list[str] | None = None,
-    tags: Sequence[str] = (),
-    pipeline_tag: str = DEFAULT_PIPELINE_TAG,
-    description: str | None = None,
-    example_text: str = DEFAULT_EXAMPLE,
-    data_sources: Sequence[str] = (),
-    onnx: bool = False,
-    dtype: Any = None,
-    overwrite: bool = False,
-) -> Path:
+def export(model_or_folder: Any, out_dir: str | os.PathLike, tokenizer: Any = None, *,
+           scores: str | os.PathLike | Mapping | Sequence | None = None, repo_id: str | None = None,
+           onnx: bool = False, dtype: Any = None, overwrite: bool = False, **card: Any) -> Path:
     """Write a self-contained, Hub-ready folder for a ``ScratchformerForConditionalGeneration``.
 
     Args:
@@ -91,47 +74,50 @@ def export(
         scores: measured scores (a path to a JSON file, or its content, see :func:`~scratchformer.hub.load_scores`);
             by default ``scores.json`` of the source folder, if any.
         repo_id: the Hub repo (``namespace/name``) the folder is meant for, used in the card's snippets.
-        model_name / license / language / datasets / tags / pipeline_tag / description / example_text /
-            data_sources: model card contents (:func:`~scratchformer.hub.card.model_card`). ``datasets`` are Hub
-            dataset ids; ``data_sources`` are free text with licences ("Wikipedia summaries (CC BY-SA 4.0)").
         onnx: also write ``onnx/model.onnx``, the encoder (needs ``scratchformer[onnx]``: onnx, onnxscript,
             onnxruntime; checked before anything is loaded or written).
-        dtype: the dtype to store the weights in (``"float32"``, ``"float16"``, ``"bfloat16"``); by default the
+        dtype: the dtype to store the weights in (one of :data:`scratchformer.models.SAVE_DTYPES`); by default the
             source's. ``config.json`` keeps the source's ``dtype`` either way (what ``from_pretrained`` gives).
         overwrite: replace an earlier export in ``out_dir``: only the files an export writes are replaced or
             removed, and only if ``out_dir`` looks like an earlier export (the rule is in
             :mod:`scratchformer.hub.destination`); other files in it are kept.
+        card: the model card's contents, the fields of :class:`~scratchformer.hub.card.CardOptions` (``model_name``,
+            ``license``, ``language``, ``datasets``, ``tags``, ``pipeline_tag``, ``description``, ``example_text``,
+            ``data_sources``).
 
     Returns the folder. Raises :class:`HubError` when something is missing or inconsistent; then ``out_dir`` is as it
     was.
     """
+    options = CardOptions(**card)  # an unknown card option is a TypeError, as an unknown keyword always was
     if onnx:
         require_onnx()
     out_dir = Path(out_dir)
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if repo_id is not None:
         check_repo_id(repo_id)
-    check_card_metadata(license, language, datasets)  # before the model loads
+    check_card_metadata(options.license, options.language, options.datasets)  # before the model loads
     if source is not None:
         check_source(source)
     with _file_system_errors(out_dir):
         check_destination(out_dir, source, overwrite)
     model, tokenizer, config_dtype = model_and_tokenizer(model_or_folder, tokenizer, dtype)
+    results = _scores(scores, source)
+    model_name = options.model_name or _default_name(repo_id, out_dir)
+    readme = model_card(model, results, repo_id=repo_id, source_card=_source_card(source), onnx=onnx,
+                        **{**card, "model_name": model_name})
+    with _file_system_errors(out_dir, _bytes_needed(model, onnx)), _export_lock(out_dir):
+        check_destination(out_dir, source, overwrite)  # again, under the lock: another export may have just ended
+        _write(model, tokenizer, results, readme, out_dir, source=source, onnx=onnx, config_dtype=config_dtype)
+    return out_dir
+
+
+def _scores(scores: Any, source: Path | None) -> list[dict]:
+    """The measured scores for the card: ``scores``, else the source folder's ``scores.json``, else none."""
     if scores is None and source is not None and (source / SCORES_FILE).is_file():
         scores = source / SCORES_FILE
     if isinstance(scores, (str, os.PathLike)):
         files.check_file(scores, HubError)  # a named pipe would block the read
-    results = load_scores(scores) if scores is not None else []
-    card = model_card(
-        model, results, repo_id=repo_id, model_name=model_name or _default_name(repo_id, out_dir),
-        license=license, language=language, datasets=datasets, tags=tags, pipeline_tag=pipeline_tag,
-        description=description, example_text=example_text, data_sources=data_sources, onnx=onnx,
-        source_card=_source_card(source),
-    )
-    with _file_system_errors(out_dir, _bytes_needed(model, onnx)), _export_lock(out_dir):
-        check_destination(out_dir, source, overwrite)  # again, under the lock: another export may have just ended
-        _write(model, tokenizer, results, card, out_dir, source=source, onnx=onnx, config_dtype=config_dtype)
-    return out_dir
+    return load_scores(scores) if scores is not None else []
 
 
 def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: Path, *, source: Path | None,
