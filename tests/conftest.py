@@ -148,6 +148,7 @@ RELIABILITY = {
         "test_push_gives_up_once_retries_outlast_the_budget_and_logs_no_secret",
         "test_push_to_a_hub_that_answers_one_byte_at_a_time_ends_within_its_time_limit",
         "test_a_hub_that_answers_one_byte_at_a_time_is_given_up_after_the_timeout",
+        "test_a_hub_id_that_downloads_one_byte_at_a_time_ends_within_its_time_limit",
         "test_more_beams_than_tokens_and_runaway_lengths_are_refused_before_any_work",
         "test_an_input_too_big_for_the_memory_or_the_time_bound_is_refused_before_the_stack_runs",
         "test_a_model_deeper_than_the_layer_cap_is_refused_before_a_layer_is_built",

@@ -2,7 +2,8 @@
 ``from_pretrained(repo_id)`` to download what was uploaded. Tests only; it never reaches the real Hub.
 
 It keeps repos in memory (files of the latest commit), logs every request as ``"METHOD /path"`` and can refuse
-repo creation and/or commits (403, ``hub.refuse = {"create", "commit"}``) to test error handling. Two hostile modes:
+repo creation and/or commits (403, ``hub.refuse = {"create", "commit"}``) to test error handling. ``hub.drip =
+{"_resolve": 0.3}`` sends the bodies of those routes one byte every 0.3 s (a Hub too slow to finish). Two hostile modes:
 ``hub.echo_headers = True`` puts the request's headers (``Authorization`` included) into every error message, as a
 careless server or proxy does; ``hub.silent = {"_preupload", ...}`` (handler names, or ``{"*"}``) makes those
 routes accept the request and never answer, until the hub stops. :func:`silent_endpoint` is a socket that accepts
@@ -60,6 +61,7 @@ class FakeHub:
         self.refuse: set[str] = set()  # "create" and/or "commit": answer 403
         self.echo_headers = False  # error messages repeat the request's headers, Authorization included
         self.silent: set[str] = set()  # handler names ("_preupload", ...) or "*": accept, never answer
+        self.drip: dict[str, float] = {}  # handler name ("_resolve", ...) -> seconds between the bytes of its bodies
         self._stopping = threading.Event()  # releases the handlers kept silent
         self.max_requests = max_requests
         self._lock = threading.Lock()
@@ -139,8 +141,18 @@ class FakeHubHandler(BaseHTTPRequestHandler):
             self.send_header(key, str(value))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if self.command != "HEAD":
+        interval = self.hub.drip.get(getattr(self, "handler_name", ""))
+        if self.command == "HEAD":
+            return
+        if not interval:
             self.wfile.write(body)
+            return
+        for index in range(len(body)):  # one byte at a time: no read timeout of the client ever fires
+            self.wfile.write(body[index:index + 1])
+            self.wfile.flush()
+            if self.hub._stopping.wait(interval):
+                self.close_connection = True
+                return
 
     def _error(self, status: int, code: str, message: str) -> None:
         if self.hub.echo_headers:  # a careless server: the credentials come back in the message
@@ -184,6 +196,7 @@ class FakeHubHandler(BaseHTTPRequestHandler):
         for methods, pattern, name in ROUTES:
             match = re.fullmatch(pattern, path)
             if match and (methods is None or self.command in methods):
+                self.handler_name = name
                 if {name, "*"} & self.hub.silent:
                     self.hub._stopping.wait()  # the request was read; the answer never comes
                     self.close_connection = True

@@ -507,7 +507,7 @@ def test_push_gives_up_once_retries_outlast_the_budget_and_logs_no_secret(artifa
 
 def test_push_to_a_hub_that_answers_one_byte_at_a_time_ends_within_its_time_limit(artifacts, monkeypatch):
     """A Hub that sends one byte every 5 s never trips a read timeout: the push ran past 480 s. The whole upload now
-    has a time limit (TIME_LIMIT s plus 1 s per 100 kB; 2 s here, and one byte every 0.5 s): past it, no request
+    has a time limit (TRANSFER_TIME s plus 1 s per 100 kB; 2 s here, and one byte every 0.5 s): past it, no request
     is sent, the open connection is shut, and the push is one line naming the endpoint (redacted) and the limit."""
     import threading
     import time
@@ -515,10 +515,12 @@ def test_push_to_a_hub_that_answers_one_byte_at_a_time_ends_within_its_time_limi
     import huggingface_hub.constants
     from fake_hub import slow_endpoint
 
+    import scratchformer.loading as loading
+
     push_module = sys.modules["scratchformer.hub.push"]
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(push_module, "TIME_LIMIT", 2.0)
-    monkeypatch.setattr(push_module, "SLOWEST_RATE", 10**12)  # the size adds nothing to the 2 s
+    monkeypatch.setattr(loading, "TRANSFER_TIME", 2.0)
+    monkeypatch.setattr(loading, "SLOWEST_RATE", 10**12)  # the size adds nothing to the 2 s
     with slow_endpoint(0.5, f"alice:{SECRET_PASSWORD}") as endpoint:
         port = endpoint.rsplit(":", 1)[1]
         start = time.monotonic()

@@ -256,14 +256,14 @@ def closed_loopback_port() -> int:
         return probe.getsockname()[1]
 
 
-def load_in_a_process(names: list[str], endpoint: str, hf_home: Path) -> dict:
+def load_in_a_process(names: list[str], endpoint: str, hf_home: Path, script: str = LOAD_AND_TIME) -> dict:
     """``load(name)`` of each name in a fresh process whose Hub is ``endpoint`` (read when huggingface_hub is
     imported) and whose cache is ``hf_home``: ``{name: {"loaded" | "error", "seconds"}}``."""
     import os
 
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN")}
     env.update(HF_ENDPOINT=endpoint, HF_HOME=str(hf_home), HF_HUB_DISABLE_TELEMETRY="1")
-    done = subprocess.run([sys.executable, "-c", LOAD_AND_TIME, *names], env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", script, *names], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -355,6 +355,32 @@ def test_a_hub_that_answers_one_byte_at_a_time_is_given_up_after_the_timeout(tmp
     assert seconds < 2, seconds
     assert_offline_error({"error": str(caught.value), "seconds": seconds}, "alice/slow", endpoint)
     assert "(TimeoutError: no complete answer within 1 s)" in str(caught.value), caught.value
+
+
+def test_a_hub_id_that_downloads_one_byte_at_a_time_ends_within_its_time_limit(tmp_path):
+    """The Hub answers the reachability request, then sends the files one byte every 0.3 s: no read timeout fires,
+    and transformers' download would run for as long as the Hub likes. A Hub id is now downloaded first, within a
+    time limit (TRANSFER_TIME s plus 1 s per 100 kB; 3 s here), then loaded from the cache; past the limit, load()
+    is one line. The same repo, answered at full speed, loads."""
+    from fake_hub import FakeHub, FakeRepo
+
+    _, tokenizer = load("random-scratchformer")
+    folder = _saved_tiny(tmp_path / "tiny", tokenizer)
+    files = {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()}
+    script = LOAD_AND_TIME.replace("import json, sys, time\n", "import json, sys, time\nimport scratchformer.loading as L\n"
+                                   "L.TRANSFER_TIME, L.SLOWEST_RATE = 3.0, 10**12  # 3 s, whatever the size\n", 1)
+    assert script != LOAD_AND_TIME
+    with FakeHub(max_seconds=600) as hub:  # two processes, each importing torch: minutes on a loaded machine
+        hub.repos["alice/tiny"] = FakeRepo(files=files, commits=[{"oid": "a1" * 20, "summary": "up",
+                                                                  "files": sorted(files)}])
+        hub.drip = {"_resolve": 0.3}
+        slow = load_in_a_process(["alice/tiny"], hub.url, tmp_path / "hf_home", script)["alice/tiny"]
+        hub.drip = {}
+        fast = load_in_a_process(["alice/tiny"], hub.url, tmp_path / "hf_home2")["alice/tiny"]  # default limit
+    assert slow["seconds"] < 3 + 5, slow  # the limit, and the requests before the download
+    assert slow["error"].startswith(f"cannot download 'alice/tiny' from the Hugging Face Hub at {hub.url} (it did "
+                                    "not finish within its time limit of 3 s"), slow
+    assert fast.get("loaded") == "ScratchformerForConditionalGeneration", fast
 
 
 # ------------------------------------------------------------------------ integrity, permissions, contradictions

@@ -17,9 +17,9 @@ back-off); a push also gives up once tries have failed for :data:`RETRY_BUDGET` 
 the connection and never answers is one line after :data:`REQUEST_TIMEOUT` seconds, with the endpoint named.
 
 Those limits bound each step, not the whole: a server that sends one byte every few seconds never trips them. So the
-upload as a whole has a time limit too (:func:`time_limit`: :data:`TIME_LIMIT` seconds, plus one second per
-:data:`SLOWEST_RATE` bytes of the folder): past it, no further request is sent, the open connections are shut, and
-the push is one line (:func:`scratchformer.loading.within`).
+upload as a whole has a time limit too (:func:`time_limit`: 120 s, plus one second per 100 kB of the folder,
+:func:`scratchformer.loading.transfer_limit`): past it, no further request is sent, the open connections are shut,
+and the push is one line (:func:`scratchformer.loading.within`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 
 from .. import files
 from ..errors import HubError, no_secrets
-from ..loading import is_network_error, redact, within
+from ..loading import describe_limit, is_network_error, redact, transfer_limit, within
 from .destination import check_repo_id
 from .export import export, require_onnx
 
@@ -47,10 +47,7 @@ REQUEST_TIMEOUT = 20.0
 # seconds of failed tries in a row (timeouts, refused or dropped connections) after which a push gives up, whatever
 # retries huggingface_hub has left; each retry's timeouts are cut to what is left of it
 RETRY_BUDGET = 30.0
-# the whole upload's time limit: TIME_LIMIT seconds, plus one second per SLOWEST_RATE bytes uploaded (100 kB/s:
-# the shipped model's 22 MB get 340 s); and how long an upload past it has to stop, once its connections are shut
-TIME_LIMIT = 120.0
-SLOWEST_RATE = 100_000
+# how long an upload past its time limit (loading.transfer_limit) has to stop, once its connections are shut
 STOP_GRACE = 10.0
 HTTP_HINTS = {401: "the token was rejected: check HF_TOKEN",
               403: "the token may not write there: use a token with write access to that namespace"}
@@ -98,16 +95,15 @@ def push(
                                                      endpoint=endpoint), stop=budget.stop, grace=STOP_GRACE)
             except TimeoutError:
                 raise HubError(redact(
-                    f"the push to the Hub at {endpoint} did not finish within its time limit of {limit:.0f} s "
-                    f"({TIME_LIMIT:g} s, plus 1 s per {SLOWEST_RATE // 1000} kB uploaded): the Hub answers too slowly "
-                    "or not at all. Check the network connection, proxy settings and HF_ENDPOINT, and look at the "
-                    f"repository {repo_id} before pushing again", token)) from None
+                    f"the push to the Hub at {endpoint} did not finish within its time limit of "
+                    f"{describe_limit(limit)}: the Hub answers too slowly or not at all. Check the network "
+                    f"connection, proxy settings and HF_ENDPOINT, and look at the repository {repo_id} before pushing "
+                    "again", token)) from None
 
 
 def time_limit(folder: Path) -> float:
-    """Seconds the upload of ``folder`` may take in all (see the module docstring)."""
-    size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
-    return TIME_LIMIT + size / SLOWEST_RATE
+    """Seconds the upload of ``folder`` may take in all (:func:`scratchformer.loading.transfer_limit` of its size)."""
+    return transfer_limit(sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()))
 
 
 def _upload(folder: Path, repo_id: str, *, private: bool, message: str, token: str, endpoint: str) -> Any:
