@@ -116,25 +116,29 @@ def main() -> None:
     args = parser.parse_args()
     if not DEV_SET.is_file():
         sys.exit(f"{DEV_SET} not found (the development data in ../shared/data)")
-    cases = []
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        if args.quick:
-            cases.append(measure("dev set, first 200 sentences", DEV_SET, ["small"], 1, folder,
-                                 ["--max-sentences", "200", "--min-occurrences", "2", "--no-plots"]))
-        else:
-            cases.append(measure("dev set, the documented run", DEV_SET, [], args.repeats, folder, []))
-            for size in [int(s) for s in args.sizes.split(",") if s.strip()]:
-                data = folder / f"corpus-{size}.txt"
-                data.write_text("\n".join(corpus_sentences(size)) + "\n", encoding="utf-8")
-                cases.append(measure(f"corpus, {size:,} sentences", data, ["small"], 1, folder, []))
+    cases: list[dict] = []
     result = {"command": " ".join(["python benchmarks/geometry_speed.py", *sys.argv[1:]]),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit(),
               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "PASSIVE (the command's default)"),
               "cases": cases}
-    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
-    Path(args.md).write_text(markdown(result))
+
+    def run(*case) -> None:  # the files are rewritten after each case: a long run that is cut keeps what it measured
+        cases.append(measure(*case))
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        Path(args.md).write_text(markdown(result))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        if args.quick:
+            run("dev set, first 200 sentences", DEV_SET, ["small"], 1, folder,
+                ["--max-sentences", "200", "--min-occurrences", "2", "--no-plots"])
+        else:
+            run("dev set, the documented run", DEV_SET, [], args.repeats, folder, [])
+            for size in [int(s) for s in args.sizes.split(",") if s.strip()]:
+                data = folder / f"corpus-{size}.txt"
+                data.write_text("\n".join(corpus_sentences(size)) + "\n", encoding="utf-8")
+                run(f"corpus, {size:,} sentences", data, ["small"], 1, folder, [])
     print(markdown(result))
 
 

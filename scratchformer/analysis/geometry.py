@@ -131,7 +131,8 @@ def word_measures(vectors: torch.Tensor, groups: list[list[int]], pair_a: np.nda
     ``vectors`` is ``(rows, occurrences, dims)``; word ``w``'s occurrences are the rows ``groups[w]``; pair ``k``
     joins occurrences ``pair_a[k]`` and ``pair_b[k]`` of word ``pair_word[k]``. Words go a block at a time, each
     padded to the block's most occurrences (``(rows, words, n, dims)``, about ``block`` numbers), so that every
-    pair's cosine is read off one Gram matrix per word and memory does not grow with the data. ``transform`` (the
+    pair's cosine is read off one Gram matrix per word and memory does not grow with the data; words go in order of
+    their occurrence counts, so that little of a block is padding. ``transform`` (the
     standardisation) is applied to each block's vectors; ``progress`` (a tqdm bar) advances by the words done."""
     rows, dims = vectors.shape[0], vectors.shape[-1]
     place = np.zeros(vectors.shape[1], dtype=np.int64)  # an occurrence's place among its word's occurrences
@@ -139,28 +140,32 @@ def word_measures(vectors: torch.Tensor, groups: list[list[int]], pair_a: np.nda
         place[group] = np.arange(len(group))
     cosines = np.zeros((rows, len(pair_a)))
     word_mev = np.full((rows, len(groups)), np.nan)
+    order = sorted(range(len(groups)), key=lambda w: len(groups[w]))  # words of similar counts share a block
+    slot_in_block = np.zeros(len(groups), dtype=np.int64)
     start = 0
-    while start < len(groups):
-        widest, stop = len(groups[start]), start + 1
-        while stop < len(groups) and rows * (stop + 1 - start) * max(widest, len(groups[stop])) * dims <= block:
-            widest = max(widest, len(groups[stop]))
+    while start < len(order):
+        stop = start + 1  # ascending counts: the block's last word is its widest
+        while stop < len(order) and rows * (stop + 1 - start) * len(groups[order[stop]]) * dims <= block:
             stop += 1
-        counts = torch.tensor([len(g) for g in groups[start:stop]])
-        index = torch.tensor([g + [g[0]] * (widest - len(g)) for g in groups[start:stop]])  # padded with a repeat
+        words = order[start:stop]
+        widest = len(groups[words[-1]])
+        counts = torch.tensor([len(groups[w]) for w in words])
+        index = torch.tensor([groups[w] + [groups[w][0]] * (widest - len(groups[w])) for w in words])  # padded
         x = vectors[:, index.flatten()].double()
         if transform is not None:
             x = transform(x)
-        x = x.reshape(rows, stop - start, widest, dims) * (torch.arange(widest) < counts[:, None])[..., None]
+        x = x.reshape(rows, len(words), widest, dims) * (torch.arange(widest) < counts[:, None])[..., None]
         unit_x = unit(x)
-        mine = np.flatnonzero((pair_word >= start) & (pair_word < stop))
+        slot_in_block[words] = np.arange(len(words))
+        mine = np.flatnonzero(np.isin(pair_word, words))
         gram = unit_x @ unit_x.mT  # (rows, words, n, n): the cosine of every pair of a word's occurrences
-        cosines[:, mine] = gram[:, torch.from_numpy(pair_word[mine] - start), torch.from_numpy(place[pair_a[mine]]),
-                                torch.from_numpy(place[pair_b[mine]])].numpy()
+        cosines[:, mine] = gram[:, torch.from_numpy(slot_in_block[pair_word[mine]]),
+                                torch.from_numpy(place[pair_a[mine]]), torch.from_numpy(place[pair_b[mine]])].numpy()
         big = torch.nonzero(counts >= MEV_MIN_OCCURRENCES).flatten()
         if len(big):
-            word_mev[:, start + big.numpy()] = mev(x[:, big], counts[big].expand(rows, -1)).numpy()
+            word_mev[:, np.asarray(words)[big.numpy()]] = mev(x[:, big], counts[big].expand(rows, -1)).numpy()
         if progress is not None:
-            progress.update(stop - start)
+            progress.update(len(words))
         start = stop
     count = np.bincount(pair_word, minlength=len(groups))
     with np.errstate(invalid="ignore", divide="ignore"):
