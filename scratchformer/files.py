@@ -22,8 +22,9 @@
   loop of symbolic links, a named pipe (a read would wait for a writer for ever), a socket, a device or a folder,
   before anything opens it; :func:`reading` asks it too. Every reader of a user's file asks it (the loader through
   :func:`scratchformer.loading.check_readable`).
-- **Inputs and outputs apart**: :func:`overlap` says whether an output folder is, lies inside or holds an input
-  (paths resolved: symbolic links, relative paths), so that a command refuses it before writing or deleting anything.
+- **Output folders**: :func:`check_output_folder` is every command's one check of where it writes, before it makes,
+  writes or deletes anything: not a file, a folder this user may write into (:func:`check_writable`), and apart from
+  every input (:func:`overlap`: is, is inside or contains; paths resolved: symbolic links, relative paths).
 
 The standard library only (``scratchformer --help`` imports it nowhere: the command line imports it inside a
 command); every layer above :mod:`scratchformer.errors` may use it (the model core excepted: it imports nothing of
@@ -40,7 +41,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -218,18 +219,26 @@ def signals_end_the_block(names: tuple[str, ...] = ("SIGTERM", "SIGHUP")) -> Ite
 
 
 @contextlib.contextmanager
-def writing(path: str | os.PathLike, needed: int | None = None) -> Iterator[None]:
-    """Turn a refusal of the file system while writing ``path`` (a file, or a folder being written into) into a
-    :class:`~scratchformer.errors.StorageError`; anything else goes through unchanged."""
+def writing(path: str | os.PathLike, needed: int | None = None, reading: bool | None = False, *,
+            error: type[ScratchformerError] | None = None, what: str = "", every_os_error: bool = False,
+            named_by_error: bool = False) -> Iterator[None]:
+    """Turn a refusal of the file system while writing ``path`` (a file, or a folder being written into; ``reading``
+    as in :func:`storage_error`) into a :class:`~scratchformer.errors.StorageError`; anything else goes through
+    unchanged. The caller's own error type: ``error``, with ``what`` before the message, carries the refusal instead
+    (and, with ``every_os_error``, any other ``OSError``); ``named_by_error``: the message names the file the error
+    names, where it names one."""
     try:
         yield
-    except StorageError:
-        raise
-    except Exception as error:
-        failure = storage_error(error, path, needed)
-        if failure is None:
+    except Exception as caught:
+        if isinstance(caught, ScratchformerError) and (error is None or not isinstance(caught, StorageError)):
             raise
-        raise failure from error
+        where = (getattr(caught, "filename", None) if named_by_error else None) or path
+        failure = storage_error(caught, where, needed, reading)
+        if failure is None and not (every_os_error and isinstance(caught, OSError)):
+            raise
+        if error is None and failure is not None:
+            raise failure from caught
+        raise (error or ScratchformerError)(f"{what}{failure or caught}") from caught
 
 
 @contextlib.contextmanager
@@ -301,13 +310,20 @@ def permission_denied(path: str | os.PathLike, reading: bool | None = False, num
         where = _denied_write_target(Path(path))
         verb = "write" if os.path.isfile(where) else "write into"
         access, advice = "write ", "choose another place"
-    return StorageError(f"permission denied: {describe_user()} may not {verb} {where}{_owner(where)}: give that user "
-                        f"{access}access (chmod, chown) or {advice}", number, str(path))
+    return StorageError(denied(where, verb, access, advice), number, str(path))
+
+
+def denied(path: str | os.PathLike, action: str, access: str = "read ", advice: str = "run as a user who may read it"
+           ) -> str:
+    """The permission message, one for every refusal: ``permission denied: user nobody (uid 65534) may not ACTION
+    PATH (a folder of user root (uid 0), mode drwxr-xr-x): give that user ACCESSaccess (chmod, chown) or ADVICE``."""
+    return (f"permission denied: {describe_user()} may not {action} {path}{_owner(path)}: give that user {access}access "
+            f"(chmod, chown) or {advice}")
 
 
 def _denied_write_target(path: Path) -> Path:
     """What refused a write of ``path``: the file itself when it is one and not writable, else its folder."""
-    if os.path.isfile(path) and not os.access(path, os.W_OK):
+    if os.path.isfile(path) and not may(path, os.W_OK):
         return path
     return folder_of(path)
 
@@ -437,22 +453,58 @@ def check_file(path: str | os.PathLike, error: type[ScratchformerError] = Scratc
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Inputs and outputs apart
+# Output folders: writable, and apart from the inputs
 # ----------------------------------------------------------------------------------------------------------------
+
+
+def check_output_folder(output: str | os.PathLike, inputs: Iterable[tuple[str, str | os.PathLike]] = (), *,
+                        writes: Iterable[str] | None = None, error: type[ScratchformerError] = ScratchformerError,
+                        name: str | None = None, why: str = "choose another folder") -> Path:
+    """The one check of an output folder, before anything is made, written or deleted; raises ``error`` in one line
+    (``name``, by default the path, says which folder). ``output`` may not be a file, nor overlap an input
+    (``inputs``: ``(what, path)``, ``what`` as the message names it): without ``writes`` it may not be, lie inside or
+    contain one (a command that deletes there); with ``writes`` (the names written there) it may not be one, nor may
+    those files. The nearest existing folder must be one this user may write into (:func:`permission_denied`)."""
+    folder, name = Path(output), name or str(output)
+    if folder.exists() and not folder.is_dir():
+        raise error(f"{name} is a file, not a folder; give a folder to write into")
+    written = [] if writes is None else list(writes)
+    for what, path in inputs:
+        relation = overlap(folder, path)
+        if relation == "is" or (relation and writes is None):
+            raise error(f"{name} {relation} {what}: {why}")
+        if clash := next((file for file in written if overlap(folder / file, path) == "is"), None):
+            raise error(f"{name}: writing {clash} there would replace {what}; {why}")
+    parent = folder_of(folder)
+    if not os.path.isdir(parent):
+        raise error(f"{name}: {parent} is not a folder")
+    check_writable(parent)
+    return folder
+
+
+def check_writable(folder: str | os.PathLike) -> None:
+    """Raise :func:`permission_denied` unless this user may write into (and enter) the existing ``folder``."""
+    if not may(folder, os.W_OK | os.X_OK):
+        raise permission_denied(folder)
+
+
+def may(path: str | os.PathLike, mode: int) -> bool:
+    """Whether this user may access ``path`` in ``mode`` (``os.R_OK``, ...), asked with the effective ids."""
+    return os.access(path, mode, effective_ids=os.access in os.supports_effective_ids)
 
 
 def overlap(output: str | os.PathLike, source: str | os.PathLike) -> str | None:
     """How the output folder ``output`` overlaps the input ``source`` (a file or a folder): ``"is"``,
-    ``"lies inside"`` or ``"holds"``; ``None`` when they are apart. Paths are resolved (symbolic links, ``..``,
+    ``"is inside"`` or ``"contains"``; ``None`` when they are apart. Paths are resolved (symbolic links, ``..``,
     relative paths), and two existing paths that are the same file count as the same. A path this user may not look
     at counts as what its name says (the command that reads it says why it cannot)."""
     out, src = _resolved(output), _resolved(source)
     if out == src or (os.path.exists(out) and os.path.exists(src) and os.path.samefile(out, src)):
         return "is"
     if out.is_relative_to(src):
-        return "lies inside"
+        return "is inside"
     if src.is_relative_to(out):
-        return "holds"
+        return "contains"
     return None
 
 

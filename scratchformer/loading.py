@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import MissingDependencyError, ScratchformerError, no_secrets, redact
-from .files import check_file, describe_user, not_a_file, write_text
+from .files import check_file, denied, may, not_a_file, write_text
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 CHECKPOINTS = {
@@ -375,42 +375,22 @@ def check_readable(path: str | os.PathLike, also: Callable[[str], bool] | None =
     for parent in reversed(path.parents):  # from the root down: the first folder that refuses is the one to name
         if not os.path.exists(parent):
             return  # nothing there (a Hub id): the caller says so
-        if not _may(parent, os.X_OK):
-            raise ScratchformerError(_denied(parent, "enter the folder"))
+        if not may(parent, os.X_OK):
+            raise ScratchformerError(denied(parent, "enter the folder"))
     if not os.path.exists(path) or not path.is_dir():
         if problem := not_a_file(path):  # a loop of symbolic links ("does not exist"), a named pipe, a device
             raise ScratchformerError(f"{problem}; give the real folder or file")
-        if os.path.exists(path) and not _may(path, os.R_OK):
-            raise ScratchformerError(_denied(path, "read"))
+        if os.path.exists(path) and not may(path, os.R_OK):
+            raise ScratchformerError(denied(path, "read"))
         return
-    if not _may(path, os.R_OK | os.X_OK):
-        raise ScratchformerError(_denied(path, "list and enter the folder"))
+    if not may(path, os.R_OK | os.X_OK):
+        raise ScratchformerError(denied(path, "list and enter the folder"))
     for entry in sorted(os.scandir(path), key=lambda entry: entry.name):
         wanted = entry.name.endswith(READ_SUFFIXES) or (also is not None and also(entry.name))
         if wanted and not os.path.isdir(entry.path):  # a folder is never read as a file (a LICENSES/ folder is fine)
             check_file(entry.path)  # a stray named pipe "x.safetensors" would block the loader for ever
-            if not _may(entry.path, os.R_OK):
-                raise ScratchformerError(_denied(Path(entry.path), "read"))
-
-
-def _may(path: Path, mode: int) -> bool:
-    return os.access(path, mode, effective_ids=os.access in os.supports_effective_ids)
-
-
-def _denied(path: Path, action: str) -> str:
-    """``permission denied: user nobody (uid 65534) may not read /m/model.safetensors (a file of root (uid 0), mode
-    -rw-------): ...``"""
-    import stat
-
-    try:
-        info = os.stat(path)
-        kind = "folder" if stat.S_ISDIR(info.st_mode) else "file"
-        whose = f" (a {kind} of {describe_user(info.st_uid)}, mode {stat.filemode(info.st_mode)})"
-    except OSError:
-        whose = ""
-    current = describe_user()
-    return (f"permission denied: {current} may not {action} {path}{whose}: give that user read access (chmod, chown) "
-            "or run as a user who may read it")
+            if not may(entry.path, os.R_OK):
+                raise ScratchformerError(denied(Path(entry.path), "read"))
 
 
 # ---------------------------------------------------------------------------------------------------------------

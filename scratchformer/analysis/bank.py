@@ -34,7 +34,7 @@ import torch
 from ..errors import ScratchformerError
 from .extractor import LoadedModel, load_extractor, model_sources
 from .layers import LEARNED, describe_layer, is_contextual
-from .output import check_apart_from_inputs, check_output_folder, output_folder, write_json
+from .output import check_output_folder, output_folder, write_json
 from .results import (  # the study's types; re-exported: `from scratchformer.analysis.bank import Study` works
     LayerSummary,
     ModelStudy,
@@ -378,8 +378,7 @@ def run_compare(
     study = study or make_study()
     check_layer_option(layer)
     sources = model_sources(models, include_defaults)
-    out = check_output_folder(output)  # made once there is something to write
-    check_apart_from_inputs(out, sources)
+    out = check_output_folder(output, sources)  # made once there is something to write
     loaded = [load_extractor(source, texts=[s.text for s in study.sentences], with_decoder=True) for source in sources]
     for model in loaded:
         headline_layer(model, layer)

@@ -59,7 +59,7 @@ from .geometry_data import (
     read_sentences,
 )
 from .layers import LEARNED, describe_layer, input_embedding_table, layer_kind
-from .output import check_apart_from_inputs, check_output_folder, output_folder, write_json
+from .output import check_output_folder, output_folder, write_json
 from .pooling import check_word_pooling, word_tokens_used
 from .words import covering_tokens, words_kept
 
@@ -423,8 +423,7 @@ def run_geometry(
     data_set = read_sentences(data, max_sentences)
     plan = plan_geometry(data_set.sentences, min_occurrences=min_occurrences, max_words=max_words,
                          max_occurrences=max_occurrences, sample_sentences=sample_sentences, seed=seed)
-    out = check_output_folder(output)
-    check_apart_from_inputs(out, models, [data], writes=(GEOMETRY_JSON, WORDS_CSV, *PLOT_FILES.values()))
+    out = check_output_folder(output, models, [data], writes=(GEOMETRY_JSON, WORDS_CSV, *PLOT_FILES.values()))
     reports = []
     for loaded in _load_models(models, batch_size, data_set.sentences[:SAMPLE_SENTENCES]):
         reports.append(measure_geometry(loaded.extractor, plan, pooling=pooling, standardise=standardise,

@@ -13,40 +13,19 @@ from .. import files
 from ..errors import ScratchformerError
 
 
-def check_output_folder(path: str | Path, option: str = "--output") -> Path:
-    """Say now, creating nothing, why ``path`` could not become the output folder: a file there, or a nearest
-    existing parent that is not a writable folder. ``option`` names it in the message."""
-    folder = Path(path)
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise ScratchformerError(f"{option} {str(folder)!r} is a file, not a folder; give a folder to write into")
-    parent = files.folder_of(folder)
-    if not os.path.isdir(parent):
-        raise ScratchformerError(f"{option} {str(folder)!r}: {parent} is not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ScratchformerError(f"{option} {str(folder)!r}: {files.permission_denied(parent)}")
-    return folder
-
-
-def check_apart_from_inputs(output: str | Path, models: Iterable[str] = (), data: Iterable[str | Path] = (),
-                            writes: Iterable[str] = (), option: str = "--output") -> None:
-    """A command never writes into what it reads: the output folder may not be the folder of a model it reads
-    (``small``'s own ``senses.json`` stays the shipped one, and no ``compare.json`` joins a model's files), and none
-    of the files it writes there (``writes``, names) may be one of its ``data`` files. Paths are resolved (symbolic
-    links, relative paths). A folder inside a model folder (``RUN/package/senses``, where packaging keeps its
-    scores) is not the model's, and a folder that merely holds an input (``--data d/x.tsv --output d``) is fine:
-    only the listed names are written there, never a file of the model or the data."""
-    for name in models:
-        folder = _model_folder(name)
-        if folder is not None and files.overlap(output, folder) == "is":
-            raise ScratchformerError(
-                f"{option} {str(output)!r} is the folder of the model {name!r} ({folder}); write the results "
-                "somewhere else: a command never writes into a model folder it reads")
-    written = [Path(output) / name for name in writes]
-    for path in data:
-        clash = next((target for target in written if files.overlap(target, path) == "is"), None)
-        if clash is not None:
-            raise ScratchformerError(f"{option} {str(output)!r}: writing {clash.name} there would replace the data "
-                                     f"file {path}; write the results somewhere else")
+def check_output_folder(output: str | Path, models: Iterable[str] = (), data: Iterable[str | Path] = (),
+                        writes: Iterable[str] = (), option: str = "--output") -> Path:
+    """Say now, creating nothing, why ``output`` could not become the output folder (:func:`scratchformer.files.
+    check_output_folder`): a file there, a folder this user may not write into, or one that is the folder of a model
+    it reads (``small``'s own ``senses.json`` stays the shipped one), or where a file it writes (``writes``, names)
+    would replace one of its ``data`` files. A folder inside a model folder (``RUN/package/senses``, where packaging
+    keeps its scores) is not the model's, and one that merely contains an input (``--data d/x.tsv --output d``) is
+    fine: only the listed names are written there. ``option`` names it in the message."""
+    inputs = [(f"the folder of the model {name!r} ({folder})", folder) for name in models
+              if (folder := _model_folder(name)) is not None]
+    inputs += [(f"the data file {path}", path) for path in data]
+    return files.check_output_folder(output, inputs, writes=writes, name=f"{option} {str(output)!r}",
+                                     why="write the results somewhere else: a command never writes into what it reads")
 
 
 def _model_folder(name: str) -> Path | None:
@@ -62,15 +41,9 @@ def _model_folder(name: str) -> Path | None:
 
 def output_folder(path: str | Path, option: str = "--output") -> Path:
     """Create the folder ``path`` (with its parents) or say why it cannot be used; ``option`` names it."""
-    folder = check_output_folder(path, option)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        failure = files.storage_error(error, folder)  # a full disk, a permission denied: said as such
-        if failure is not None:
-            raise failure from error
-        raise ScratchformerError(f"{option} {str(folder)!r}: cannot create the folder ({error.strerror or error})"
-                                 ) from error
+    folder = check_output_folder(path, option=option)
+    with files.writing(folder, every_os_error=True, what=f"{option} {str(folder)!r}: cannot create the folder: "):
+        folder.mkdir(parents=True, exist_ok=True)  # a full disk, a permission denied: said as such
     return folder
 
 

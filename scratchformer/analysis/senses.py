@@ -39,7 +39,7 @@ import torch
 from ..errors import DataError, ScratchformerError
 from .extractor import load_extractor
 from .layers import LEARNED, describe_layer
-from .output import check_apart_from_inputs, check_output_folder, output_folder, write_json
+from .output import check_output_folder, output_folder, write_json
 from .pooling import check_word_pooling
 from .results import LayerScore, SenseReport, sense_score_verdict
 from .sense_data import (
@@ -279,8 +279,7 @@ def run_senses(
     check_options(models, pooling, group_by, batch_size, max_groups)
     examples = first_groups(read_senses_tsv(data), group_by, max_groups)
     scorable_groups(examples, group_by)
-    out = check_output_folder(output)  # made once there is something to write
-    check_apart_from_inputs(out, models, [data], writes=(SENSES_JSON, SENSES_PLOT))
+    out = check_output_folder(output, models, [data], writes=(SENSES_JSON, SENSES_PLOT))  # made when it is written
     reports = []
     for source in models:
         loaded = load_extractor(source, batch_size=batch_size, texts=[ex.sentence for ex in examples])

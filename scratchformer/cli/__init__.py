@@ -151,18 +151,15 @@ def _run(argv: list[str] | None) -> int:
     if unknown:  # argparse would blame the top-level parser; name the command instead
         print(f"scratchformer {args.command}: error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
         return EXIT_USER_ERROR
+    from .. import files
+
     try:
         check_optional_dependencies(args)
-        return int(args.func(args) or 0)
+        # a full disk or a refused read or write (which, not known here) the command did not name itself: one line
+        with files.writing(".", reading=None, named_by_error=True):
+            return int(args.func(args) or 0)
     except ScratchformerError as error:
         return _one_line(args.command, error)
-    except OSError as error:  # a full disk or a refused read/write the command did not name itself: still one line
-        from ..files import storage_error
-
-        failure = storage_error(error, error.filename or ".", reading=None)  # a read or a write: not known here
-        if failure is None:
-            raise
-        return _one_line(args.command, failure)
     except KeyboardInterrupt:
         print(f"scratchformer {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
 from ..errors import ScratchformerError
 from . import add_command
@@ -56,19 +54,11 @@ def _check_output(output: str, overwrite: bool, inputs: list[str] = ()) -> None:
     tokenizer already (unless ``overwrite``), and no file saved there may be one of the training files."""
     from .. import files
 
-    folder = Path(output)
-    if folder.exists() and not folder.is_dir():
-        raise ScratchformerError(f"--output {output!r} is a file, not a folder: give a folder to save the tokenizer in")
-    for name in SAVED_FILES:
-        clash = next((path for path in inputs if files.overlap(folder / name, path) == "is"), None)
-        if clash is not None:
-            raise ScratchformerError(f"--output {output!r}: saving {name} there would replace the training file "
-                                     f"{clash}; choose another folder")
+    folder = files.check_output_folder(output, [(f"the training file {path}", path) for path in inputs],
+                                       writes=SAVED_FILES, name=f"--output {output!r}")
     if (folder / "tokenizer.json").exists() and not overwrite:
         raise ScratchformerError(f"--output {output!r} already holds a tokenizer (tokenizer.json): choose another "
                                  "folder, or pass --overwrite to replace it")
-    if not os.access(files.folder_of(folder), os.W_OK | os.X_OK):
-        raise files.permission_denied(files.folder_of(folder))
 
 
 def _train_tokenizer(args: argparse.Namespace) -> int:

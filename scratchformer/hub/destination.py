@@ -24,6 +24,7 @@ import json
 import os
 from pathlib import Path
 
+from .. import files
 from ..errors import HubError
 from ..models.modeling_scratchformer import PICKLE_SUFFIXES
 from .layout import EXPORT_FILES, EXPORT_FOLDERS, EXPORT_SIGNATURE, RETIRED_FILES
@@ -47,10 +48,9 @@ def check_destination(out_dir: Path, source: Path | None, overwrite: bool) -> No
     """Raise :class:`HubError` unless ``out_dir`` may receive an export of ``source`` (see the module docstring).
     Reads the file system, changes nothing."""
     _resolved(out_dir)  # a loop of symbolic links is refused here, in one line
-    if source is not None:
-        _check_apart(out_dir, source)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise HubError(f"{out_dir} exists and is not a folder")
+    inputs = [] if source is None else [(f"the source folder {source}", _resolved(source))]
+    files.check_output_folder(out_dir, inputs, error=HubError, name=f"the export folder {out_dir}",
+                              why="choose a folder apart from it")
     if not out_dir.is_dir() or not any(out_dir.iterdir()):
         return
     if not overwrite:
@@ -88,16 +88,6 @@ def _resolved(path: Path) -> Path:
         return path.resolve()
     except (RuntimeError, OSError) as error:  # RuntimeError("Symlink loop from ...") or OSError(ELOOP)
         raise HubError(f"{path} is a loop of symbolic links ({error}): choose another folder") from None
-
-
-def _check_apart(out_dir: Path, source: Path) -> None:
-    out, src = _resolved(out_dir), _resolved(source)
-    if out == src:
-        raise HubError(f"the export folder {out_dir} is the source folder: choose another one")
-    if src.is_relative_to(out):
-        raise HubError(f"the export folder {out_dir} contains the source folder {source}: choose a folder outside it")
-    if out.is_relative_to(src):
-        raise HubError(f"the export folder {out_dir} is inside the source folder {source}: choose a folder outside it")
 
 
 def _earlier_export_problem(folder: Path) -> str | None:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import files
-from ..errors import HubError, ScratchformerError
+from ..errors import HubError
 from ..loading import write_checksums
 from .card import CardOptions, check_card_metadata, load_scores, model_card
 from .checks import check_folder
@@ -244,20 +244,8 @@ def _default_name(repo_id: str | None, out_dir: Path) -> str:
     return repo_id.split("/")[-1] if repo_id else out_dir.resolve().name
 
 
-@contextmanager
-def _file_system_errors(out_dir: Path, needed: int | None = None) -> Iterator[None]:
+def _file_system_errors(out_dir: Path, needed: int | None = None) -> Any:
     """An ``OSError`` (no permission, a file where a folder should be, a full disk) is the caller's to fix: it
-    becomes a :class:`HubError` naming the export folder. A full disk or a refused write is said as
-    :mod:`scratchformer.files` says it (the folder, the space needed and free; the path and the user), also where a
-    library reports it without an ``OSError`` (``tokenizers``' bare ``Exception: No space left on device``,
-    safetensors' ``SafetensorError``). ``needed``: about how many bytes the export writes."""
-    try:
-        yield
-    except OSError as error:
-        raise HubError(f"cannot export to {out_dir}: {files.storage_error(error, out_dir, needed) or error}"
-                       ) from error
-    except Exception as error:
-        failure = None if isinstance(error, ScratchformerError) else files.storage_error(error, out_dir, needed)
-        if failure is None:
-            raise
-        raise HubError(f"cannot export to {out_dir}: {failure}") from error
+    becomes a :class:`HubError` naming the export folder, a refused write said as :func:`scratchformer.files.writing`
+    says it (also where a library reports it without an ``OSError``). ``needed``: about how many bytes it writes."""
+    return files.writing(out_dir, needed, error=HubError, what=f"cannot export to {out_dir}: ", every_os_error=True)

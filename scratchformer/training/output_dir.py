@@ -6,7 +6,7 @@
   nothing stale to break. The file itself stays (removing it would let a third run lock a new file while a second
   one waits on the old). Beside it, ``.scratchformer.lock.holder`` says which run holds the lock (pid, host, start),
   only for the refusal's message. Under ``torchrun`` only the main process (global rank 0) takes it.
-- :func:`check_apart_from_inputs`: before anything else, an output folder that is, holds or lies inside an input of
+- :func:`check_apart_from_inputs`: before anything else, an output folder that is, contains or is inside an input of
   the run (``--model``, ``--tokenizer``, the data files, a local ``--dataset-name`` folder; paths resolved) is
   refused, ``--overwrite_output_dir`` or not: nothing the run reads is ever deleted or written over;
 - :func:`claim_output_dir`: takes the lock, then refuses a folder that holds an earlier run or a model
@@ -60,8 +60,7 @@ class OutputLock:
         """Take the lock, or raise :class:`TrainingSetupError` at once if another run holds it (a
         :class:`~scratchformer.errors.StorageError` where the folder cannot be written)."""
         folder = self.path.parent
-        if not os.access(files.folder_of(folder), os.W_OK | os.X_OK):
-            raise files.permission_denied(files.folder_of(folder))
+        files.check_writable(files.folder_of(folder))
         with files.writing(folder):
             folder.mkdir(parents=True, exist_ok=True)
             try:
@@ -118,16 +117,14 @@ def run_inputs(options: TrainOptions) -> list[tuple[str, str]]:
 
 
 def check_apart_from_inputs(options: TrainOptions, output_dir: str) -> None:
-    """Refuse an ``--output-dir`` that is, holds or lies inside anything the run reads (:func:`run_inputs`), before
-    anything is written or deleted, whatever ``--overwrite_output_dir`` says: the run writes checkpoints,
-    ``tokenizer/`` and model files there, and ``--overwrite_output_dir`` deletes the earlier ones."""
-    for flag, path in run_inputs(options):
-        relation = files.overlap(output_dir, path)
-        if relation is not None:
-            raise TrainingSetupError(
-                f"--output-dir {output_dir} {relation} {flag} {path}: the run writes (and --overwrite_output_dir "
-                f"deletes) files in its output folder, so it must be apart from everything the run reads; choose "
-                "another --output-dir")
+    """Refuse an ``--output-dir`` that is a file, may not be written into, or is, contains or is inside anything the
+    run reads (:func:`run_inputs`), before anything is written or deleted, whatever ``--overwrite_output_dir`` says:
+    the run writes checkpoints, ``tokenizer/`` and model files there, and ``--overwrite_output_dir`` deletes the
+    earlier ones."""
+    files.check_output_folder(output_dir, [(f"{flag} {path}", path) for flag, path in run_inputs(options)],
+                              error=TrainingSetupError, name=f"--output-dir {output_dir}",
+                              why="the run writes (and --overwrite_output_dir deletes) files in its output folder, so "
+                              "it must be apart from everything the run reads; choose another --output-dir")
 
 
 def claim_output_dir(output_dir: str, resume: str | None, overwrite: bool,

@@ -81,13 +81,10 @@ def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
     lock = (claim_output_dir(args.output_dir, args.resume_from_checkpoint, options.overwrite_output_dir, _say)
             if is_main else None)
     try:
-        with no_secrets(args.hub_token):  # the Trainer's pushes: what they log or raise shows no token
+        # the Trainer's pushes show no token; a refused write the steps below do not name themselves (the datasets
+        # cache, a log file) is a StorageError naming its file
+        with no_secrets(args.hub_token), files.writing(args.output_dir, reading=None, named_by_error=True):
             return _run(options, args, callbacks, is_main)
-    except OSError as error:  # a write the steps below do not name themselves (the datasets cache, a log file)
-        failure = files.storage_error(error, error.filename or args.output_dir, reading=None)
-        if failure is None or failure is error:
-            raise
-        raise failure from error
     finally:
         if lock is not None:
             lock.release()
