@@ -12,11 +12,11 @@ A Scratchformer folder always loads with this package's own classes: its code fi
 ``trust_remote_code`` says. Other model types (BERT, DistilBERT, ...) load through the ``Auto*`` classes, with remote
 code only when the caller passes ``trust_remote_code=True``.
 
-The policies that hold for every Scratchformer checkpoint live here or in the model core, once:
-:func:`check_tokenizer_matches` (special tokens and vocabulary agree with the config), the integrity of a safetensors
-file (:func:`safetensors_file_problem`: training's checkpoint checks and the Hub folder checks share it), the
-safetensors-only rule (:func:`~scratchformer.models.modeling_scratchformer.safetensors_problem`), the checkpoint-format check
-(:func:`~scratchformer.models.configuration_scratchformer.check_checkpoint_format`) and the ``auto_map``
+The policies that hold for every Scratchformer checkpoint live here, in :mod:`scratchformer.integrity` (checksums,
+complete safetensors files, a config against its weights) or in the model core, once: :func:`check_tokenizer_matches`
+(special tokens and vocabulary agree with the config), the safetensors-only rule
+(:func:`~scratchformer.models.modeling_scratchformer.safetensors_problem`), the checkpoint-format check
+(:func:`~scratchformer.models.configuration_scratchformer.checkpoint_format_problem`) and the ``auto_map``
 (:data:`~scratchformer.models.modeling_scratchformer.AUTO_MAP`).
 
 The shipped checkpoints store float16 weights to keep the package small; their config says ``dtype: float32``, so
@@ -34,15 +34,14 @@ byte at a time would never be cut), and transformers then reads the cache.
 
 What a user had must never be lost or silently wrong, and a failure is one line:
 
-- **Integrity.** safetensors has no checksum, so export and training write :data:`CHECKSUMS` (``checksums.sha256``,
-  in ``sha256sum``'s format: ``sha256sum -c checksums.sha256`` checks it too) beside the weights, covering them and
-  ``config.json`` (:func:`write_checksums`), and :func:`load` and ``--resume`` verify every file it lists before
-  loading (:func:`checksum_problems`): a flipped byte anywhere in a weights file, or an edited config, is an error
-  that names the file.
+- **Integrity** (:mod:`scratchformer.integrity`). Export and training write ``checksums.sha256`` beside the weights,
+  and :func:`load` and ``--resume`` verify it before loading: a flipped byte in a weights file, or an edited config,
+  is an error that names the file.
 - **Permissions.** A folder or file this user may not read is one line that names the path, the user, the owner and
   the mode (:func:`check_readable`), before transformers turns it into "No such file or directory".
 - **A config that contradicts its weights** (``d_model``, ``vocab_size``, an FFN size, a layer count) is one line
-  that names the field and both sizes, found from the weights' headers before transformers loads anything.
+  that names the field and both sizes, found from the weights' headers before transformers loads anything
+  (:func:`~scratchformer.integrity.config_contradicts_weights`).
 - **Secrets.** :func:`~scratchformer.errors.redact` (importable from here too) removes tokens (``hf_...``,
   ``Bearer ...``, the token in use) and the ``user:password@`` of URLs from any text before it is printed; :func:`load`
   and its halves run under :func:`~scratchformer.errors.no_secrets`, so neither the Hub's logs nor any exception they
@@ -51,17 +50,25 @@ What a user had must never be lost or silently wrong, and a failure is one line:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .errors import MissingDependencyError, ScratchformerError, no_secrets, redact
-from .files import check_file, denied, may, not_a_file, write_text
+from .files import check_file, denied, may, not_a_file
+from .integrity import (  # noqa: F401 (re-exported: scratchformer.loading.write_checksums and the rest stay importable)
+    CHECKSUMMED_FILES,
+    CHECKSUMS,
+    check_checksums,
+    checksum_problems,
+    config_contradicts_weights,
+    file_sha256,
+    safetensors_file_problem,
+    write_checksums,
+)
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 CHECKPOINTS = {
@@ -84,10 +91,6 @@ TRANSFER_TIME = 120.0
 SLOWEST_RATE = 100_000
 # what loading reads of a Hub repo, by suffix (top-level files; a pickled *.bin only where there is no safetensors)
 DOWNLOADED_SUFFIXES = (".json", ".safetensors", ".txt", ".model", ".py", ".tiktoken")
-# the integrity manifest written beside the weights: "<sha256>  <file name>" per line, as sha256sum writes it
-CHECKSUMS = "checksums.sha256"
-# what checksums.sha256 lists beside the weights (*.safetensors): the config that says what the weights mean
-CHECKSUMMED_FILES = ("config.json",)
 # files of a model folder that loading reads, by suffix: each must be readable by the user (check_readable)
 READ_SUFFIXES = (".json", ".safetensors", ".sha256", ".txt", ".model")
 OFFLINE_HINT = ("check the network connection, proxy settings and HF_ENDPOINT; to work without network, set "
@@ -270,93 +273,6 @@ def check_tokenizer_matches(tokenizer: Any, config: Any, *, needs_mask: bool = F
         problems.append(f"the tokenizer does not end a text with its eos token (tokenizer('a') = {probe})")
     if problems:
         raise error("the tokenizer does not match the model:\n  - " + "\n  - ".join(problems))
-
-
-def safetensors_file_problem(path: str | os.PathLike) -> str | None:
-    """Why ``path`` is not a complete safetensors file, or ``None``: the one integrity check of a weights file, for
-    training's checkpoints (is a checkpoint complete?) and the Hub folder checks. ``safetensors.safe_open`` parses the
-    header and checks that its tensors cover the rest of the file exactly, so a file cut short (a killed save, a
-    broken download), one with bytes appended or with a garbled header is found without reading any tensor."""
-    from safetensors import SafetensorError, safe_open
-
-    path = Path(path)
-    if not path.is_file():
-        return f"no {path.name}"
-    try:
-        with safe_open(str(path), framework="numpy") as handle:
-            handle.keys()
-    except (SafetensorError, OSError) as err:
-        reason = str(err).removeprefix("Error while deserializing header: ")
-        return f"{path.name} is truncated or corrupted ({reason})"
-    return None
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Integrity: a checksum of each weights file
-# ---------------------------------------------------------------------------------------------------------------
-
-_CHECKSUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")  # sha256sum: "<hex>  name" (text) or "<hex> *name"
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """The sha256 of a file, read in 1 MiB pieces (hex)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for piece in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(piece)
-    return digest.hexdigest()
-
-
-def write_checksums(folder: str | os.PathLike) -> Path:
-    """Write :data:`CHECKSUMS` in ``folder``: the sha256 of each ``*.safetensors`` file in it and of
-    :data:`CHECKSUMMED_FILES` (``config.json``: a head count edited with the shapes unchanged would load silently),
-    one ``<sha256>  <name>`` line each, by name (``sha256sum -c checksums.sha256`` checks them too). Call it once the
-    weights and the config are final; export and training do. The file is replaced atomically and gets the
-    permissions the umask gives. An older manifest that lists the weights only still checks what it lists."""
-    folder = Path(folder)
-    paths = [*folder.glob("*.safetensors"), *(folder / name for name in CHECKSUMMED_FILES if (folder / name).is_file())]
-    lines = [f"{file_sha256(path)}  {path.name}\n" for path in sorted(paths, key=lambda path: path.name)]
-    return write_text(folder / CHECKSUMS, "".join(lines))
-
-
-def checksum_problems(folder: str | os.PathLike) -> list[str]:
-    """What :data:`CHECKSUMS` in ``folder`` says is wrong: a listed file whose sha256 differs (damaged, or changed
-    after the checksums were written), or a line that is not a checksum of a file in ``folder``. Empty when all
-    agree or when the folder has no :data:`CHECKSUMS` (written before checksums existed, or by hand). A listed file
-    that is missing is left to the loader, whose message says what a folder lacks."""
-    folder = Path(folder)
-    manifest = folder / CHECKSUMS
-    if not manifest.is_file():
-        return []
-    try:
-        lines = manifest.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        return [f"{CHECKSUMS} cannot be read ({error})"]
-    problems = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        match = _CHECKSUM_LINE.match(line)
-        name = match.group(2) if match else ""
-        if not match or name in (".", "..") or "/" in name or "\\" in name:
-            problems.append(f"line {number} of {CHECKSUMS} is not '<sha256>  <file in this folder>': {line[:80]!r}")
-        elif not (folder / name).is_file():
-            continue  # missing, not damaged: the loader (or the folder check) says what is missing
-        elif (actual := file_sha256(folder / name)) != match.group(1).lower():
-            problems.append(f"{name} is damaged: its sha256 is {actual[:16]}..., {CHECKSUMS} lists "
-                            f"{match.group(1).lower()[:16]}...")
-    return problems
-
-
-def check_checksums(folder: str | os.PathLike) -> None:
-    """Raise :class:`ScratchformerError` naming each damaged file (weights, ``config.json``) when :data:`CHECKSUMS`
-    in ``folder`` disagrees with the files (see :func:`checksum_problems`)."""
-    problems = checksum_problems(folder)
-    if problems:
-        raise ScratchformerError(
-            f"the files in {folder} do not match their checksums ({'; '.join(problems)}): restore the file from a "
-            f"backup, or download or export it again (if you changed it on purpose, write the checksums again with "
-            f"scratchformer.loading.write_checksums, or delete {CHECKSUMS})")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -550,7 +466,7 @@ def _load_scratchformer(source: str, task: str, kwargs: dict[str, Any]) -> tuple
     from .models import ScratchformerEncoderModel, ScratchformerForConditionalGeneration
 
     model_class = ScratchformerForConditionalGeneration if task == "seq2seq" else ScratchformerEncoderModel
-    contradiction = _config_contradicts_weights(source, lambda config: model_class(config), scratchformer=True)
+    contradiction = config_contradicts_weights(source, lambda config: model_class(config), scratchformer=True)
     if contradiction:
         raise ScratchformerError(contradiction)
     try:
@@ -569,7 +485,7 @@ def _load_auto(source: str, task: str, kwargs: dict[str, Any], trust_remote_code
         auto = AutoModelForSeq2SeqLM if task == "seq2seq" and getattr(config, "is_encoder_decoder", False) else AutoModel
     except (OSError, ValueError, KeyError) as error:
         raise ScratchformerError(_auto_failure(source, error)) from error
-    contradiction = _config_contradicts_weights(
+    contradiction = config_contradicts_weights(
         source, lambda config: auto.from_config(config, trust_remote_code=trust_remote_code), config=config)
     if contradiction:
         raise ScratchformerError(contradiction)
@@ -584,148 +500,3 @@ def _load_auto(source: str, task: str, kwargs: dict[str, Any], trust_remote_code
 def _auto_failure(source: str, error: BaseException) -> str:
     return (f"cannot load a model from {source!r}: {_one_line(error)} (give a folder with config.json and tokenizer "
             "files, or a Hub id, which needs network access and HF_HUB_OFFLINE unset)")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# A config.json that contradicts its weights
-# ---------------------------------------------------------------------------------------------------------------
-
-# config fields that size a tensor of a Scratchformer, tried in this order for a dimension that differs (a field
-# named by the tensor comes first: see _size_field)
-_SIZE_FIELDS = ("d_model", "vocab_size", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings",
-                "num_labels")
-_LAYER_INDEX = re.compile(r"(?:^|\.)(encoder|decoder)\.layers\.(\d+)\.")
-
-
-def _config_contradicts_weights(source: str, build: Any, config: Any = None, scratchformer: bool = False
-                                ) -> str | None:
-    """Where the ``config.json`` of the folder ``source`` contradicts the shapes of its weights, as one line naming
-    each field and both sizes (``d_model is 64 in config.json but 32 in model.safetensors (...)``), or ``None``.
-
-    Reads only the safetensors headers and builds the model on the ``meta`` device (no memory, no weights), so it
-    runs before transformers, whose own report of the same is a table on stderr and a ``RuntimeError``.
-    ``build(config)`` makes the model; ``config`` defaults to the folder's :class:`ScratchformerConfig`. Anything
-    it cannot read is left to ``from_pretrained``, which names it."""
-    import torch
-
-    stored = _stored_shapes(source)
-    if not stored:
-        return None
-    try:
-        if config is None:
-            from .models import ScratchformerConfig
-
-            config = ScratchformerConfig.from_pretrained(source)
-        with torch.device("meta"):
-            expected = {key: tuple(value.shape) for key, value in build(config).state_dict().items()}
-    except Exception:  # an invalid config, a class that cannot be built: from_pretrained says what is wrong
-        return None
-    found = _shape_disagreements(expected, stored, config)
-    if scratchformer:
-        found.update(_layer_count_disagreements(stored, config, found))
-    if not found:
-        return None
-    return (f"the config.json of {source} contradicts its weights: " + "; ".join(found.values())
-            + ". Use the config.json the weights were saved with, or fix these fields")
-
-
-def _stored_shapes(source: str) -> dict[str, tuple[tuple[int, ...], str]]:
-    """``{tensor name: (shape, file name)}`` from the headers of the folder's safetensors files; empty for a Hub id
-    or a file whose header cannot be read."""
-    from safetensors import safe_open
-
-    folder = Path(source)
-    if not folder.is_dir():
-        return {}
-    stored = {}
-    for path in sorted(folder.glob("*.safetensors")):
-        try:
-            with safe_open(str(path), framework="numpy") as handle:
-                for key in handle.keys():
-                    stored[key] = (tuple(handle.get_slice(key).get_shape()), path.name)
-        except Exception:  # SafetensorError, OSError: from_pretrained names the broken file
-            return {}
-    return stored
-
-
-def _shape_disagreements(expected: dict[str, tuple[int, ...]], stored: dict[str, tuple[tuple[int, ...], str]],
-                         config: Any) -> dict[str, str]:
-    """``{field: "d_model is 64 in config.json but 32 in model.safetensors (...)"}``, one entry per field."""
-    prefix, strip = _key_alignment(list(expected), list(stored))
-    found: dict[str, str] = {}
-    for key, shape in expected.items():
-        stored_key = prefix + key[len(strip):] if key.startswith(strip) else None
-        if stored_key not in stored or stored[stored_key][0] == shape:
-            continue
-        stored_shape, file_name = stored[stored_key]
-        example = (f"{stored_key} has shape {list(stored_shape)} in {file_name}, config.json needs {list(shape)}")
-        if len(stored_shape) != len(shape):
-            found.setdefault(stored_key, example)
-            continue
-        for size, stored_size in zip(shape, stored_shape):
-            if size != stored_size:
-                field = _size_field(key, size, config)
-                label = field or stored_key
-                found.setdefault(label, f"{field} is {size} in config.json but {stored_size} in {file_name} "
-                                        f"({example})" if field else example)
-    return found
-
-
-def _key_alignment(model_keys: list[str], stored_keys: list[str]) -> tuple[str, str]:
-    """``(prefix, strip)``: a model key ``strip + rest`` is stored as ``prefix + rest`` (transformers' base-model
-    prefix: the encoder alone is ``encoder.…``, stored in a full checkpoint as ``model.encoder.…``). The pair that
-    matches the most keys."""
-    stored = set(stored_keys)
-    candidates = {("", "")}
-    for model_key in model_keys[:50]:
-        for stored_key in stored_keys:
-            if stored_key.endswith("." + model_key):
-                candidates.add((stored_key[: -len(model_key)], ""))
-            elif model_key.endswith("." + stored_key):
-                candidates.add(("", model_key[: -len(stored_key)]))
-
-    def matches(candidate: tuple[str, str]) -> int:
-        prefix, strip = candidate
-        return sum(1 for key in model_keys if key.startswith(strip) and prefix + key[len(strip):] in stored)
-
-    return max(sorted(candidates), key=matches)
-
-
-def _size_field(key: str, size: int, config: Any) -> str | None:
-    """The config field whose value ``size`` is, for a dimension of the tensor ``key``: the field the tensor's name
-    points to first (the token table: ``vocab_size``; a feed-forward layer: ``encoder_ffn_dim`` or
-    ``decoder_ffn_dim``), then the sizes of a Scratchformer, then any other integer field (another model type)."""
-    side = "decoder" if "decoder" in key else "encoder"
-    hinted = []
-    if any(word in key for word in ("embed_tokens", "word_embeddings", "shared", "lm_head")):
-        hinted.append("vocab_size")
-    if any(word in key for word in ("fc1", "fc2", "feed_forward", "intermediate")):
-        hinted += [f"{side}_ffn_dim", "intermediate_size"]
-    if "position" in key:
-        hinted.append("max_position_embeddings")
-    others = sorted(name for name, value in config.to_dict().items() if isinstance(value, int)
-                    and not isinstance(value, bool))
-    for field in (*hinted, *_SIZE_FIELDS, "hidden_size", *others):
-        if getattr(config, field, None) == size:
-            return field
-    return None
-
-
-def _layer_count_disagreements(stored: dict[str, tuple[tuple[int, ...], str]], config: Any,
-                               found: dict[str, str]) -> dict[str, str]:
-    """``encoder_layers`` / ``decoder_layers`` against the layers stored (a side with no stored layer is a
-    checkpoint of the other part, which the missing-weights check reports)."""
-    counts: dict[str, int] = {}
-    files: dict[str, str] = {}
-    for key, (_, file_name) in stored.items():
-        if match := _LAYER_INDEX.search(key):
-            side, index = match.group(1), int(match.group(2))
-            counts[side] = max(counts.get(side, 0), index + 1)
-            files[side] = file_name
-    problems = {}
-    for side, count in counts.items():
-        field = f"{side}_layers"
-        configured = getattr(config, field, None)
-        if configured is not None and configured != count and field not in found:
-            problems[field] = f"{field} is {configured} in config.json but {files[side]} holds {count} {side} layers"
-    return problems

@@ -13,12 +13,13 @@ ALLOWED = {
     "models": set(),
     "errors": set(),
     "files": {"errors"},
-    "loading": {"models", "errors", "files", "tokenizer"},
+    "integrity": {"models", "errors", "files"},
+    "loading": {"models", "errors", "files", "integrity", "tokenizer"},
     "tokenizer": {"models", "errors", "files"},
-    "training": {"models", "errors", "files", "loading", "tokenizer"},
-    "analysis": {"models", "errors", "files", "loading", "tokenizer"},
-    "hub": {"models", "errors", "files", "loading", "tokenizer"},
-    "cli": {"models", "errors", "files", "loading", "tokenizer", "training", "analysis", "hub", "__init__"},
+    "training": {"models", "errors", "files", "integrity", "loading", "tokenizer"},
+    "analysis": {"models", "errors", "files", "integrity", "loading", "tokenizer"},
+    "hub": {"models", "errors", "files", "integrity", "loading", "tokenizer"},
+    "cli": {"models", "errors", "files", "integrity", "loading", "tokenizer", "training", "analysis", "hub", "__init__"},
 }
 
 

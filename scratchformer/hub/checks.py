@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ..errors import HubError
-from ..loading import checksum_problems, safetensors_file_problem
+from ..integrity import checksum_problems, safetensors_file_problem
 from ..models.configuration_scratchformer import checkpoint_format_problem
 from ..models.modeling_scratchformer import PICKLE_SUFFIXES, safetensors_problem
 from .layout import DROPPED_CODE_KEYS, REQUIRED_FILES, config_auto_map

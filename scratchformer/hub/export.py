@@ -6,7 +6,7 @@
   (the encoder, for embeddings and ``pipeline("feature-extraction")``), ``AutoModelForSeq2SeqLM``,
   ``AutoModelForSequenceClassification`` and ``AutoModelForTokenClassification``, and nothing else that names code
   (see :mod:`scratchformer.hub.layout`); ``checksums.sha256``, the sha256 of the weights
-  (:func:`scratchformer.loading.write_checksums`), which :func:`scratchformer.loading.load` verifies;
+  (:func:`scratchformer.integrity.write_checksums`), which :func:`scratchformer.loading.load` verifies;
 - the code files (``paper_scratchformer.py``, ``modeling_scratchformer.py``, ``configuration_scratchformer.py``,
   ``card_scratchformer.py``), flat, importing only torch, transformers, the standard library and each other;
 - ``tokenizer.json`` + ``tokenizer_config.json`` (no code: the built-in fast tokenizer loads them),
@@ -44,7 +44,7 @@ from typing import Any
 
 from .. import files
 from ..errors import HubError
-from ..loading import write_checksums
+from ..integrity import write_checksums
 from .card import CardOptions, check_card_metadata, load_scores, model_card
 from .checks import check_folder
 from .destination import check_destination, check_repo_id, move_into_place

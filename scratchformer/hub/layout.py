@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from ..errors import require
-from ..loading import CHECKSUMS
+from ..integrity import CHECKSUMS
 from ..models import CODE_FILES
 from ..models.modeling_scratchformer import AUTO_MAP
 

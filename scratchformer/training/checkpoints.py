@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .. import files
 from ..errors import StorageError
-from ..loading import checksum_problems, safetensors_file_problem, write_checksums
+from ..integrity import checksum_problems, safetensors_file_problem, write_checksums
 
 CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
 CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}-(\d+)$")

@@ -30,7 +30,7 @@ from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerState, s
 
 from .. import files
 from ..errors import no_secrets
-from ..loading import CHECKSUMS, write_checksums
+from ..integrity import CHECKSUMS, write_checksums
 from . import data, streaming
 from .callbacks import RUN_RECORD, EpochCallback, NonFiniteLoss, RunRecord, TimeLimit, WatchesLoss
 from .checkpoints import CrashSafeCheckpoints

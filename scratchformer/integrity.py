@@ -1,0 +1,261 @@
+"""Integrity of a saved checkpoint: its files are what was written, whole, and agree with each other.
+
+- **Complete weights**: :func:`safetensors_file_problem`, the one check that a safetensors file is whole (training's
+  checkpoint checks and the Hub folder checks share it).
+- **Checksums**: safetensors has none, so export and training write :data:`CHECKSUMS` (``checksums.sha256``, in
+  ``sha256sum``'s format: ``sha256sum -c checksums.sha256`` checks it too) beside the weights, covering them and
+  ``config.json`` (:func:`write_checksums`); ``load``, the folder checks and ``--resume`` verify every file it lists
+  (:func:`checksum_problems`, :func:`check_checksums`).
+- **A config against its weights**: :func:`config_contradicts_weights` names each field of ``config.json`` that
+  contradicts the shapes in the weights' headers, before transformers loads anything.
+
+Below :mod:`scratchformer.loading`, which runs these checks and re-exports their names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from .errors import ScratchformerError
+from .files import write_text
+
+# the integrity manifest written beside the weights: "<sha256>  <file name>" per line, as sha256sum writes it
+CHECKSUMS = "checksums.sha256"
+# what checksums.sha256 lists beside the weights (*.safetensors): the config that says what the weights mean
+CHECKSUMMED_FILES = ("config.json",)
+
+
+def safetensors_file_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` is not a complete safetensors file, or ``None``: the one integrity check of a weights file, for
+    training's checkpoints (is a checkpoint complete?) and the Hub folder checks. ``safetensors.safe_open`` parses the
+    header and checks that its tensors cover the rest of the file exactly, so a file cut short (a killed save, a
+    broken download), one with bytes appended or with a garbled header is found without reading any tensor."""
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        return f"no {path.name}"
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            handle.keys()
+    except (SafetensorError, OSError) as err:
+        reason = str(err).removeprefix("Error while deserializing header: ")
+        return f"{path.name} is truncated or corrupted ({reason})"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A checksum of each weights file and the config
+# ---------------------------------------------------------------------------------------------------------------
+
+_CHECKSUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")  # sha256sum: "<hex>  name" (text) or "<hex> *name"
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file, read in 1 MiB pieces (hex)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for piece in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def write_checksums(folder: str | os.PathLike) -> Path:
+    """Write :data:`CHECKSUMS` in ``folder``: the sha256 of each ``*.safetensors`` file in it and of
+    :data:`CHECKSUMMED_FILES` (``config.json``: a head count edited with the shapes unchanged would load silently),
+    one ``<sha256>  <name>`` line each, by name (``sha256sum -c checksums.sha256`` checks them too). Call it once the
+    weights and the config are final; export and training do. The file is replaced atomically and gets the
+    permissions the umask gives. An older manifest that lists the weights only still checks what it lists."""
+    folder = Path(folder)
+    paths = [*folder.glob("*.safetensors"), *(folder / name for name in CHECKSUMMED_FILES if (folder / name).is_file())]
+    lines = [f"{file_sha256(path)}  {path.name}\n" for path in sorted(paths, key=lambda path: path.name)]
+    return write_text(folder / CHECKSUMS, "".join(lines))
+
+
+def checksum_problems(folder: str | os.PathLike) -> list[str]:
+    """What :data:`CHECKSUMS` in ``folder`` says is wrong: a listed file whose sha256 differs (damaged, or changed
+    after the checksums were written), or a line that is not a checksum of a file in ``folder``. Empty when all
+    agree or when the folder has no :data:`CHECKSUMS` (written before checksums existed, or by hand). A listed file
+    that is missing is left to the loader, whose message says what a folder lacks."""
+    folder = Path(folder)
+    manifest = folder / CHECKSUMS
+    if not manifest.is_file():
+        return []
+    try:
+        lines = manifest.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        return [f"{CHECKSUMS} cannot be read ({error})"]
+    problems = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        match = _CHECKSUM_LINE.match(line)
+        name = match.group(2) if match else ""
+        if not match or name in (".", "..") or "/" in name or "\\" in name:
+            problems.append(f"line {number} of {CHECKSUMS} is not '<sha256>  <file in this folder>': {line[:80]!r}")
+        elif not (folder / name).is_file():
+            continue  # missing, not damaged: the loader (or the folder check) says what is missing
+        elif (actual := file_sha256(folder / name)) != match.group(1).lower():
+            problems.append(f"{name} is damaged: its sha256 is {actual[:16]}..., {CHECKSUMS} lists "
+                            f"{match.group(1).lower()[:16]}...")
+    return problems
+
+
+def check_checksums(folder: str | os.PathLike) -> None:
+    """Raise :class:`ScratchformerError` naming each damaged file (weights, ``config.json``) when :data:`CHECKSUMS`
+    in ``folder`` disagrees with the files (see :func:`checksum_problems`)."""
+    problems = checksum_problems(folder)
+    if problems:
+        raise ScratchformerError(
+            f"the files in {folder} do not match their checksums ({'; '.join(problems)}): restore the file from a "
+            f"backup, or download or export it again (if you changed it on purpose, write the checksums again with "
+            f"scratchformer.integrity.write_checksums, or delete {CHECKSUMS})")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A config.json that contradicts its weights
+# ---------------------------------------------------------------------------------------------------------------
+
+# config fields that size a tensor of a Scratchformer, tried in this order for a dimension that differs (a field
+# named by the tensor comes first: see _size_field)
+_SIZE_FIELDS = ("d_model", "vocab_size", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings",
+                "num_labels")
+_LAYER_INDEX = re.compile(r"(?:^|\.)(encoder|decoder)\.layers\.(\d+)\.")
+
+
+def config_contradicts_weights(source: str, build: Any, config: Any = None, scratchformer: bool = False
+                               ) -> str | None:
+    """Where the ``config.json`` of the folder ``source`` contradicts the shapes of its weights, as one line naming
+    each field and both sizes (``d_model is 64 in config.json but 32 in model.safetensors (...)``), or ``None``.
+
+    Reads only the safetensors headers and builds the model on the ``meta`` device (no memory, no weights), so it
+    runs before transformers, whose own report of the same is a table on stderr and a ``RuntimeError``.
+    ``build(config)`` makes the model; ``config`` defaults to the folder's :class:`ScratchformerConfig`. Anything
+    it cannot read is left to ``from_pretrained``, which names it."""
+    import torch
+
+    stored = _stored_shapes(source)
+    if not stored:
+        return None
+    try:
+        if config is None:
+            from .models import ScratchformerConfig
+
+            config = ScratchformerConfig.from_pretrained(source)
+        with torch.device("meta"):
+            expected = {key: tuple(value.shape) for key, value in build(config).state_dict().items()}
+    except Exception:  # an invalid config, a class that cannot be built: from_pretrained says what is wrong
+        return None
+    found = _shape_disagreements(expected, stored, config)
+    if scratchformer:
+        found.update(_layer_count_disagreements(stored, config, found))
+    if not found:
+        return None
+    return (f"the config.json of {source} contradicts its weights: " + "; ".join(found.values())
+            + ". Use the config.json the weights were saved with, or fix these fields")
+
+
+def _stored_shapes(source: str) -> dict[str, tuple[tuple[int, ...], str]]:
+    """``{tensor name: (shape, file name)}`` from the headers of the folder's safetensors files; empty for a Hub id
+    or a file whose header cannot be read."""
+    from safetensors import safe_open
+
+    folder = Path(source)
+    if not folder.is_dir():
+        return {}
+    stored = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="numpy") as handle:
+                for key in handle.keys():
+                    stored[key] = (tuple(handle.get_slice(key).get_shape()), path.name)
+        except Exception:  # SafetensorError, OSError: from_pretrained names the broken file
+            return {}
+    return stored
+
+
+def _shape_disagreements(expected: dict[str, tuple[int, ...]], stored: dict[str, tuple[tuple[int, ...], str]],
+                         config: Any) -> dict[str, str]:
+    """``{field: "d_model is 64 in config.json but 32 in model.safetensors (...)"}``, one entry per field."""
+    prefix, strip = _key_alignment(list(expected), list(stored))
+    found: dict[str, str] = {}
+    for key, shape in expected.items():
+        stored_key = prefix + key[len(strip):] if key.startswith(strip) else None
+        if stored_key not in stored or stored[stored_key][0] == shape:
+            continue
+        stored_shape, file_name = stored[stored_key]
+        example = (f"{stored_key} has shape {list(stored_shape)} in {file_name}, config.json needs {list(shape)}")
+        if len(stored_shape) != len(shape):
+            found.setdefault(stored_key, example)
+            continue
+        for size, stored_size in zip(shape, stored_shape):
+            if size != stored_size:
+                field = _size_field(key, size, config)
+                label = field or stored_key
+                found.setdefault(label, f"{field} is {size} in config.json but {stored_size} in {file_name} "
+                                        f"({example})" if field else example)
+    return found
+
+
+def _key_alignment(model_keys: list[str], stored_keys: list[str]) -> tuple[str, str]:
+    """``(prefix, strip)``: a model key ``strip + rest`` is stored as ``prefix + rest`` (transformers' base-model
+    prefix: the encoder alone is ``encoder.…``, stored in a full checkpoint as ``model.encoder.…``). The pair that
+    matches the most keys."""
+    stored = set(stored_keys)
+    candidates = {("", "")}
+    for model_key in model_keys[:50]:
+        for stored_key in stored_keys:
+            if stored_key.endswith("." + model_key):
+                candidates.add((stored_key[: -len(model_key)], ""))
+            elif model_key.endswith("." + stored_key):
+                candidates.add(("", model_key[: -len(stored_key)]))
+
+    def matches(candidate: tuple[str, str]) -> int:
+        prefix, strip = candidate
+        return sum(1 for key in model_keys if key.startswith(strip) and prefix + key[len(strip):] in stored)
+
+    return max(sorted(candidates), key=matches)
+
+
+def _size_field(key: str, size: int, config: Any) -> str | None:
+    """The config field whose value ``size`` is, for a dimension of the tensor ``key``: the field the tensor's name
+    points to first (the token table: ``vocab_size``; a feed-forward layer: ``encoder_ffn_dim`` or
+    ``decoder_ffn_dim``), then the sizes of a Scratchformer, then any other integer field (another model type)."""
+    side = "decoder" if "decoder" in key else "encoder"
+    hinted = []
+    if any(word in key for word in ("embed_tokens", "word_embeddings", "shared", "lm_head")):
+        hinted.append("vocab_size")
+    if any(word in key for word in ("fc1", "fc2", "feed_forward", "intermediate")):
+        hinted += [f"{side}_ffn_dim", "intermediate_size"]
+    if "position" in key:
+        hinted.append("max_position_embeddings")
+    others = sorted(name for name, value in config.to_dict().items() if isinstance(value, int)
+                    and not isinstance(value, bool))
+    for field in (*hinted, *_SIZE_FIELDS, "hidden_size", *others):
+        if getattr(config, field, None) == size:
+            return field
+    return None
+
+
+def _layer_count_disagreements(stored: dict[str, tuple[tuple[int, ...], str]], config: Any,
+                               found: dict[str, str]) -> dict[str, str]:
+    """``encoder_layers`` / ``decoder_layers`` against the layers stored (a side with no stored layer is a
+    checkpoint of the other part, which the missing-weights check reports)."""
+    counts: dict[str, int] = {}
+    files: dict[str, str] = {}
+    for key, (_, file_name) in stored.items():
+        if match := _LAYER_INDEX.search(key):
+            side, index = match.group(1), int(match.group(2))
+            counts[side] = max(counts.get(side, 0), index + 1)
+            files[side] = file_name
+    problems = {}
+    for side, count in counts.items():
+        field = f"{side}_layers"
+        configured = getattr(config, field, None)
+        if configured is not None and configured != count and field not in found:
+            problems[field] = f"{field} is {configured} in config.json but {files[side]} holds {count} {side} layers"
+    return problems
