@@ -25,7 +25,8 @@ def check_output_folder(output: str | Path, models: Iterable[str] = (), data: It
               if (folder := _model_folder(name)) is not None]
     inputs += [(f"the data file {path}", path) for path in data]
     return files.check_output_folder(output, inputs, writes=writes, name=f"{option} {str(output)!r}",
-                                     why="write the results somewhere else: a command never writes into what it reads")
+                                     why="write the results somewhere else: a command never writes into a model folder "
+                                     "or over the data it reads")
 
 
 def _model_folder(name: str) -> Path | None:
