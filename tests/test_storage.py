@@ -361,25 +361,6 @@ def test_a_full_disk_at_a_later_checkpoint_keeps_the_earlier_ones_and_is_one_err
         assert not (disk / "run" / ".checkpoint-staging").exists()
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# 4. Another user
-# --------------------------------------------------------------------------------------------------------------------
-
-AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-RUN_COMMANDS = """
-import json, sys
-from scratchformer.cli import main
-for argv in json.loads(sys.argv[1]):
-    print(main(argv), flush=True)
-"""
-
-
-def test_unreadable_data_and_unwritable_output_folders_are_one_line_for_another_user(tmp_path):
-    """As nobody: an unreadable --data TSV, an --output-dir in a folder nobody may write into, and an unreadable
-    training file each end in one line naming the path and the user."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("switching to another user needs root and setpriv")
-    if subprocess.run([*AS_NOBODY, sys.executable, "-c", "import scratchformer.cli"], capture_output=True,
 def test_ctrl_c_during_a_checkpoint_save_leaves_no_staging_folder(tmp_path, corpus, monkeypatch):  # noqa: F811
     """SIGINT while checkpoint-4 was being written left OUTPUT_DIR/.checkpoint-staging (the next save, if any, removed
     it). The interrupted save now removes it at once; the earlier checkpoint stays complete."""
@@ -402,6 +383,25 @@ def test_ctrl_c_during_a_checkpoint_save_leaves_no_staging_folder(tmp_path, corp
     assert checkpoint_problems(run / "checkpoint-2", loadable=True) == []
 
 
+# --------------------------------------------------------------------------------------------------------------------
+# 4. Another user
+# --------------------------------------------------------------------------------------------------------------------
+
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+RUN_COMMANDS = """
+import json, sys
+from scratchformer.cli import main
+for argv in json.loads(sys.argv[1]):
+    print(main(argv), flush=True)
+"""
+
+
+def test_unreadable_data_and_unwritable_output_folders_are_one_line_for_another_user(tmp_path):
+    """As nobody: an unreadable --data TSV, an --output-dir in a folder nobody may write into, and an unreadable
+    training file each end in one line naming the path and the user."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("switching to another user needs root and setpriv")
+    if subprocess.run([*AS_NOBODY, sys.executable, "-c", "import scratchformer.cli"], capture_output=True,
                       cwd=REPO_ROOT).returncode != 0:
         pytest.skip("nobody cannot run this Python (setpriv not permitted, or the environment is not readable)")
     work = Path(tempfile.mkdtemp(prefix="scratchformer-nobody-"))  # pytest's tmp_path is root's alone
