@@ -77,7 +77,7 @@ def test_help_names_the_files_it_writes(capsys):
 
 @pytest.mark.parametrize("make, message", [
     (lambda d: d / "missing.txt", "data file not found"),
-    (lambda d: d, "not a file"),
+    (lambda d: d, "is a folder, not a regular file"),
     (lambda d: (d / "bin.txt").write_bytes(bytes(range(256)) * 10) and d / "bin.txt", "UnicodeDecodeError"),
     (lambda d: (d / "bad.txt.gz").write_bytes(b"\x1f\x8b\x08garbage") and d / "bad.txt.gz", "cannot read it"),
     (lambda d: (d / "empty.txt").write_text("\n\n  \n") and d / "empty.txt", "data file is empty"),
