@@ -312,3 +312,38 @@ def test_a_hub_dataset_that_fails_leaves_no_secret_in_the_error_or_what_it_chain
     assert "'authorization': '***'" in output and token not in output, output[-3000:]
     for path in tmp_path.rglob("*"):
         assert not path.is_file() or token.encode() not in path.read_bytes(), path
+
+
+HUB_DATASET_SLOW = """
+import time
+from scratchformer.training import data
+
+data.HUB_DATASET_TIME_LIMIT = 3.0
+start = time.monotonic()
+try:
+    data.load_hub_dataset("me/corpus")
+except data.DataError as error:
+    print(f"REFUSED {time.monotonic() - start:.1f} {error}")
+"""
+
+
+def test_a_hub_dataset_served_one_byte_at_a_time_is_given_up_at_its_total_time_limit(tmp_path):
+    """train --dataset-name against a server that answers one byte every 0.3 s: the client's read timeout never
+    fires, so the load waited for ever; it now ends at HUB_DATASET_TIME_LIMIT (3 s here) with one DataError."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fake_hub import slow_endpoint
+
+    with slow_endpoint(0.3) as endpoint:
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
+                                                                 "TRANSFORMERS_OFFLINE")}
+        env.update(HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_TELEMETRY="1",
+                   PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")]))
+        done = subprocess.run([sys.executable, "-c", HUB_DATASET_SLOW], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=200)
+    assert "REFUSED" in done.stdout, (done.stdout + done.stderr)[-3000:]
+    seconds = float(done.stdout.split("REFUSED ")[1].split()[0])
+    assert 3.0 <= seconds < 30.0 and "could not load the Hub dataset 'me/corpus'" in done.stdout

@@ -110,15 +110,24 @@ def load_data_files(files: Sequence[str | os.PathLike], fmt: str | None = None, 
         raise DataError(f"could not read {files} as {fmt}: {type(cause).__name__}: {cause}") from err
 
 
+HUB_DATASET_TIME_LIMIT = 3600.0  # seconds a --dataset-name download may take in all (local files for larger ones)
+
+
 @no_secrets()
 def load_hub_dataset(name: str, config: str | None = None, split: str = "train", cache_dir: str | None = None,
                      streaming: bool = False):
     """``datasets.load_dataset(name, config, split=split, streaming=streaming)``, with a clear error where the Hub
-    cannot be reached; no token in the Hub's logs or in the error and what it chains (:func:`no_secrets`)."""
+    cannot be reached or the whole load takes more than :data:`HUB_DATASET_TIME_LIMIT` (a server that answers one
+    byte at a time is never cut by the client's own timeouts); no token in the Hub's logs or in the error and what
+    it chains (:func:`no_secrets`). The size of a dataset is not known before its download, so the limit is one
+    generous bound, not one per byte as a model's download has."""
     import datasets
 
+    from ..loading import within
+
     try:
-        return datasets.load_dataset(name, config, split=split, cache_dir=cache_dir, streaming=streaming)
+        return within(HUB_DATASET_TIME_LIMIT, lambda: datasets.load_dataset(
+            name, config, split=split, cache_dir=cache_dir, streaming=streaming))
     except Exception as err:
         offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
         hint = " (HF_HUB_OFFLINE is set)" if offline else ""
