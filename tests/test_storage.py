@@ -374,9 +374,15 @@ def test_ctrl_c_during_a_checkpoint_save_leaves_no_staging_folder(tmp_path, corp
             os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends: Python raises KeyboardInterrupt here
 
     monkeypatch.setattr(CrashSafeCheckpoints, "process_files", (interrupt,))
+    # Python's own Ctrl-C handler, whatever this process inherited: a shell that starts a job in the background
+    # (`cmd &`, as a CI runner may) makes it ignore SIGINT, and then the signal would do nothing at all
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     options, args = tiny(tmp_path, corpus, save_steps=2)
-    with pytest.raises(KeyboardInterrupt):
-        run_training(options, args)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_training(options, args)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     run = tmp_path / "out"
     assert not (run / STAGING).exists()
     assert [folder.name for _, folder in list_checkpoints(run)] == ["checkpoint-2"]
