@@ -134,6 +134,7 @@ class ReplacedTokenDetection:
     name = "electra"
     keys = MLM_KEYS
     logged: dict[str, torch.Tensor] = field(default_factory=dict)
+    _banned: dict = field(default_factory=dict, repr=False)  # device -> the special ids as a vocabulary mask
 
     def __call__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
         """Generator loss + lambda x detection loss of one micro-batch, or ``None`` when no token was chosen."""
@@ -142,7 +143,7 @@ class ReplacedTokenDetection:
             return None
         encoder = model.get_encoder()
         input_ids, attention_mask = batch["mlm_input_ids"], batch["mlm_attention_mask"]
-        position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # counted over real tokens, as the model
+        position_ids = paper.positions_skipping_padding(attention_mask)  # the model's own rule
         embedded = encoder.embeddings(input_ids, position_ids)  # (B, T, D), the shared embeddings
         hidden = self.parts.generator(embedded, attention_mask, position_ids)  # (B, T, D)
         chosen = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)  # (N, D)
@@ -165,8 +166,11 @@ class ReplacedTokenDetection:
     def _sample(self, logits: torch.Tensor) -> torch.Tensor:
         """One token per chosen position from the generator's distribution (Gumbel-max: no host sync), never a
         special token."""
-        banned = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)
-        banned[[i for i in self.special_ids if 0 <= i < logits.shape[-1]]] = True
+        banned = self._banned.get(logits.device)
+        if banned is None:  # made once per device, not at every micro-batch
+            banned = torch.zeros(logits.shape[-1], dtype=torch.bool)
+            banned[[i for i in self.special_ids if 0 <= i < logits.shape[-1]]] = True
+            banned = self._banned[logits.device] = banned.to(logits.device)
         uniform = torch.rand_like(logits).clamp_(min=1e-9, max=1.0 - 1e-9)
         gumbel = -torch.log(-torch.log(uniform))
         return (logits + gumbel).masked_fill(banned, -math.inf).argmax(-1)
