@@ -329,18 +329,16 @@ class CrashSafeCheckpoints:
         a :class:`~scratchformer.errors.StorageError` that names the folder, the space needed and free, and says
         that the earlier checkpoints are intact."""
         try:
-            yield
+            with files.writing(checkpoint, checkpoint_bytes(self.model)):
+                yield
         except BaseException as error:  # Ctrl-C during the save too: the staged half is removed, not left behind
             shutil.rmtree(staging_root, ignore_errors=True)
-            if not isinstance(error, Exception):
-                raise
-            failure = files.storage_error(error, checkpoint, checkpoint_bytes(self.model))
-            if failure is None:
+            if not isinstance(error, StorageError):
                 raise
             earlier = ("; the earlier checkpoints are intact (--resume continues from the newest complete one)"
                        if list_checkpoints(checkpoint.parent) else "")
-            raise StorageError(f"{checkpoint.name} was not saved: {failure}{earlier}", failure.errno,
-                               failure.filename) from error
+            raise StorageError(f"{checkpoint.name} was not saved: {error}{earlier}", error.errno,
+                               error.filename) from (error.__cause__ or error)
 
     def _publish(self, staged: Path, final: Path) -> None:
         if self.run_config is not None:
