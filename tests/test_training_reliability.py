@@ -669,6 +669,20 @@ def test_resume_allows_and_records_what_does_not_change_the_run(stopped_run, cor
     options, args = tiny(tmp, corpus, "run", save_steps=2, lr_scheduler_type="linear", max_steps=4)
     continue_run_options(options, args, str(tmp_path / "checkpoint-4"), 1, said.append)  # only finishing the run
 
+    # ... except while the checkpoint is still in a warm-up given in steps: the curve so far is the same for any length
+    (tmp_path / "checkpoint-4" / "train_config.json").write_text(
+        json.dumps(dict(saved, lr_scheduler_type="linear", warmup_steps=4)))
+    for length in (20, 6):
+        options, args = tiny(tmp, corpus, "run", save_steps=2, lr_scheduler_type="linear", warmup_steps=4,
+                             max_steps=length)
+        continue_run_options(options, args, str(tmp_path / "checkpoint-4"), 1, said.append)
+        assert f"--max-steps {length} (the run: 8)" in said[-1]
+    (tmp_path / "checkpoint-4" / "train_config.json").write_text(
+        json.dumps(dict(saved, lr_scheduler_type="linear", warmup_steps=3)))
+    options, args = tiny(tmp, corpus, "run", save_steps=2, lr_scheduler_type="linear", warmup_steps=3, max_steps=20)
+    with pytest.raises(TrainingSetupError, match=r"--max-steps 20 \(the run: 8\)"):
+        continue_run_options(options, args, str(tmp_path / "checkpoint-4"), 1)  # step 4 is past a warm-up of 3
+
 
 def test_resume_of_a_run_recorded_before_an_option_existed_allows_only_its_default(stopped_run, corpus,  # noqa: F811
                                                                                       tmp_path):

@@ -17,7 +17,8 @@ else the run's ``OUTPUT_DIR/train_config.json``) by :func:`continue_run_options`
   logging, evaluation and saving frequency, ``--max-minutes``, data-loader workers, ``--bf16`` and ``--tf32``
   (a run may move between CPU cores and a GPU), ...), and so may ``--max-steps``
   / ``--num-train-epochs`` when the schedule does not depend on the length of the run (``inverse_sqrt``,
-  ``constant``, ``constant_with_warmup``) with a warm-up given in steps;
+  ``constant``, ``constant_with_warmup``) with a warm-up given in steps, or when the checkpoint is still in a
+  warm-up given in steps (a run found too long for the time it has may be shortened at its first checkpoints);
 - the learning rate and the warm-up, when not given, are the run's (their defaults depend on ``--max-steps``).
 """
 
@@ -144,13 +145,14 @@ def continue_run_options(options: TrainOptions, args: ScratchformerTrainingArgum
     args = _with_the_runs_defaults(args, saved)
     current = run_config(options, args, world_size)
     finishing = finishes_without_training(resume_from, args.max_steps)
+    step = checkpoint_step(resume_from)
     refused, changed = _batch_change(saved, current)
     batch_keys = BATCH_KEYS if WORLD_SIZE_KEY in saved else {WORLD_SIZE_KEY}
     for key in sorted(set(current) & set(saved) - batch_keys):
         if current[key] == saved[key]:
             continue
         change = f"{_flag(key)} {_shown(current[key])} (the run: {_shown(saved[key])})"
-        (changed if _may_change(key, saved, current, finishing) else refused).append(change)
+        (changed if _may_change(key, saved, current, finishing, step) else refused).append(change)
     refused += _options_newer_than_the_run(options, current, saved)
     if refused:
         raise TrainingSetupError(
@@ -184,13 +186,14 @@ def _with_the_runs_defaults(args: ScratchformerTrainingArguments,
     return args
 
 
-def _may_change(key: str, saved: dict[str, Any], current: dict[str, Any], finishing: bool) -> bool:
+def _may_change(key: str, saved: dict[str, Any], current: dict[str, Any], finishing: bool,
+                resume_step: int | None = None) -> bool:
     """Whether option ``key`` may differ from the run's (see the module docstring)."""
     if key in FREE_TO_CHANGE:
         return True
     if key == "num_train_epochs" and saved.get("max_steps", -1) > 0 and current.get("max_steps", -1) > 0:
         return True  # --max-steps decides the length; the epochs are unused
-    return key in LENGTH_FIELDS and (finishing or _length_is_free(saved))
+    return key in LENGTH_FIELDS and (finishing or _length_is_free(saved) or _in_warm_up(saved, resume_step))
 
 
 def _length_is_free(saved: dict[str, Any]) -> bool:
@@ -198,6 +201,13 @@ def _length_is_free(saved: dict[str, Any]) -> bool:
     ``constant_with_warmup`` with a warm-up in steps (a fraction < 1 would scale with the length)."""
     warmup = saved.get("warmup_steps") or 0
     return saved.get("lr_scheduler_type") in LENGTH_FREE_SCHEDULES and (warmup == 0 or warmup >= 1)
+
+
+def _in_warm_up(saved: dict[str, Any], step: int | None) -> bool:
+    """Whether the checkpoint is still in a warm-up given in steps: every schedule rises as ``step / warm-up`` there
+    whatever the length, so the steps trained so far are the same for any ``--max-steps``."""
+    warmup = saved.get("warmup_steps") or 0
+    return step is not None and warmup >= 1 and step <= warmup
 
 
 def _batch_change(saved: dict[str, Any], current: dict[str, Any]) -> tuple[list[str], list[str]]:
