@@ -3,9 +3,9 @@
 Issue 43 asks whether splitting the model core (the paper file plus the adapter) and the input checks cost speed per
 decoding step. Two worker processes, one importing ``scratchformer`` from this tree and one from ``git archive
 COMMIT``, build the same model (same config, same seed) and take turns: each round times one ``generate()`` of N and
-one of 2N new tokens in each worker, alternating A/B. The per-step cost is (t(2N) - t(N)) / N, which leaves out the
-encoder and generate()'s fixed set-up; the ratio is the earlier commit's time over this tree's (> 1: this tree is
-faster). Medians over the rounds.
+one of 2N new tokens in each worker, alternating A/B. The per-step cost is (median t(2N) - median t(N)) / N, which
+leaves out the encoder and generate()'s fixed set-up; the ratio is the earlier commit's time over this tree's (> 1:
+this tree is faster). The spread of the rounds (interquartile range over median) says how far to trust it.
 
     python benchmarks/generate_vs_commit.py                       # b228458 (before the split), overhead size, batch 1
     python benchmarks/generate_vs_commit.py --size d256 --batch 8
@@ -100,8 +100,8 @@ def main() -> None:
     parser.add_argument("--commit", default="b228458", help="the earlier commit (default: before the core split)")
     parser.add_argument("--size", default="overhead", choices=sorted(SIZES))
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--new-tokens", type=int, default=32, help="N: each round generates N and 2N tokens")
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--new-tokens", type=int, default=64, help="N: each round generates N and 2N tokens")
+    parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=HERE / "generate_vs_commit.json")
     args = parser.parse_args()
@@ -118,31 +118,40 @@ def main() -> None:
         for worker in workers.values():  # warm-up
             for _ in range(2):
                 worker.time(n), worker.time(2 * n)
-        per_step: dict[str, list[float]] = {name: [] for name in workers}
-        whole: dict[str, list[float]] = {name: [] for name in workers}
+        times: dict[str, dict[int, list[float]]] = {name: {n: [], 2 * n: []} for name in workers}
         for round_ in range(args.rounds):
             order = list(workers) if round_ % 2 == 0 else list(reversed(workers))
             for name in order:
-                short, long = workers[name].time(n), workers[name].time(2 * n)
-                per_step[name].append((long - short) / n)
-                whole[name].append(long)
+                for new in (n, 2 * n):
+                    times[name][new].append(workers[name].time(new))
         for worker in workers.values():
             worker.close()
-    medians = {name: statistics.median(values) for name, values in per_step.items()}
+    medians = {name: {new: statistics.median(values) for new, values in by_length.items()}
+               for name, by_length in times.items()}
+    per_step = {name: (m[2 * n] - m[n]) / n for name, m in medians.items()}
     result = {
         "what": f"greedy generate() with the default dynamic cache, batch {args.batch}, size {args.size} {size}, "
-                f"{args.threads} thread(s); per step = (t({2 * n}) - t({n})) / {n}",
+                f"{args.threads} thread(s); per step = (median t({2 * n}) - median t({n})) / {n}",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{_cpu()}, {os.cpu_count()} logical CPUs; {platform.platform()}",
         "load_average_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "this_tree": head, "earlier": earlier, "rounds": args.rounds,
-        "per_step_ms_median": {name: round(1000 * value, 4) for name, value in medians.items()},
-        "generate_2n_ms_median": {name: round(1000 * statistics.median(v), 3) for name, v in whole.items()},
-        "ratio_earlier_over_this": round(medians[earlier] / medians["this tree"], 4),
-        "per_step_ms_all": {name: [round(1000 * v, 4) for v in values] for name, values in per_step.items()},
+        "per_step_ms": {name: round(1000 * value, 4) for name, value in per_step.items()},
+        "ratio_earlier_over_this": round(per_step[earlier] / per_step["this tree"], 4),
+        "generate_ms_median": {name: {str(new): round(1000 * value, 3) for new, value in m.items()}
+                               for name, m in medians.items()},
+        "spread_iqr_over_median": {name: {str(new): round(_spread(values), 3) for new, values in by_length.items()}
+                                   for name, by_length in times.items()},
+        "generate_ms_all": {name: {str(new): [round(1000 * v, 3) for v in values] for new, values in by_length.items()}
+                            for name, by_length in times.items()},
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({key: value for key, value in result.items() if key != "per_step_ms_all"}, indent=2))
+    print(json.dumps({key: value for key, value in result.items() if key != "generate_ms_all"}, indent=2))
+
+
+def _spread(values: list[float]) -> float:
+    quartiles = statistics.quantiles(values, n=4)
+    return (quartiles[2] - quartiles[0]) / statistics.median(values)
 
 
 def _cpu() -> str:

@@ -600,3 +600,22 @@ def test_geometry_speed_corpus_sentences_are_seeded_and_of_5_to_60_words(tmp_pat
     assert all(5 <= len(s.split()) <= 60 for s in sentences) and "Short one!" not in sentences
     numbers = [int(re.search(r"\d+", s).group()) for s in sentences]
     assert numbers != sorted(numbers)  # the paragraphs in a seeded order, not the file's
+
+
+def test_generate_vs_commit_times_this_tree_against_a_commit_in_turns(tmp_path):
+    """benchmarks/generate_vs_commit.py with the tiny overhead size, 2 rounds of 2 and 4 tokens, against HEAD (any
+    checkout has it): both sides timed every round, per-step costs and their ratio written."""
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    out = tmp_path / "gvc.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "generate_vs_commit.py"), "--commit", "HEAD",
+                    "--rounds", "2", "--new-tokens", "2", "--out", str(out)], check=True, capture_output=True,
+                   timeout=300)
+    result = json.loads(out.read_text())
+    (earlier,) = set(result["per_step_ms"]) - {"this tree"}
+    assert result["rounds"] == 2 and len(earlier) >= 7
+    for name in ("this tree", earlier):
+        assert [len(result["generate_ms_all"][name][n]) for n in ("2", "4")] == [2, 2]
+        assert all(t > 0 for n in ("2", "4") for t in result["generate_ms_all"][name][n])
+    assert result["ratio_earlier_over_this"] == pytest.approx(
+        result["per_step_ms"][earlier] / result["per_step_ms"]["this tree"], rel=1e-3)
