@@ -26,6 +26,8 @@ import tempfile
 from io import BytesIO
 from pathlib import Path
 
+from harness import cpu_info  # benchmarks/harness.py: the machine, as run.py reports it
+
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 SIZES = {  # the benchmark groups' dimensions (workloads.py): d_model, layers, heads, ffn, vocab, source length
@@ -133,7 +135,7 @@ def main() -> None:
         "what": f"greedy generate() with the default dynamic cache, batch {args.batch}, size {args.size} {size}, "
                 f"{args.threads} thread(s); per step = (median t({2 * n}) - median t({n})) / {n}",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{_cpu()}, {os.cpu_count()} logical CPUs; {platform.platform()}",
+        "machine": f"{cpu_info()['cpu']}, {os.cpu_count()} logical CPUs; {platform.platform()}",
         "load_average_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "this_tree": head, "earlier": earlier, "rounds": args.rounds,
         "per_step_ms": {name: round(1000 * value, 4) for name, value in per_step.items()},
@@ -152,16 +154,6 @@ def main() -> None:
 def _spread(values: list[float]) -> float:
     quartiles = statistics.quantiles(values, n=4)
     return (quartiles[2] - quartiles[0]) / statistics.median(values)
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 if __name__ == "__main__":

@@ -187,7 +187,7 @@ def _with_the_runs_defaults(args: ScratchformerTrainingArguments,
 
 
 def _may_change(key: str, saved: dict[str, Any], current: dict[str, Any], finishing: bool,
-                resume_step: int | None = None) -> bool:
+                resume_step: int) -> bool:
     """Whether option ``key`` may differ from the run's (see the module docstring)."""
     if key in FREE_TO_CHANGE:
         return True
@@ -203,11 +203,11 @@ def _length_is_free(saved: dict[str, Any]) -> bool:
     return saved.get("lr_scheduler_type") in LENGTH_FREE_SCHEDULES and (warmup == 0 or warmup >= 1)
 
 
-def _in_warm_up(saved: dict[str, Any], step: int | None) -> bool:
+def _in_warm_up(saved: dict[str, Any], step: int) -> bool:
     """Whether the checkpoint is still in a warm-up given in steps: every schedule rises as ``step / warm-up`` there
     whatever the length, so the steps trained so far are the same for any ``--max-steps``."""
     warmup = saved.get("warmup_steps") or 0
-    return step is not None and warmup >= 1 and step <= warmup
+    return warmup >= 1 and step <= warmup
 
 
 def _batch_change(saved: dict[str, Any], current: dict[str, Any]) -> tuple[list[str], list[str]]:
