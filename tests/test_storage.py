@@ -358,11 +358,11 @@ def test_a_full_disk_at_a_later_checkpoint_keeps_the_earlier_ones_and_is_one_err
         assert "the earlier checkpoints are intact" in message
         assert [folder.name for _, folder in list_checkpoints(disk / "run")] == ["checkpoint-2"]
         assert checkpoint_problems(disk / "run" / "checkpoint-2", loadable=True) == []
-        assert not (disk / "run" / ".checkpoint-staging").exists()
+        assert not (disk / "run" / "_checkpoint-staging").exists()
 
 
 def test_ctrl_c_during_a_checkpoint_save_leaves_no_staging_folder(tmp_path, corpus, monkeypatch):  # noqa: F811
-    """SIGINT while checkpoint-4 was being written left OUTPUT_DIR/.checkpoint-staging (the next save, if any, removed
+    """SIGINT while checkpoint-4 was being written left OUTPUT_DIR/_checkpoint-staging (the next save, if any, removed
     it). The interrupted save now removes it at once; the earlier checkpoint stays complete."""
     import signal
 

@@ -405,6 +405,8 @@ def test_train_with_a_hub_token_writes_it_into_no_file_and_still_pushes(tmp_path
                                                                                "Model save"]
     uploaded = hub.repos["alice/run"].files
     assert {"training_args.bin", "model.safetensors", "config.json"} <= set(uploaded), sorted(uploaded)
+    # the run's own bookkeeping (lock, staging, deletions) starts with "_", which the Trainer's pushes skip
+    assert not [name for name in uploaded if name.startswith(("_", "."))], sorted(uploaded)
     written = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
     assert {tmp_path / "run" / "training_args.bin", tmp_path / "run" / "checkpoint-2" / "training_args.bin"} <= set(
         written)
@@ -479,13 +481,13 @@ def test_rotation_keeps_complete_checkpoints_only(tmp_path, stopped_run):
         shutil.copytree(run / "checkpoint-4", tmp_path / f"checkpoint-{step}")
     (tmp_path / "checkpoint-12").mkdir()  # incomplete, newest
     (tmp_path / "checkpoint-10" / "trainer_state.json").write_text("{")  # incomplete
-    (tmp_path / ".deleting-checkpoint-1").mkdir()  # an interrupted deletion
+    (tmp_path / "_deleting-checkpoint-1").mkdir()  # an interrupted deletion
     said = []
     deleted = rotate_checkpoints(tmp_path, 2, say=said.append)
     assert [p.name for p in deleted] == ["checkpoint-2"]
     assert [p.name for _, p in list_checkpoints(tmp_path)] == ["checkpoint-4", "checkpoint-6", "checkpoint-10",
                                                                 "checkpoint-12"]
-    assert not (tmp_path / ".deleting-checkpoint-1").exists()
+    assert not (tmp_path / "_deleting-checkpoint-1").exists()
     assert said == ["incomplete checkpoint folder(s) not counted as checkpoints: checkpoint-10, checkpoint-12"]
     rotate_checkpoints(tmp_path, 1, best=str(tmp_path / "checkpoint-4"))
     assert [p.name for _, p in list_checkpoints(tmp_path)] == ["checkpoint-4", "checkpoint-6", "checkpoint-10",
@@ -542,7 +544,7 @@ KILLER = textwrap.dedent('''
         wrap(TrainerState, "save_to_json", before=half_state)
     elif point == "rotation":  # half-way through deleting the oldest checkpoint
         def half_delete(path, *a, **k):
-            if armed() and os.path.basename(str(path)).startswith(".deleting-") and os.path.isdir(path):
+            if armed() and os.path.basename(str(path)).startswith("_deleting-") and os.path.isdir(path):
                 os.remove(os.path.join(path, sorted(os.listdir(path))[0]))
                 die()
         wrap(shutil, "rmtree", before=half_delete)
@@ -594,7 +596,7 @@ def test_killed_saves_resume_to_the_uninterrupted_weights(tmp_path, corpus, caps
     assert "continuing from checkpoint-6" in err
     assert resumed["global_step"] == 8
     assert [step for step, _ in list_checkpoints(out)] == [6, 7, 8]  # 6 and 8 kept: 7 is not counted
-    assert lock_is_free(out) and not list(out.glob(".deleting-*")) and not list(out.glob(".checkpoint-*"))
+    assert lock_is_free(out) and not list(out.glob("_deleting-*")) and not list(out.glob("_checkpoint-*"))
 
     final, expected = load_file(out / "model.safetensors"), load_file(Path(reference["output_dir"]) / "model.safetensors")
     assert final.keys() == expected.keys()
@@ -1022,9 +1024,9 @@ def test_a_named_pipe_in_a_model_or_tokenizer_folder_is_one_line_not_a_hang(tmp_
 
 def test_a_folder_where_the_lock_file_goes_is_one_line(tmp_path, capsys):
     """A folder (or a link) where the run keeps its lock file: one line, before any data; nothing is touched."""
-    for name, make in [(".scratchformer.lock", lambda p: (p.mkdir(), (p / "keep").write_text("x"))),
-                       (".scratchformer.lock.holder", lambda p: p.mkdir()),
-                       (".scratchformer.lock", lambda p: p.symlink_to(tmp_path / "elsewhere"))]:
+    for name, make in [("_scratchformer.lock", lambda p: (p.mkdir(), (p / "keep").write_text("x"))),
+                       ("_scratchformer.lock.holder", lambda p: p.mkdir()),
+                       ("_scratchformer.lock", lambda p: p.symlink_to(tmp_path / "elsewhere"))]:
         out = tmp_path / f"o-{len(list(tmp_path.iterdir()))}"
         out.mkdir()
         make(out / name)
@@ -1033,7 +1035,7 @@ def test_a_folder_where_the_lock_file_goes_is_one_line(tmp_path, capsys):
         kind = "a symbolic link" if (out / name).is_symlink() else "a folder"
         assert code == 2 and f"{out / name} is {kind}, where the run keeps its lock file" in line, line
         assert sorted(p.name for p in out.iterdir()) == [name]  # nothing added, nothing removed
-    assert (tmp_path / "o-0" / ".scratchformer.lock" / "keep").read_text() == "x"
+    assert (tmp_path / "o-0" / "_scratchformer.lock" / "keep").read_text() == "x"
 
 
 def test_resume_with_max_steps_below_its_checkpoint_is_refused(stopped_run, corpus, capsys):  # noqa: F811

@@ -11,11 +11,11 @@ leaves half-deleted ones. Here:
   ``rng_state*.pth`` are complete zip archives as ``torch.save`` writes them); :func:`newest_complete_checkpoint`
   is what ``--resume`` continues from;
 - :class:`CrashSafeCheckpoints` (mixed into the run's trainer) lets the Trainer write each checkpoint into
-  ``OUTPUT_DIR/.checkpoint-staging/checkpoint-N``, waits for every process, flushes the files to disk and renames
+  ``OUTPUT_DIR/_checkpoint-staging/checkpoint-N``, waits for every process, flushes the files to disk and renames
   the folder to ``OUTPUT_DIR/checkpoint-N`` (one atomic ``rename`` on the same file system), then rotates;
 - :func:`rotate_checkpoints` keeps the newest ``save_total_limit`` *complete* checkpoints (and the best one), never
   deletes the newest complete one and never counts incomplete ones; a folder is deleted by renaming it to
-  ``.deleting-checkpoint-N`` first, so a kill during a deletion never leaves a half-deleted ``checkpoint-N``.
+  ``_deleting-checkpoint-N`` first, so a kill during a deletion never leaves a half-deleted ``checkpoint-N``.
 
 The checks know the layout of a plain or DDP Trainer checkpoint, of an FSDP one saved with
 ``FULL_STATE_DICT`` (``optimizer.bin`` and ``pytorch_model_fsdp.bin`` next to the consolidated ``model.safetensors``),
@@ -35,13 +35,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .. import files
-from ..errors import StorageError
+from ..errors import StorageError, redact
 from ..integrity import checksum_problems, safetensors_file_problem, write_checksums
 
 CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
 CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}-(\d+)$")
-STAGING = ".checkpoint-staging"  # under OUTPUT_DIR; never matches checkpoint-*
-DELETING = ".deleting-"  # prefix of a folder being deleted
+STAGING = "_checkpoint-staging"  # under OUTPUT_DIR; never matches checkpoint-*; "_*": no Hub push uploads it
+DELETING = "_deleting-"  # prefix of a folder being deleted ("_*": no Hub push uploads it)
 RUN_CONFIG = "train_config.json"
 PICKLED_STATES = ("optimizer.pt", "scheduler.pt", "scaler.pt")  # what the Trainer unpickles on resume (+ rng_state*)
 _REFUSED_GLOBAL = re.compile(r"Unsupported global: (GLOBAL \S+)")
@@ -198,7 +198,7 @@ def checkpoint_bytes(model) -> int:
 
 def remove_folder(folder: Path) -> None:
     """Delete ``folder`` so that a kill half-way never leaves a half-deleted folder under its name: rename it to
-    ``.deleting-NAME`` first (atomic), then delete that."""
+    ``_deleting-NAME`` first (atomic), then delete that."""
     doomed = folder.with_name(DELETING + folder.name)
     shutil.rmtree(doomed, ignore_errors=True)
     os.rename(folder, doomed)
@@ -269,7 +269,7 @@ def publish(staged: Path, final: Path) -> None:
 
 
 class CrashSafeCheckpoints:
-    """Mixed into a ``transformers.Trainer``: every checkpoint is written to ``OUTPUT_DIR/.checkpoint-staging``,
+    """Mixed into a ``transformers.Trainer``: every checkpoint is written to ``OUTPUT_DIR/_checkpoint-staging``,
     renamed into place once every process has written its part, and rotated with :func:`rotate_checkpoints`.
     ``run_config`` (a dict), when set, is saved in each checkpoint as ``train_config.json``: the options the
     checkpoint was trained with, which ``--resume`` compares."""
@@ -280,6 +280,7 @@ class CrashSafeCheckpoints:
     process_files: tuple = ()
     _staging_root: str | None = None
     _push_when_published = False
+    failed_pushes: tuple | list = ()
 
     def _get_output_dir(self, trial) -> str:
         # while a checkpoint is being written, the Trainer's "run folder" is the staging folder
@@ -289,6 +290,7 @@ class CrashSafeCheckpoints:
         run_dir = Path(super()._get_output_dir(trial))
         name = f"{CHECKPOINT_PREFIX}-{self.state.global_step}"
         staging_root = run_dir / STAGING
+        self.finish_checkpoint_push()  # the upload walks the run folder, which this save changes
         with self._failed_save_is_one_error(run_dir / name, staging_root):
             if self.args.should_save:
                 shutil.rmtree(staging_root, ignore_errors=True)  # what a killed save left behind
@@ -306,12 +308,12 @@ class CrashSafeCheckpoints:
             self.accelerator.wait_for_everyone()  # every process has written its rng_state_<rank>.pth
             if self.args.should_save:
                 self._publish(staging_root / name, run_dir / name)
-                if self._push_when_published:
-                    self._push_when_published = False
-                    super()._push_from_checkpoint(str(run_dir / name))
                 shutil.rmtree(staging_root, ignore_errors=True)
                 rotate_checkpoints(run_dir, self.args.save_total_limit, self.state.best_model_checkpoint,
                                    model_only=self.args.save_only_model, say=lambda text: None)
+                if self._push_when_published:  # last: the folder stays as it is until the next save or the end
+                    self._push_when_published = False
+                    super()._push_from_checkpoint(str(run_dir / name))
 
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
         """``--push-to-hub``: the Trainer pushes a checkpoint as soon as it is written, from the staging folder,
@@ -321,6 +323,17 @@ class CrashSafeCheckpoints:
             self._push_when_published = True
             return
         super()._push_from_checkpoint(checkpoint_folder)
+
+    def finish_checkpoint_push(self) -> None:
+        """Wait for the background push of the last checkpoint (``--push-to-hub``): its upload walks the run folder,
+        and a save or the final model changing the folder under it failed the upload with FileNotFoundError and lost
+        the checkpoint's commit, silently (1 run in 6). Failures are kept, redacted, in ``failed_pushes``."""
+        push, self.push_in_progress = getattr(self, "push_in_progress", None), None
+        if push is not None:
+            push.wait_until_done()
+            self.failed_pushes = [*self.failed_pushes, *(
+                f"{type(job.exception()).__name__}: {redact(job.exception(), self.args.hub_token)}"
+                for job in push.jobs if job.exception() is not None)]
 
     @contextlib.contextmanager
     def _failed_save_is_one_error(self, checkpoint: Path, staging_root: Path) -> Iterator[None]:

@@ -1,10 +1,10 @@
 """The output folder of a run: never shared by two runs, never reused by accident.
 
-- :class:`OutputLock`: ``OUTPUT_DIR/.scratchformer.lock`` is an operating-system file lock (``filelock``: ``flock``
+- :class:`OutputLock`: ``OUTPUT_DIR/_scratchformer.lock`` is an operating-system file lock (``filelock``: ``flock``
   on Unix) that the run holds until it ends. Of two runs starting at once exactly one gets it, and the system drops
   it when its process ends, however it ends (killed, out of memory), so a lock never outlives its run and there is
   nothing stale to break. The file itself stays (removing it would let a third run lock a new file while a second
-  one waits on the old). Beside it, ``.scratchformer.lock.holder`` says which run holds the lock (pid, host, start),
+  one waits on the old). Beside it, ``_scratchformer.lock.holder`` says which run holds the lock (pid, host, start),
   only for the refusal's message. Under ``torchrun`` only the main process (global rank 0) takes it.
 - :func:`check_apart_from_inputs`: before anything else, an output folder that is, contains or is inside an input of
   the run (``--model``, ``--tokenizer``, the data files, a local ``--dataset-name`` folder; paths resolved) is
@@ -36,7 +36,7 @@ from .checkpoints import DELETING, STAGING, list_checkpoints
 if TYPE_CHECKING:
     from .options import TrainOptions
 
-LOCK_NAME = ".scratchformer.lock"
+LOCK_NAME = "_scratchformer.lock"  # "_*": the Trainer's pushes skip it and its holder file
 HOLDER_NAME = LOCK_NAME + ".holder"  # who holds the lock, for the message of a refused run
 PREVIOUS_RUN_FILES = ("config.json", "model.safetensors", "train_config.json")
 # what ``scratchformer train`` writes in OUTPUT_DIR (deleted by --overwrite_output_dir)

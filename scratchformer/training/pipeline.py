@@ -388,6 +388,9 @@ def _save_final_model(trainer: Seq2SeqTrainer, tokenizer, out: Path, save_dtype:
     import torch
 
     trainer.model.config.use_cache = True  # the Trainer turned it off for training; generation wants it
+    trainer.finish_checkpoint_push()  # its upload reads the folder written below
+    for failure in trainer.failed_pushes:
+        _say(f"warning: a checkpoint's push to the Hub failed ({failure}); the final push uploads the same files")
     if trainer.is_world_process_zero():
         (out / CHECKSUMS).unlink(missing_ok=True)  # an earlier save's: stale once the new weights are written
     size = torch.finfo(getattr(torch, save_dtype)).bits // 8
