@@ -130,3 +130,35 @@ def test_a_run_with_the_masked_token_loss_logs_it_next_to_the_contrastive_one(tm
     assert not torch.allclose(weights["contrastive"], weights["both"])
     saved = json.loads((runs["both"] / "train_config.json").read_text())
     assert (saved["encoder_mlm_weight"], saved["encoder_mlm_probability"]) == (1.0, 0.15)
+
+
+def test_denoising_weight_0_trains_the_encoder_alone_and_skips_the_decoder(tmp_path, paragraphs):  # noqa: F811
+    """``--denoising-weight 0 --encoder-mlm-weight 1``: BERT's setting, the model's own (decoder) pass skipped. The
+    decoder never gets a gradient, so it stays as initialised (the same after 1 and 3 steps), the encoder learns
+    (it differs), and the training loss is the masked-token loss alone (within 1e-3). One process only."""
+    runs = {}
+    for steps in (1, 3):
+        options, args = tiny(tmp_path, paragraphs, f"s{steps}", max_length=64, max_steps=steps, save_steps=100,
+                             denoising_weight=0.0, encoder_mlm_weight=1.0, config_overrides="dropout=0.0")
+        runs[steps] = ScratchformerForConditionalGeneration.from_pretrained(run_training(options, args)["output_dir"])
+    for one, three in zip(runs[1].model.decoder.layers.parameters(), runs[3].model.decoder.layers.parameters(),
+                          strict=True):  # (the embedding is shared with the encoder)
+        assert torch.equal(one, three)
+    assert not torch.equal(runs[1].model.encoder.layers[0].self_attn.q_proj.weight,
+                           runs[3].model.encoder.layers[0].self_attn.q_proj.weight)
+    state = json.loads((tmp_path / "s3" / "checkpoint-3" / "trainer_state.json").read_text())
+    steps = [entry for entry in state["log_history"] if "encoder_mlm_loss" in entry]
+    assert len(steps) == 3
+    for entry in steps:
+        assert entry["loss"] == pytest.approx(entry["encoder_mlm_loss"], rel=1e-3)
+
+
+def test_denoising_weight_0_is_refused_under_torchrun(monkeypatch, tmp_path, paragraphs):  # noqa: F811
+    """Skipping the model's own pass skips the distributed wrapper's gradient synchronisation: refused up front."""
+    from scratchformer.errors import TrainingSetupError
+    from scratchformer.training.checks import check_options
+
+    options, args = tiny(tmp_path, paragraphs, "ddp", denoising_weight=0.0, encoder_mlm_weight=1.0)
+    monkeypatch.setenv("WORLD_SIZE", "2")  # what torchrun sets in each process
+    with pytest.raises(TrainingSetupError, match="--denoising-weight 0 skips the model's own forward pass"):
+        check_options(options, args)

@@ -564,6 +564,10 @@ def test_documented_commands_still_parse():
     (["--encoder-mlm-probability", "0"], "--encoder-mlm-probability must be in (0, 1), got 0"),
     (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--encoder-mlm-weight", "1"],
      "--encoder-mlm-weight belongs to --objective denoise"),
+    (["--denoising-weight", "-1"], "--denoising-weight must be >= 0, got -1"),
+    (["--denoising-weight", "0"], "--denoising-weight 0 turns the decoder's loss off and no encoder loss is on"),
+    (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--denoising-weight", "0.5"],
+     "--denoising-weight belongs to --objective denoise"),
 ])
 def test_bad_option_fails_fast_with_one_line(tmp_path, capsys, option, message):
     """A mistake in the options is one line on stderr and exit status 2, found before any data is read (the

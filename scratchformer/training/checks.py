@@ -54,6 +54,7 @@ RULES = (
     Rule("poisson_lambda", lambda v: v > 0, "positive"),
     Rule("contrastive_weight", lambda v: v >= 0, ">= 0 (0 = off)"),
     Rule("contrastive_temperature", lambda v: v > 0, "positive"),
+    Rule("denoising_weight", lambda v: v >= 0, ">= 0"),
     Rule("encoder_mlm_weight", lambda v: v >= 0, ">= 0 (0 = off)"),
     Rule("encoder_mlm_probability", lambda v: 0 < v < 1, "in (0, 1)"),
     Rule("max_tokens_per_character", lambda v: v > 0, "positive"),
@@ -118,7 +119,7 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
         raise TrainingSetupError("--resume continues the run in --output-dir and --overwrite_output_dir deletes it: "
                                  "give one of them")
     _check_precision(args)
-    _check_processes(args)
+    _check_processes(options, args)
     _check_lock_path(args.output_dir)
     check_metric_packages(options)
     check_reporting_packages(args)
@@ -197,15 +198,19 @@ def _check_precision(args: ScratchformerTrainingArguments) -> None:
                                  "leave it out (float32), or give --bf16 for half precision on a CPU")
 
 
-def _check_processes(args: ScratchformerTrainingArguments) -> None:
-    """What needs other processes has them: ``--fsdp`` shards over the processes of a ``torchrun`` run, and
-    persistent data-loader workers need workers."""
+def _check_processes(options: TrainOptions, args: ScratchformerTrainingArguments) -> None:
+    """What needs other processes has them (``--fsdp`` shards over the processes of a ``torchrun`` run, persistent
+    data-loader workers need workers), and what needs one process has one (``--denoising-weight 0``)."""
     import os
 
     if args.fsdp and int(os.environ.get("WORLD_SIZE", "1")) < 2:
         raise TrainingSetupError("--fsdp shards the model over the processes of a distributed run and this run has "
                                  "one: launch it with torchrun --nproc_per_node=N or accelerate launch "
                                  "(docs/training.md), or leave --fsdp out")
+    if options.denoising_weight == 0 and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise TrainingSetupError("--denoising-weight 0 skips the model's own forward pass, which is where "
+                                 "distributed training synchronises the gradients: run it in one process, or give "
+                                 "the decoder's loss a weight above 0")
     if args.dataloader_persistent_workers and args.dataloader_num_workers == 0:
         raise TrainingSetupError("--dataloader-persistent-workers keeps the data-loader workers alive between "
                                  "epochs and there are none: give --dataloader-num-workers N (N > 0), or leave it out")
@@ -271,15 +276,20 @@ def _check_data_source(options: TrainOptions) -> None:
 
 # what only denoising uses: the noise of text infilling, and the encoder's own losses (contrastive, masked tokens)
 DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction", "pack", "max_tokens_per_character",
-                  "contrastive_weight", "contrastive_target", "contrastive_temperature", "encoder_mlm_weight",
+                  "contrastive_weight", "contrastive_target", "contrastive_temperature", "denoising_weight", "encoder_mlm_weight",
                   "encoder_mlm_probability", "electra_weight", "electra_discriminator_weight",
                   "electra_generator_width", "electra_generator_layers")
 
 
 def _check_noise_options(options: TrainOptions) -> None:
     """The noise and encoder-loss options shape denoising only; given to a seq2seq run they would change nothing,
-    silently."""
+    silently. ``--denoising-weight 0`` leaves only the encoder's losses, so it needs one."""
     if options.objective == "denoise":
+        if options.denoising_weight == 0 and not (options.encoder_mlm_weight or options.electra_weight
+                                                  or options.contrastive_weight):
+            raise TrainingSetupError("--denoising-weight 0 turns the decoder's loss off and no encoder loss is on, "
+                                     "so nothing would be learned: add --encoder-mlm-weight 1 (or --electra-weight, "
+                                     "--contrastive-weight), or leave --denoising-weight out")
         return
     defaults = {spec.name: spec.default for spec in dataclasses.fields(options)}
     for name in DENOISING_ONLY:

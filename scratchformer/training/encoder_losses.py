@@ -6,7 +6,8 @@ Denoising trains the encoder only through what the decoder needs to rebuild the 
 inputs that the collator put into the batch (its ``keys``) with the encoder, and the Trainer adds
 ``weight x loss / accumulation steps`` to the micro-batch's loss, so an optimizer step sees the mean over its
 micro-batches. Training logs ``<name>_loss`` (the mean since the last log); in evaluation the extra inputs are
-dropped, so ``eval_loss`` stays the denoising loss.
+dropped, so ``eval_loss`` stays the denoising loss. ``--denoising-weight`` scales the decoder's loss; at 0 the
+model's own pass is skipped in training and the encoder learns from these losses alone, as BERT and ELECTRA do.
 """
 
 from __future__ import annotations
@@ -34,14 +35,22 @@ class EncoderLosses:
 
     encoder_losses: tuple[EncoderLoss, ...] = ()
     extra_keys: tuple[str, ...] = ()  # every key a collator may add (set by the pipeline)
+    denoising_weight: float = 1.0  # --denoising-weight: 0 skips the model's own (decoder) pass in training
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         extra = {key: inputs.pop(key) for key in self.extra_keys if key in inputs}
-        result = super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                      num_items_in_batch=num_items_in_batch)
         if not extra or not self.encoder_losses or not model.training:
-            return result
+            return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
         unwrapped = self.accelerator.unwrap_model(model)
+        if self.denoising_weight == 0 and not return_outputs:  # the encoder's losses alone: no decoder pass
+            result = unwrapped.get_input_embeddings().weight.sum() * 0.0  # a zero in the graph, if they give none
+        else:
+            result = super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                          num_items_in_batch=num_items_in_batch)
+            if self.denoising_weight != 1:
+                result = (result[0] * self.denoising_weight, result[1]) if return_outputs \
+                    else result * self.denoising_weight
         steps = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
         added = 0.0
         for loss_fn in self.encoder_losses:

@@ -116,6 +116,10 @@ class TrainOptions:
     contrastive_target: str = _option("tokens", "with --contrastive-weight: what must find the other window, each "
                                                 "token vector of a window or its mean", choices=("tokens", "sentence"))
     contrastive_temperature: float = _option(0.05, "with --contrastive-weight: the InfoNCE temperature, > 0")
+    denoising_weight: float = _option(1.0, "denoise: the weight of the decoder's denoising loss; 0 trains the "
+                                           "encoder on its own losses alone (--encoder-mlm-weight, "
+                                           "--electra-weight, --contrastive-weight) and skips the decoder's pass, "
+                                           "which is most of a step; one process only")
     encoder_mlm_weight: float = _option(0.0, "denoise: add BERT's masked-token loss on the encoder with this weight: "
                                              "the encoder reads a second, BERT-masked copy of each text and its "
                                              "last layer predicts the masked tokens through the tied output "

@@ -250,6 +250,7 @@ def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, 
     )
     trainer.loss_watch = loss_watch
     if options.objective == "denoise":
+        trainer.denoising_weight = options.denoising_weight
         trainer.encoder_losses = tuple(
             ([CroppingLoss(options.contrastive_weight, options.contrastive_target, options.contrastive_temperature)]
              if options.contrastive_weight > 0 else [])
