@@ -566,6 +566,7 @@ def test_documented_commands_still_parse():
      "--encoder-mlm-weight belongs to --objective denoise"),
     (["--denoising-weight", "-1"], "--denoising-weight must be >= 0, got -1"),
     (["--denoising-weight", "0"], "--denoising-weight 0 turns the decoder's loss off and no encoder loss is on"),
+    (["--denoising-weight", "0.5"], "--denoising-weight weighs the decoder's loss against the encoder's losses"),
     (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--denoising-weight", "0.5"],
      "--denoising-weight belongs to --objective denoise"),
 ])

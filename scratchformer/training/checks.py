@@ -290,6 +290,10 @@ def _check_noise_options(options: TrainOptions) -> None:
             raise TrainingSetupError("--denoising-weight 0 turns the decoder's loss off and no encoder loss is on, "
                                      "so nothing would be learned: add --encoder-mlm-weight 1 (or --electra-weight, "
                                      "--contrastive-weight), or leave --denoising-weight out")
+        if options.denoising_weight != 1 and not (options.encoder_mlm_weight or options.electra_weight
+                                                  or options.contrastive_weight):
+            raise TrainingSetupError("--denoising-weight weighs the decoder's loss against the encoder's losses and "
+                                     "none is on: change --learning-rate instead, or leave --denoising-weight out")
         return
     defaults = {spec.name: spec.default for spec in dataclasses.fields(options)}
     for name in DENOISING_ONLY:
