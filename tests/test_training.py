@@ -569,6 +569,8 @@ def test_documented_commands_still_parse():
     (["--denoising-weight", "0.5"], "--denoising-weight weighs the decoder's loss against the encoder's losses"),
     (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--denoising-weight", "0.5"],
      "--denoising-weight belongs to --objective denoise"),
+    (["--freeze-encoder", "--encoder-mlm-weight", "1"],
+     "--freeze-encoder keeps the encoder's weights and --encoder-mlm-weight trains them: give one of them"),
 ])
 def test_bad_option_fails_fast_with_one_line(tmp_path, capsys, option, message):
     """A mistake in the options is one line on stderr and exit status 2, found before any data is read (the
@@ -662,3 +664,23 @@ def test_torchrun_two_processes_with_batch_rebalance_are_the_run_of_one(tmp_path
     for key, value in weights["one"].items():
         if not key.endswith("k_proj.bias"):
             torch.testing.assert_close(weights["two"][key], value, atol=1e-6, rtol=1e-5, msg=key)
+
+
+def test_freeze_encoder_trains_the_decoder_alone(tmp_path, corpus):
+    """``--freeze-encoder``: the encoder and the shared embedding table end as they started (bit for bit, after 1
+    and after 3 steps of the same seed), the decoder learns, and the optimizer holds state for the decoder's
+    parameters alone."""
+    runs = {}
+    for steps in (1, 3):
+        options, args = tiny(tmp_path, corpus, f"s{steps}", max_steps=steps, save_steps=100, freeze_encoder=True)
+        runs[steps] = ScratchformerForConditionalGeneration.from_pretrained(run_training(options, args)["output_dir"])
+    one, three = runs[1].model, runs[3].model
+    for a, b in zip(one.encoder.parameters(), three.encoder.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(runs[1].get_input_embeddings().weight, runs[3].get_input_embeddings().weight)
+    assert not torch.equal(one.decoder.layers[0].cross_attn.q_proj.weight, three.decoder.layers[0].cross_attn.q_proj.weight)
+    optimizer = torch.load(tmp_path / "s3" / "checkpoint-3" / "optimizer.pt", weights_only=True)
+    held = sum(state["exp_avg"].numel() for state in optimizer["state"].values())
+    embedding = runs[3].get_input_embeddings().weight
+    decoder = {id(p): p for p in three.decoder.parameters() if p is not embedding}
+    assert held == sum(p.numel() for p in decoder.values()) > 0

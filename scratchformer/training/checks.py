@@ -111,6 +111,7 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
             raise TrainingSetupError(f"{option_flag(rule.name)} must be {rule.says}, got {_shown(value)}")
     _check_data_source(options)
     _check_noise_options(options)
+    _check_freezing(options)
     _check_grouping(options)
     _check_streaming(options, args)
     check_sampling(args.train_sampling_strategy, options.streaming)
@@ -279,6 +280,18 @@ DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction", "pack", "max
                   "contrastive_weight", "contrastive_target", "contrastive_temperature", "denoising_weight", "encoder_mlm_weight",
                   "encoder_mlm_probability", "electra_weight", "electra_discriminator_weight",
                   "electra_generator_width", "electra_generator_layers")
+
+
+def _check_freezing(options: TrainOptions) -> None:
+    """``--freeze-encoder`` leaves the decoder's loss as the only thing to learn from: the encoder's own losses would
+    train nothing (and ``--denoising-weight 0``, which needs one of them, is refused with them)."""
+    if not options.freeze_encoder:
+        return
+    encoder_losses = [option_flag(name) for name in ("encoder_mlm_weight", "electra_weight", "contrastive_weight")
+                      if getattr(options, name) > 0]
+    if encoder_losses:
+        raise TrainingSetupError(f"--freeze-encoder keeps the encoder's weights and {', '.join(encoder_losses)} "
+                                 "trains them: give one of them")
 
 
 def _check_noise_options(options: TrainOptions) -> None:

@@ -207,6 +207,14 @@ def build_model(options: TrainOptions, tokenizer, resume_from: str | None, max_s
     return ScratchformerForConditionalGeneration(config)
 
 
+def freeze_encoder(model) -> None:
+    """``--freeze-encoder``: the encoder's parameters and the input embedding table (shared with the decoder and,
+    tied, the output projection) stop taking gradients, so the Trainer's optimizer leaves them out and no backward
+    pass runs through the encoder."""
+    for parameter in (*model.get_encoder().parameters(), model.get_input_embeddings().weight):
+        parameter.requires_grad_(False)
+
+
 def _load_pretrained(folder: str, overrides: dict, trust_remote_code: bool):
     """``--model``: through :func:`scratchformer.loading.load_model` (our classes for a Scratchformer folder, never
     its code), in float32, with ``--config-overrides`` applied."""

@@ -120,6 +120,10 @@ class TrainOptions:
                                            "encoder on its own losses alone (--encoder-mlm-weight, "
                                            "--electra-weight, --contrastive-weight) and skips the decoder's pass, "
                                            "which is most of a step; one process only")
+    freeze_encoder: bool = _option(False, "train the decoder alone: the encoder and the embedding table it shares "
+                                          "with the decoder keep their weights (no gradients, no optimizer state, "
+                                          "no encoder backward pass); e.g. the decoder's phase after "
+                                          "--denoising-weight 0, or a fine-tune that keeps the encoder's vectors")
     encoder_mlm_weight: float = _option(0.0, "denoise: add BERT's masked-token loss on the encoder with this weight: "
                                              "the encoder reads a second, BERT-masked copy of each text and its "
                                              "last layer predicts the masked tokens through the tied output "

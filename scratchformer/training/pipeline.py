@@ -41,7 +41,7 @@ from .encoder_losses import EncoderLosses
 from .encoder_mlm import MLM_KEYS, MaskedTokenLoss
 from .history import loss_history, write_loss_curve
 from .metrics import GenerationMetrics, Seq2SeqLoss, argmax_logits, token_accuracy
-from .model_setup import build_model, check_model_sources, load_tokenizer
+from .model_setup import build_model, check_model_sources, freeze_encoder, load_tokenizer
 from .noise import DataCollatorForTextInfilling
 from .options import ScratchformerTrainingArguments, TrainOptions
 from .output_dir import check_apart_from_inputs, claim_output_dir
@@ -160,6 +160,10 @@ def _tokenizer_and_model(options: TrainOptions, args: ScratchformerTrainingArgum
                                    resume_from)
     set_seed(args.seed)
     model = build_model(options, tokenizer, resume_from, args.max_steps)
+    if options.freeze_encoder:
+        freeze_encoder(model)
+        if args.gradient_checkpointing:  # the decoder's first layer takes frozen embeddings: give its input a grad
+            model.enable_input_require_grads()
     check_tokenizer_matches(tokenizer, model.config, options.objective)
     return tokenizer, model
 
@@ -308,8 +312,10 @@ def _announce(options: TrainOptions, args: ScratchformerTrainingArguments, train
     training = f"{num_train:,} training" if num_train is not None else "streamed training"
     if splits.rows_without_text:
         groups += f" ({splits.rows_without_text:,} rows with an empty {'/'.join(splits.columns)} dropped)"
+    trainable = trainer.model.num_parameters(only_trainable=True)
+    trainable = f" ({trainable:,} trained: the encoder frozen)" if options.freeze_encoder else ""
     print(f"{LOG_PREFIX} {options.objective}: {training} / {num_valid:,} validation examples{groups}; "
-          f"model {trainer.model.num_parameters():,} parameters; {world_size} process(es); lr {schedule} peak "
+          f"model {trainer.model.num_parameters():,} parameters{trainable}; {world_size} process(es); lr {schedule} peak "
           f"{args.learning_rate:.3g}, warm-up {args.warmup_steps}", flush=True)
 
 
