@@ -282,13 +282,20 @@ DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction", "pack", "max
                   "electra_generator_width", "electra_generator_layers")
 
 
+ENCODER_LOSSES = ("encoder_mlm_weight", "electra_weight", "contrastive_weight")  # the losses that train the encoder
+
+
+def _encoder_losses_on(options: TrainOptions) -> list[str]:
+    """The flags of the encoder's own losses that this run turns on."""
+    return [option_flag(name) for name in ENCODER_LOSSES if getattr(options, name) > 0]
+
+
 def _check_freezing(options: TrainOptions) -> None:
     """``--freeze-encoder`` leaves the decoder's loss as the only thing to learn from: the encoder's own losses would
     train nothing (and ``--denoising-weight 0``, which needs one of them, is refused with them)."""
     if not options.freeze_encoder:
         return
-    encoder_losses = [option_flag(name) for name in ("encoder_mlm_weight", "electra_weight", "contrastive_weight")
-                      if getattr(options, name) > 0]
+    encoder_losses = _encoder_losses_on(options)
     if encoder_losses:
         raise TrainingSetupError(f"--freeze-encoder keeps the encoder's weights and {', '.join(encoder_losses)} "
                                  "trains them: give one of them")
@@ -298,13 +305,11 @@ def _check_noise_options(options: TrainOptions) -> None:
     """The noise and encoder-loss options shape denoising only; given to a seq2seq run they would change nothing,
     silently. ``--denoising-weight 0`` leaves only the encoder's losses, so it needs one."""
     if options.objective == "denoise":
-        if options.denoising_weight == 0 and not (options.encoder_mlm_weight or options.electra_weight
-                                                  or options.contrastive_weight):
+        if options.denoising_weight == 0 and not _encoder_losses_on(options):
             raise TrainingSetupError("--denoising-weight 0 turns the decoder's loss off and no encoder loss is on, "
                                      "so nothing would be learned: add --encoder-mlm-weight 1 (or --electra-weight, "
                                      "--contrastive-weight), or leave --denoising-weight out")
-        if options.denoising_weight != 1 and not (options.encoder_mlm_weight or options.electra_weight
-                                                  or options.contrastive_weight):
+        if options.denoising_weight != 1 and not _encoder_losses_on(options):
             raise TrainingSetupError("--denoising-weight weighs the decoder's loss against the encoder's losses and "
                                      "none is on: change --learning-rate instead, or leave --denoising-weight out")
         return

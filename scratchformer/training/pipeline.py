@@ -312,8 +312,8 @@ def _announce(options: TrainOptions, args: ScratchformerTrainingArguments, train
     training = f"{num_train:,} training" if num_train is not None else "streamed training"
     if splits.rows_without_text:
         groups += f" ({splits.rows_without_text:,} rows with an empty {'/'.join(splits.columns)} dropped)"
-    trainable = trainer.model.num_parameters(only_trainable=True)
-    trainable = f" ({trainable:,} trained: the encoder frozen)" if options.freeze_encoder else ""
+    trainable = (f" ({trainer.model.num_parameters(only_trainable=True):,} trained: the encoder frozen)"
+                 if options.freeze_encoder else "")
     print(f"{LOG_PREFIX} {options.objective}: {training} / {num_valid:,} validation examples{groups}; "
           f"model {trainer.model.num_parameters():,} parameters{trainable}; {world_size} process(es); lr {schedule} peak "
           f"{args.learning_rate:.3g}, warm-up {args.warmup_steps}", flush=True)
