@@ -666,13 +666,17 @@ def test_torchrun_two_processes_with_batch_rebalance_are_the_run_of_one(tmp_path
             torch.testing.assert_close(weights["two"][key], value, atol=1e-6, rtol=1e-5, msg=key)
 
 
-def test_freeze_encoder_trains_the_decoder_alone(tmp_path, corpus):
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "gradient-checkpointing"])
+def test_freeze_encoder_trains_the_decoder_alone(tmp_path, corpus, checkpointing):
     """``--freeze-encoder``: the encoder and the shared embedding table end as they started (bit for bit, after 1
     and after 3 steps of the same seed), the decoder learns, and the optimizer holds state for the decoder's
-    parameters alone."""
+    parameters alone; also under reentrant ``--gradient-checkpointing``, where the decoder's first layer takes frozen
+    embeddings and still has to pass a gradient back to its own weights."""
     runs = {}
     for steps in (1, 3):
-        options, args = tiny(tmp_path, corpus, f"s{steps}", max_steps=steps, save_steps=100, freeze_encoder=True)
+        reentrant = {"gradient_checkpointing_kwargs": {"use_reentrant": True}} if checkpointing else {}
+        options, args = tiny(tmp_path, corpus, f"s{steps}", max_steps=steps, save_steps=100, freeze_encoder=True,
+                             gradient_checkpointing=checkpointing, **reentrant)
         runs[steps] = ScratchformerForConditionalGeneration.from_pretrained(run_training(options, args)["output_dir"])
     one, three = runs[1].model, runs[3].model
     for a, b in zip(one.encoder.parameters(), three.encoder.parameters(), strict=True):

@@ -162,8 +162,6 @@ def _tokenizer_and_model(options: TrainOptions, args: ScratchformerTrainingArgum
     model = build_model(options, tokenizer, resume_from, args.max_steps)
     if options.freeze_encoder:
         freeze_encoder(model)
-        if args.gradient_checkpointing:  # the decoder's first layer takes frozen embeddings: give its input a grad
-            model.enable_input_require_grads()
     check_tokenizer_matches(tokenizer, model.config, options.objective)
     return tokenizer, model
 
