@@ -30,6 +30,7 @@ report gives both the measured value and the number of pairs whose tokens are id
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,11 +101,11 @@ def nn_chance(groups: list[list[int]], senses: list[Any]) -> list[float]:
     return chance
 
 
-def nn_accuracy(unit: torch.Tensor, groups: list[list[int]], senses: list[Any]) -> float:
-    """Share of occurrences whose nearest other occurrence in their group (by cosine of the ``(occurrences,
-    hidden)`` unit vectors) has their sense. Queries go in blocks, so a big group never needs its whole
-    ``(members, members)`` similarity matrix at once."""
-    correct = total = 0
+def nn_correct(unit: torch.Tensor, groups: list[list[int]], senses: list[Any]) -> np.ndarray:
+    """For each occurrence (by index; ``False`` outside the groups), whether its nearest other occurrence in its group
+    (by cosine of the ``(occurrences, hidden)`` unit vectors) has its sense. Queries go in blocks, so a big group
+    never needs its whole ``(members, members)`` similarity matrix at once."""
+    correct = np.zeros(len(unit), dtype=bool)
     for members in groups:
         idx = torch.tensor(members)
         rows = max(1, NN_BLOCK_ELEMENTS // len(members))
@@ -113,18 +114,32 @@ def nn_accuracy(unit: torch.Tensor, groups: list[list[int]], senses: list[Any]) 
             sim = unit[query] @ unit[idx].T  # (rows, members)
             sim[torch.arange(len(query)), torch.arange(start, start + len(query))] = -torch.inf  # not itself
             nearest = idx[sim.argmax(dim=1)]
-            correct += sum(senses[int(n)] == senses[int(i)] for i, n in zip(query, nearest))
-        total += len(members)
-    return correct / total
+            correct[query.numpy()] = [senses[int(n)] == senses[int(i)] for i, n in zip(query, nearest)]
+    return correct
+
+
+def nn_accuracy(unit: torch.Tensor, groups: list[list[int]], senses: list[Any]) -> float:
+    """Share of the groups' occurrences whose nearest other occurrence in their group has their sense."""
+    members = [i for group in groups for i in group]
+    return float(nn_correct(unit, groups, senses)[members].mean())
+
+
+def group_roc_aucs(same: np.ndarray, cosines: np.ndarray, pair_group: np.ndarray, groups: int) -> np.ndarray:
+    """The ROC-AUC of each of ``groups`` groups over its own pairs (``pair_group`` gives each pair's group); NaN for
+    a group whose pairs are not of both kinds."""
+    scores = np.full(groups, np.nan)
+    order = np.argsort(pair_group, kind="stable")
+    starts = np.flatnonzero(np.diff(pair_group[order])) + 1  # where the next group's pairs begin in ``order``
+    for inside in np.split(order, starts):
+        if len(inside) and same[inside].any() and not same[inside].all():
+            scores[pair_group[inside[0]]] = roc_auc(same[inside], cosines[inside])
+    return scores
 
 
 def within_group_roc_auc(same: np.ndarray, cosines: np.ndarray, pair_group: np.ndarray) -> float:
     """The mean ROC-AUC over the groups whose pairs (``pair_group`` gives each pair's group) are of both kinds."""
-    order = np.argsort(pair_group, kind="stable")
-    starts = np.flatnonzero(np.diff(pair_group[order])) + 1  # where the next group's pairs begin in ``order``
-    scores = [roc_auc(same[inside], cosines[inside]) for inside in np.split(order, starts)
-              if same[inside].any() and not same[inside].all()]
-    return float(np.mean(scores)) if scores else float("nan")
+    scores = group_roc_aucs(same, cosines, pair_group, int(pair_group.max()) + 1 if len(pair_group) else 0)
+    return float(np.nanmean(scores)) if np.isfinite(scores).any() else float("nan")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -144,6 +159,38 @@ def scorable_groups(examples: list[SenseExample], group_by: str = "lemma") -> li
         raise DataError(f"the data gives {same} same-sense and {len(pair_a) - same} different-sense pairs; the "
                         "scores need both: use more rows or lemma groups (--max-groups)")
     return groups
+
+
+@dataclass
+class ScoredPairs:
+    """What the scores are computed over: the occurrences used (indices into the examples), their groups and senses
+    (indices into ``used``), and the pairs within the groups with their kind and group."""
+
+    used: list[int]
+    groups: list[list[int]]
+    senses: list[Any]
+    pair_a: np.ndarray
+    pair_b: np.ndarray
+    same: np.ndarray  # (pairs,) bool: the two occurrences have the same sense
+    group_of: np.ndarray  # (used,) each occurrence's group
+    sampled_groups: int  # groups cut to MAX_OCCURRENCES_PER_GROUP occurrences
+
+    @classmethod
+    def of(cls, examples: list[SenseExample], group_by: str = "lemma") -> ScoredPairs:
+        """A group with more than :data:`MAX_OCCURRENCES_PER_GROUP` occurrences on a seeded sample of that many."""
+        groups = scorable_groups(examples, group_by)
+        sampled = sum(len(members) > MAX_OCCURRENCES_PER_GROUP for members in groups)
+        groups = sample_members(groups, MAX_OCCURRENCES_PER_GROUP)
+        used = sorted(i for members in groups for i in members)
+        position = {i: k for k, i in enumerate(used)}
+        groups = [[position[i] for i in members] for members in groups]  # indices into ``used`` from here on
+        senses = [examples[i].sense for i in used]
+        pair_a, pair_b = pairs_within(groups)
+        codes = np.unique(np.array([str(sense) for sense in senses]), return_inverse=True)[1]
+        group_of = np.empty(len(used), dtype=np.int64)
+        for g, members in enumerate(groups):
+            group_of[members] = g
+        return cls(used, groups, senses, pair_a, pair_b, codes[pair_a] == codes[pair_b], group_of, sampled)
 
 
 def _word_vectors(extractor: Any, examples: list[SenseExample], layers: list[Any], pooling: str,
@@ -189,22 +236,12 @@ def evaluate_senses(
 ) -> SenseReport:
     """Score ``extractor`` (an :class:`~scratchformer.analysis.extractor.EmbeddingExtractor`) on word-sense pairs;
     a group with more than :data:`MAX_OCCURRENCES_PER_GROUP` occurrences on a seeded sample of that many."""
-    groups = scorable_groups(examples, group_by)
-    sampled = sum(len(members) > MAX_OCCURRENCES_PER_GROUP for members in groups)
-    groups = sample_members(groups, MAX_OCCURRENCES_PER_GROUP)
-    used = sorted(i for members in groups for i in members)
-    position = {i: k for k, i in enumerate(used)}
-    groups = [[position[i] for i in members] for members in groups]  # indices into ``used`` from here on
-    senses = [examples[i].sense for i in used]
+    scored = ScoredPairs.of(examples, group_by)
+    used, groups, senses, same, group_of = scored.used, scored.groups, scored.senses, scored.same, scored.group_of
+    pair_a, pair_b = scored.pair_a, scored.pair_b
     layers = [LEARNED, *range(extractor.num_layers + 1)]
     raw, token_ids = _word_vectors(extractor, [examples[i] for i in used], layers, pooling)  # (used, layers, hidden)
     centred = raw - raw.mean(dim=0, keepdim=True)
-    pair_a, pair_b = pairs_within(groups)
-    codes = np.unique(np.array([str(sense) for sense in senses]), return_inverse=True)[1]
-    same = codes[pair_a] == codes[pair_b]
-    group_of = np.empty(len(used), dtype=np.int64)
-    for g, members in enumerate(groups):
-        group_of[members] = g
     chance = nn_chance(groups, senses)
     scores = [_layer_score(layer, extractor.num_layers, raw[:, k], centred[:, k], groups, senses,
                            (pair_a, pair_b), same, group_of[pair_a]) for k, layer in enumerate(layers)]
@@ -225,7 +262,7 @@ def evaluate_senses(
         max_pairs_per_group=MAX_PAIRS_PER_GROUP,
         subsampled_groups=sum(len(m) * (len(m) - 1) // 2 > MAX_PAIRS_PER_GROUP for m in groups),
         max_occurrences_per_group=MAX_OCCURRENCES_PER_GROUP,
-        sampled_groups=sampled,
+        sampled_groups=scored.sampled_groups,
         sentence_roc_auc=roc_auc(same, sentence_cosines),
         sentence_roc_auc_within_group=within_group_roc_auc(same, sentence_cosines, group_of[pair_a]),
         layers=scores,

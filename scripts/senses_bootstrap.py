@@ -1,0 +1,112 @@
+"""How sure are the dev-set figures of ``scratchformer senses``? A paired bootstrap over the lemma groups.
+
+The pairs and the 1-NN queries of one lemma are not independent, so the unit that is resampled is the group: each of
+``--resamples`` draws takes as many groups as the data has, with replacement, and scores every model on the same
+draw. For each model it gives the last layer's (or ``--layer``'s) ROC-AUC, within-lemma ROC-AUC and 1-NN accuracy
+with a 95 % interval; for each model after the first, its difference to the first with a 95 % interval and the
+share of draws in which it is ahead. A difference whose interval holds 0 is one the data cannot tell from chance.
+
+    python scripts/senses_bootstrap.py small outputs/run minilm --data ../shared/data/wordnet_senses_dev.tsv
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from scratchformer.analysis import senses as S
+from scratchformer.analysis.extractor import load_extractor
+from scratchformer.analysis.sense_data import read_senses_tsv
+
+FIGURES = ("roc_auc", "roc_auc_within_group", "nn_accuracy")
+
+
+def model_parts(examples: list, data: S.ScoredPairs, source: str, layer: int) -> dict:
+    """One model's per-pair cosines, per-group ROC-AUCs and per-occurrence 1-NN hits at ``layer``."""
+    extractor = load_extractor(source).extractor
+    layer = layer if layer >= 0 else extractor.num_layers + 1 + layer
+    raw, _ = S._word_vectors(extractor, [examples[i] for i in data.used], [layer], "mean")
+    cosines = S.pair_cosines(raw[:, 0], data.pair_a, data.pair_b)
+    return {"cosines": cosines, "layer": layer,
+            "groups": S.group_roc_aucs(data.same, cosines, data.group_of[data.pair_a], len(data.groups)),
+            "hits": S.nn_correct(torch.nn.functional.normalize(raw[:, 0], dim=-1), data.groups, data.senses)}
+
+
+def figures(data: S.ScoredPairs, pairs_of: list[np.ndarray], parts: dict, draw: np.ndarray) -> np.ndarray:
+    """The three figures on the groups ``draw`` (indices, repeats allowed); ``pairs_of`` lists each group's pairs.
+    NaN for a figure the draw cannot give (no pair of one kind): such draws are left out of that figure's interval."""
+    pairs = np.concatenate([pairs_of[g] for g in draw])
+    members = np.concatenate([data.groups[g] for g in draw])
+    same, within = data.same[pairs], parts["groups"][draw]
+    return np.array([S.roc_auc(same, parts["cosines"][pairs]) if 0 < same.sum() < len(same) else np.nan,
+                     np.nanmean(within) if np.isfinite(within).any() else np.nan, parts["hits"][members].mean()])
+
+
+def bootstrap(data: S.ScoredPairs, parts: dict[str, dict], resamples: int = 2000, seed: int = 0) -> dict:
+    """Each model's figures with 95 % intervals, and each later model's paired difference to the first."""
+    pair_group = data.group_of[data.pair_a]
+    pairs_of = [np.flatnonzero(pair_group == g) for g in range(len(data.groups))]
+    rng = np.random.default_rng(seed)
+    draws = [rng.integers(0, len(data.groups), len(data.groups)) for _ in range(resamples)]
+    everything = np.arange(len(data.groups))
+    point = {name: figures(data, pairs_of, p, everything) for name, p in parts.items()}
+    drawn = {name: np.array([figures(data, pairs_of, p, draw) for draw in draws]) for name, p in parts.items()}
+    first = next(iter(parts))
+    result = {"groups": len(data.groups), "resamples": resamples, "seed": seed, "baseline": first, "models": {}}
+    for name in parts:
+        low, high = np.nanpercentile(drawn[name], [2.5, 97.5], axis=0)
+        entry = {"layer": parts[name]["layer"], **{figure: {"value": float(v), "low": float(lo), "high": float(hi)}
+                                                   for figure, v, lo, hi in zip(FIGURES, point[name], low, high)}}
+        if name != first:
+            diff = drawn[name] - drawn[first]
+            low, high = np.nanpercentile(diff, [2.5, 97.5], axis=0)
+            entry["minus_baseline"] = {figure: {"value": float(v), "low": float(lo), "high": float(hi),
+                                                "ahead_share": float(ahead)}
+                                       for figure, v, lo, hi, ahead in zip(FIGURES, point[name] - point[first], low,
+                                                                           high, (diff > 0).sum(axis=0) / np.isfinite(diff).sum(axis=0))}
+        result["models"][name] = entry
+    return result
+
+
+def table(result: dict) -> str:
+    lines = [f"paired bootstrap over {result['groups']} lemma groups, {result['resamples']} draws; 95 % intervals"]
+    for name, entry in result["models"].items():
+        lines.append(f"{name} (layer {entry['layer']}): " + "  ".join(
+            f"{figure} {entry[figure]['value']:.4f} [{entry[figure]['low']:.4f}, {entry[figure]['high']:.4f}]"
+            for figure in FIGURES))
+        for figure, d in entry.get("minus_baseline", {}).items():
+            lines.append(f"    {figure} minus {result['baseline']}: {d['value']:+.4f} [{d['low']:+.4f}, "
+                         f"{d['high']:+.4f}], ahead in {d['ahead_share']:.0%} of draws")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="+", help="models as senses takes them (small, minilm, a folder); the first "
+                        "is the baseline")
+    parser.add_argument("--data", type=Path, required=True, help="a word-sense TSV (wordnet_senses_dev.tsv)")
+    parser.add_argument("--layer", type=int, default=-1, help="the layer scored (-1: the last)")
+    parser.add_argument("--resamples", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, default=None, help="also write the result as JSON here")
+    args = parser.parse_args(argv)
+    if args.resamples < 1:
+        parser.error("--resamples must be at least 1")
+    if len(set(args.models)) < len(args.models):
+        parser.error("each model once: the results are keyed by the name given")
+    examples = read_senses_tsv(args.data)
+    data = S.ScoredPairs.of(examples)
+    result = bootstrap(data, {name: model_parts(examples, data, name, args.layer) for name in args.models},
+                       args.resamples, args.seed)
+    print(table(result))
+    if args.output:
+        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,80 @@
+"""scripts/senses_bootstrap.py: intervals on the word-sense figures, by resampling lemma groups."""
+
+from __future__ import annotations
+
+import json
+import runpy
+
+import numpy as np
+import pytest
+from conftest import REPO_ROOT
+from test_embeddings import tiny_distilbert
+from test_senses import write_tsv
+
+from scratchformer.analysis.sense_data import read_senses_tsv
+from scratchformer.analysis.senses import ScoredPairs, roc_auc
+
+SCRIPT = runpy.run_path(str(REPO_ROOT / "scripts" / "senses_bootstrap.py"))
+
+
+def parts(data: ScoredPairs, cosines: np.ndarray, hits: np.ndarray) -> dict:
+    pair_group = data.group_of[data.pair_a]
+    groups = np.array([roc_auc(data.same[pair_group == g], cosines[pair_group == g])
+                       if 0 < data.same[pair_group == g].sum() < (pair_group == g).sum() else np.nan
+                       for g in range(len(data.groups))])
+    return {"cosines": cosines, "groups": groups, "hits": hits, "layer": 6}
+
+
+def test_intervals_hold_the_full_data_figure_and_a_model_equals_itself(tmp_path):
+    """A model that ranks every same-sense pair first scores 1.0 on every draw; against one that ranks them last,
+    the difference is +1 in every draw; a model against itself differs by exactly 0."""
+    data = ScoredPairs.of(read_senses_tsv(write_tsv(tmp_path / "s.tsv")))
+    perfect = parts(data, data.same.astype(float), np.ones(len(data.used), dtype=bool))
+    inverted = parts(data, 1.0 - data.same, np.zeros(len(data.used), dtype=bool))
+    result = SCRIPT["bootstrap"](data, {"inverted": inverted, "perfect": perfect, "again": inverted}, resamples=200)
+    assert result["groups"] == len(data.groups) == 2 and result["baseline"] == "inverted"
+    best = result["models"]["perfect"]
+    assert best["roc_auc"] == {"value": 1.0, "low": 1.0, "high": 1.0} and best["nn_accuracy"]["value"] == 1.0
+    ahead = best["minus_baseline"]["roc_auc"]
+    assert (ahead["value"], ahead["low"], ahead["high"], ahead["ahead_share"]) == (1.0, 1.0, 1.0, 1.0)
+    same = result["models"]["again"]["minus_baseline"]
+    assert all((d["value"], d["low"], d["high"], d["ahead_share"]) == (0.0, 0.0, 0.0, 0.0) for d in same.values())
+    assert "minus_baseline" not in result["models"]["inverted"]
+    assert "ahead in 100% of draws" in SCRIPT["table"](result)
+
+
+def test_noisy_figures_get_an_interval_around_them(tmp_path):
+    """With random cosines the interval is wide and holds the figure on all the data."""
+    # 10 lemmas, 6 occurrences each, two senses per lemma; the word is the sentence's first
+    rows = [(f"w{k // 6}", "n", str(k % 2 + 2 * (k // 6)), 0, 4, f"word here {k}", "g") for k in range(60)]
+    tsv = write_tsv(tmp_path / "many.tsv", rows)
+    data = ScoredPairs.of(read_senses_tsv(tsv))
+    rng = np.random.default_rng(1)
+    noisy = parts(data, rng.random(len(data.pair_a)), rng.random(len(data.used)) < 0.5)
+    (entry,) = SCRIPT["bootstrap"](data, {"noisy": noisy}, resamples=300)["models"].values()
+    for figure in ("roc_auc", "roc_auc_within_group", "nn_accuracy"):
+        assert entry[figure]["low"] < entry[figure]["value"] < entry[figure]["high"], figure
+        assert entry[figure]["high"] - entry[figure]["low"] > 0.05, figure
+
+
+def test_the_script_scores_saved_models(tmp_path, capsys):
+    """End to end on a saved DistilBERT folder and a copy of it: the JSON has both, with no difference between them."""
+    import shutil
+
+    model, tokenizer = tiny_distilbert()
+    model.save_pretrained(tmp_path / "m")
+    tokenizer.save_pretrained(tmp_path / "m")
+    shutil.copytree(tmp_path / "m", tmp_path / "copy")
+    out = tmp_path / "boot.json"
+    assert SCRIPT["main"]([str(tmp_path / "m"), str(tmp_path / "copy"), "--data", str(write_tsv(tmp_path / "s.tsv")),
+                           "--resamples", "20", "--output", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert list(result["models"]) == [str(tmp_path / "m"), str(tmp_path / "copy")]
+    first, second = result["models"].values()
+    assert first["layer"] == second["layer"] == 2  # the last of the tiny model's 2 layers
+    assert all(d["value"] == d["low"] == d["high"] == 0.0 for d in second["minus_baseline"].values())
+    assert "paired bootstrap over 2 lemma groups" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        SCRIPT["main"]([str(tmp_path / "m"), "--data", str(tmp_path / "s.tsv"), "--resamples", "0"])
+    with pytest.raises(SystemExit):
+        SCRIPT["main"]([str(tmp_path / "m"), str(tmp_path / "m"), "--data", str(tmp_path / "s.tsv")])
