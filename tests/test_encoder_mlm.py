@@ -77,6 +77,67 @@ def test_the_collator_adds_masked_copies_only_when_asked_and_leaves_the_rest_as_
     assert not torch.equal(collator(encoder_mlm_probability=0.3, epoch=1)(features)["mlm_input_ids"], ids)
 
 
+def test_whole_word_masking_chooses_every_piece_of_a_word_together():
+    """With the shipped tokenizer's word pieces: " river" + "ban" + "k" is one word, "," and a word after a newline
+    start their own; over many texts every word is chosen whole or not at all, at about the probability (within
+    0.02 of 0.3 of the words; a binomial standard error is below 0.005), and the pieces keep BERT's 80/10/10."""
+    from scratchformer import ScratchformerTokenizer
+    from scratchformer.loading import pretrained_path
+    from scratchformer.training.encoder_mlm import word_pieces
+
+    tokenizer = ScratchformerTokenizer.from_pretrained(pretrained_path("small"))
+    words = word_pieces(tokenizer)
+    ids = tokenizer("The riverbank, unsurprisingly, flooded in 1999.\nNew line")["input_ids"]
+    pieces = tokenizer.convert_ids_to_tokens(ids)
+    starts = words.word_starts(np.asarray(ids))
+    spelled = [("" if start else "+") + piece for piece, start in zip(pieces, starts)]
+    assert spelled[:8] == ["The", "Ġriver", "+ban", "+k", ",", "Ġuns", "+ur", "+pr"]
+    assert spelled[13:] == ["Ġin", "Ġ199", "+9", ".", "Ċ", "New", "Ġline", "</s>"]
+    ordinary = np.setdiff1d(np.arange(len(tokenizer)), tokenizer.all_special_ids)
+    rng = np.random.default_rng(0)
+    chosen_words = all_words = masked = pieces_chosen = 0
+    for k in range(400):
+        ids = tokenizer(f"Riverbanks {k} flooded unsurprisingly, and the banking quarter too.")["input_ids"]
+        copy, chosen = mask_tokens(ids, rng, 0.3, tokenizer.mask_token_id, ordinary, words)
+        word = np.cumsum(words.word_starts(np.asarray(ids))) - 1
+        for w in range(word[-2] + 1):  # every word but </s>
+            inside = set(np.flatnonzero(word == w).tolist())
+            assert inside <= set(chosen) or not inside & set(chosen), (ids, chosen)
+            chosen_words += inside <= set(chosen)
+            all_words += 1
+        assert len(ids) - 1 not in chosen
+        masked += sum(copy[i] == tokenizer.mask_token_id for i in chosen)
+        pieces_chosen += len(chosen)
+    assert chosen_words / all_words == pytest.approx(0.3, abs=0.02)
+    assert masked / pieces_chosen == pytest.approx(0.8, abs=0.03)
+    # without words: the same draw gives each piece its own choice, as before
+    plain = mask_tokens(ids, np.random.default_rng(5), 0.3, tokenizer.mask_token_id, ordinary)
+    assert plain == mask_tokens(ids, np.random.default_rng(5), 0.3, tokenizer.mask_token_id, ordinary, None)
+
+
+def test_whole_word_masking_is_an_option_of_the_run_and_needs_a_masked_copy(tmp_path, paragraphs):  # noqa: F811
+    """--encoder-mlm-whole-words reaches the collator (its copies differ from the piece-by-piece ones) and is
+    recorded; without a loss that reads the masked copy it is refused before anything loads."""
+    from scratchformer.errors import TrainingSetupError
+
+    options, args = tiny(tmp_path, paragraphs, "whole", max_length=64, max_steps=2, encoder_mlm_weight=1.0,
+                         denoising_weight=0.0, encoder_mlm_whole_words=True, save_steps=100)
+    out = Path(run_training(options, args)["output_dir"])
+    assert json.loads((out / "train_config.json").read_text())["encoder_mlm_whole_words"] is True
+    with pytest.raises(TrainingSetupError, match="--encoder-mlm-whole-words chooses the words of the masked copy"):
+        run_training(*tiny(tmp_path, paragraphs, "refused", encoder_mlm_whole_words=True))
+    with pytest.raises(ValueError, match="needs word_pieces"):
+        collator(encoder_mlm_probability=0.15, mlm_whole_words=True)
+    from scratchformer import ScratchformerTokenizer
+
+    tokenizer = ScratchformerTokenizer.from_pretrained(out)
+    features = [{"input_ids": tokenizer(f"Riverbanks {k} flooded unsurprisingly.")["input_ids"]} for k in range(8)]
+    copies = {whole: DataCollatorForTextInfilling.from_tokenizer(tokenizer, EOS, encoder_mlm_probability=0.3,
+                                                                 mlm_whole_words=whole)(features)["mlm_input_ids"]
+              for whole in (False, True)}
+    assert copies[True].shape == copies[False].shape and not torch.equal(copies[True], copies[False])
+
+
 def test_the_collator_needs_the_vocabulary_for_masked_copies():
     with pytest.raises(ValueError, match="needs vocab_size"):
         DataCollatorForTextInfilling(pad_token_id=PAD, mask_token_id=MASK, eos_token_id=EOS,

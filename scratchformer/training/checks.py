@@ -278,7 +278,7 @@ def _check_data_source(options: TrainOptions) -> None:
 # what only denoising uses: the noise of text infilling, and the encoder's own losses (contrastive, masked tokens)
 DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction", "pack", "max_tokens_per_character",
                   "contrastive_weight", "contrastive_target", "contrastive_temperature", "denoising_weight", "encoder_mlm_weight",
-                  "encoder_mlm_probability", "electra_weight", "electra_discriminator_weight",
+                  "encoder_mlm_probability", "encoder_mlm_whole_words", "electra_weight", "electra_discriminator_weight",
                   "electra_generator_width", "electra_generator_layers")
 
 
@@ -312,6 +312,9 @@ def _check_noise_options(options: TrainOptions) -> None:
         if options.denoising_weight != 1 and not _encoder_losses_on(options):
             raise TrainingSetupError("--denoising-weight weighs the decoder's loss against the encoder's losses and "
                                      "none is on: change --learning-rate instead, or leave --denoising-weight out")
+        if options.encoder_mlm_whole_words and not (options.encoder_mlm_weight > 0 or options.electra_weight > 0):
+            raise TrainingSetupError("--encoder-mlm-whole-words chooses the words of the masked copy, which only "
+                                     "--encoder-mlm-weight and --electra-weight read: add one, or leave it out")
         return
     defaults = {spec.name: spec.default for spec in dataclasses.fields(options)}
     for name in DENOISING_ONLY:

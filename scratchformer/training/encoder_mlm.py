@@ -4,8 +4,10 @@ In text infilling (BART's denoising) the decoder rebuilds the text, and the enco
 needs from it. BERT trains the encoder's own output: with ``--encoder-mlm-weight W`` the collator also gives the
 encoder a second, BERT-masked copy of each training text (:func:`mask_tokens`). Each ordinary token is chosen with
 probability ``--encoder-mlm-probability`` (0.15); a chosen token becomes ``<mask>`` (80 %), a random ordinary token
-(10 %) or stays as it is (10 %). The encoder reads the copy, and the model's own output projection (``lm_head``,
-tied to the token embedding) predicts each chosen token from the last layer at its position:
+(10 %) or stays as it is (10 %). With ``--encoder-mlm-whole-words`` whole words are chosen, all their pieces
+together (BERT's whole-word masking), so that no piece is predicted from the rest of its own word. The encoder
+reads the copy, and the model's own output projection (``lm_head``, tied to the token embedding) predicts each
+chosen token from the last layer at its position:
 
     loss = - mean over the chosen positions i of log softmax(lm_head(h_i))[x_i]
 
@@ -29,18 +31,56 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..errors import DataError
+
 MLM_KEYS = ("mlm_input_ids", "mlm_attention_mask", "mlm_positions", "mlm_targets")
 REPLACE_WITH_MASK, REPLACE_WITH_RANDOM = 0.8, 0.1  # of the chosen tokens; the other 10 % stay (BERT, appendix A.1)
 
 
+@dataclass(frozen=True, eq=False)
+class WordPieces:
+    """Per vocabulary id (see :func:`word_pieces`): a position continues a word when its token ``continues`` and
+    the token before it is ``wordlike`` ("ban", "k" after " river"; "9" after " 199"; not "," or a word after a
+    newline)."""
+
+    continues: np.ndarray  # (vocab,) bool
+    wordlike: np.ndarray  # (vocab,) bool
+
+    def word_starts(self, ids: np.ndarray) -> np.ndarray:
+        """``(len(ids),)`` bool: where a new word (or a piece of punctuation, or a special token) begins."""
+        follows_word = np.concatenate([[False], self.wordlike[ids[:-1]]])
+        return ~(self.continues[ids] & follows_word)
+
+
+def word_pieces(tokenizer) -> WordPieces:
+    """For each id of a byte-level BPE ``tokenizer``: whether the token can continue the word before it (its text
+    starts with a letter or digit, not a space) and whether it is part of a word at all (it has a letter or digit).
+    A :class:`~scratchformer.errors.DataError` for a tokenizer whose tokens never start with a space."""
+    texts = [tokenizer.convert_tokens_to_string([token]) for token in tokenizer.convert_ids_to_tokens(
+        list(range(len(tokenizer))))]
+    special = set(tokenizer.all_special_ids)
+    if not any(text[:1].isspace() for text in texts):
+        raise DataError("whole-word masking finds words by the space that begins a byte-level BPE token, and no "
+                        "token of this tokenizer begins with one")
+    continues = np.array([i not in special and text[:1].isalnum() for i, text in enumerate(texts)])
+    wordlike = np.array([i not in special and any(c.isalnum() for c in text) for i, text in enumerate(texts)])
+    return WordPieces(continues, wordlike)
+
+
 def mask_tokens(ids: Sequence[int], rng: np.random.Generator, probability: float, mask_token_id: int,
-                ordinary_ids: np.ndarray) -> tuple[list[int], list[int]]:
+                ordinary_ids: np.ndarray, words: WordPieces | None = None) -> tuple[list[int], list[int]]:
     """BERT's masking of one text: ``(the encoder's input, the chosen positions)``. Only ordinary tokens (those in
-    ``ordinary_ids``, sorted) are chosen, each with ``probability``; special tokens such as ``</s>`` stay."""
+    ``ordinary_ids``, sorted) are chosen, each with ``probability``; special tokens such as ``</s>`` stay. With
+    ``words``, whole words are chosen with ``probability`` (the draw at a word's first piece decides for all of
+    its pieces); what becomes of each chosen piece is still drawn piece by piece."""
     ids_array = np.asarray(ids, dtype=np.int64)
     is_ordinary = np.isin(ids_array, ordinary_ids, assume_unique=False)
     draw = rng.random((3, len(ids_array)))  # chosen?, what becomes of it, which random token
-    chosen = np.flatnonzero(is_ordinary & (draw[0] < probability))
+    picked = draw[0] < probability
+    if words is not None and len(ids_array):
+        starts = words.word_starts(ids_array)
+        picked = picked[np.flatnonzero(starts)][np.cumsum(starts) - 1]  # each piece takes its word's first draw
+    chosen = np.flatnonzero(is_ordinary & picked)
     masked = ids_array.copy()
     what = draw[1, chosen]
     masked[chosen[what < REPLACE_WITH_MASK]] = mask_token_id

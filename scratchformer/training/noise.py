@@ -109,6 +109,8 @@ class DataCollatorForTextInfilling:
     encoder_mlm_probability: float = 0.0  # > 0: also a BERT-masked copy of each text, for --encoder-mlm-weight
     vocab_size: int | None = None  # with encoder_mlm_probability: the ids a random replacement is drawn from ...
     special_ids: tuple[int, ...] = ()  # ... except these
+    mlm_whole_words: bool = False  # the masked copy chooses whole words (--encoder-mlm-whole-words) ...
+    word_pieces: Any = None  # ... as the tokenizer's encoder_mlm.WordPieces tell them
 
     def __post_init__(self):
         if not 0.0 <= self.mask_ratio < 1.0:
@@ -119,11 +121,17 @@ class DataCollatorForTextInfilling:
             raise ValueError(f"encoder_mlm_probability={self.encoder_mlm_probability} must be in [0, 1)")
         if self.encoder_mlm_probability > 0 and self.vocab_size is None:
             raise ValueError("encoder_mlm_probability > 0 needs vocab_size (the ids random replacements come from)")
+        if self.mlm_whole_words and self.word_pieces is None:
+            raise ValueError("mlm_whole_words needs word_pieces (where the tokenizer's words begin)")
 
     @classmethod
     def from_tokenizer(cls, tokenizer, decoder_start_token_id: int, **kwargs) -> DataCollatorForTextInfilling:
         if tokenizer.mask_token_id is None:
             raise DataError("the tokenizer has no <mask> token; text infilling needs one")
+        if kwargs.get("mlm_whole_words"):
+            from .encoder_mlm import word_pieces
+
+            kwargs["word_pieces"] = word_pieces(tokenizer)
         return cls(pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
                    eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=decoder_start_token_id,
                    vocab_size=len(tokenizer), special_ids=tuple(sorted(set(tokenizer.all_special_ids))), **kwargs)
@@ -202,6 +210,7 @@ class DataCollatorForTextInfilling:
         """A BERT-masked copy of each text (:mod:`scratchformer.training.encoder_mlm`)."""
         from .encoder_mlm import mask_tokens, mlm_batch
 
+        words = self.word_pieces if self.mlm_whole_words else None
         copies = [mask_tokens(ids, self.mlm_rng(ids, feature.get("epoch")), self.encoder_mlm_probability,
-                              self.mask_token_id, self.ordinary_ids) for ids, feature in zip(clean, features)]
+                              self.mask_token_id, self.ordinary_ids, words) for ids, feature in zip(clean, features)]
         return mlm_batch(clean, [c for c, _ in copies], [p for _, p in copies], self.pad_token_id)

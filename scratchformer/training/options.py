@@ -130,6 +130,10 @@ class TrainOptions:
                                              "projection; 0 = off (docs/training.md, 'Objectives')")
     encoder_mlm_probability: float = _option(0.15, "with --encoder-mlm-weight: the share of tokens chosen (80 %% "
                                                    "become <mask>, 10 %% a random token, 10 %% stay), in (0, 1)")
+    encoder_mlm_whole_words: bool = _option(False, "with --encoder-mlm-weight or --electra-weight: choose whole "
+                                                   "words, all the pieces of a word together (BERT's whole-word "
+                                                   "masking), so that no piece is predicted from the rest of its "
+                                                   "own word")
     electra_weight: float = _option(0.0, "denoise: add ELECTRA's replaced-token detection on the encoder with this "
                                          "weight: a small generator fills the masked tokens of a BERT-masked copy "
                                          "(--encoder-mlm-probability) and the encoder tells each token of the "

@@ -220,7 +220,8 @@ def _objective_parts(options: TrainOptions, args: ScratchformerTrainingArguments
             tokenizer, model.config.decoder_start_token_id, mask_ratio=options.mask_ratio,
             poisson_lambda=options.poisson_lambda, seed=args.seed, crop_pairs=options.contrastive_weight > 0,
             encoder_mlm_probability=(options.encoder_mlm_probability
-                                     if options.encoder_mlm_weight > 0 or options.electra_weight > 0 else 0.0))
+                                     if options.encoder_mlm_weight > 0 or options.electra_weight > 0 else 0.0),
+            mlm_whole_words=options.encoder_mlm_whole_words)
         return collator, token_accuracy, argmax_logits
     model.generation_config.max_length = args.generation_max_length
     # The Trainer turns the config's use_cache off for training; evaluation generates with the key/value cache
