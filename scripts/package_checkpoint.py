@@ -121,20 +121,30 @@ def data_description(train_config: dict, corpus_sources: dict | None) -> str:
 
 
 def objective_description(train_config: dict) -> str:
-    """The card's **Objective** line, from the run's own options: the noise, label smoothing and encoder losses
-    (a run recorded before an option existed had its default, which the fallbacks here repeat)."""
-    line = (f"- **Objective**: text infilling (BART): Poisson({train_config.get('poisson_lambda', 3.0):g}) spans "
-            f"covering {train_config.get('mask_ratio', 0.3):.0%} of the tokens, each replaced by one `<mask>`; the "
-            f"decoder reconstructs the original. Label smoothing {train_config.get('label_smoothing_factor', 0.1):g}.")
+    """The card's **Objective** line, from the run's own options: the noise, label smoothing and encoder losses, and
+    which half of the model trained (a run recorded before an option existed had its default, which the fallbacks here
+    repeat)."""
+    decoder = train_config.get("denoising_weight", 1.0) > 0
+    line = "- **Objective**:"
+    if decoder:
+        line += (f" text infilling (BART): Poisson({train_config.get('poisson_lambda', 3.0):g}) spans covering "
+                 f"{train_config.get('mask_ratio', 0.3):.0%} of the tokens, each replaced by one `<mask>`; the "
+                 f"decoder reconstructs the original. Label smoothing "
+                 f"{train_config.get('label_smoothing_factor', 0.1):g}.")
+    if train_config.get("freeze_encoder"):
+        line += (" The decoder alone (`--freeze-encoder`): the encoder and the embedding table it shares keep the "
+                 "weights they started with, bit for bit.")
     if train_config.get("encoder_mlm_weight", 0.0) > 0:
-        line += (f" Plus BERT's masked-token loss on the encoder, weight {train_config['encoder_mlm_weight']:g}: "
-                 f"{train_config['encoder_mlm_probability']:.0%} of the uncorrupted source's tokens chosen (80% "
-                 f"`<mask>`, 10% a random token, 10% kept), predicted from the last encoder layer through the tied "
-                 f"embedding.")
+        line += (f" {'Plus BERT' if decoder else 'BERT'}'s masked-token loss on the encoder, weight "
+                 f"{train_config['encoder_mlm_weight']:g}: {train_config['encoder_mlm_probability']:.0%} of the "
+                 f"uncorrupted source's tokens chosen (80% `<mask>`, 10% a random token, 10% kept), predicted from "
+                 f"the last encoder layer through the tied embedding.")
     if train_config.get("contrastive_weight", 0.0) > 0:
         line += (f" Plus a contrastive loss between two cropped windows of each text (the encoder's "
-                 f"{train_config['contrastive_target']} vectors), weight {train_config['contrastive_weight']:g}, temperature "
-                 f"{train_config['contrastive_temperature']:g}.")
+                 f"{train_config['contrastive_target']} vectors), weight {train_config['contrastive_weight']:g}, "
+                 f"temperature {train_config['contrastive_temperature']:g}.")
+    if not decoder:
+        line += " No decoder loss (`--denoising-weight 0`): the decoder does not train in this run."
     return line
 
 
@@ -146,47 +156,95 @@ def bank_line(bank: dict | None) -> list[str]:
             f"**{bank['verdict']}**."]
 
 
+def schedule_description(train_config: dict) -> str:
+    """The learning-rate schedule of a run, in words."""
+    name = str(train_config.get("lr_scheduler_type", "inverse_sqrt")).split(".")[-1].lower()
+    if name == "inverse_sqrt":
+        return "the paper's inverse-square-root schedule"
+    if name == "linear":
+        return f"a linear schedule (down to zero at step {train_config['max_steps']})"
+    return f"the `{name}` schedule"
+
+
+def optimisation_line(train_config: dict, steps, epochs: float | None) -> str:
+    """The card's **Optimisation** line: optimizer, schedule, batch and length of a run."""
+    batch = (train_config["per_device_train_batch_size"] * train_config.get("gradient_accumulation_steps", 1)
+             * train_config.get("world_size", 1))
+    epochs = f" ({epochs:.2f} epochs)" if epochs is not None else ""
+    return (f"- **Optimisation**: AdamW (0.9, 0.98, 1e-9), {schedule_description(train_config)} with "
+            f"{train_config['warmup_steps']} warm-up steps and peak {train_config['learning_rate']}, batch "
+            f"{batch} sequences per optimizer step ({train_config['per_device_train_batch_size']} per process x "
+            f"{train_config.get('gradient_accumulation_steps', 1)} accumulation steps x "
+            f"{train_config.get('world_size', 1)} process(es)), {steps} steps{epochs}.")
+
+
+def steps_reached(run: Path, results: dict):
+    """The optimizer step a run ended at: its run record's, else its newest checkpoint's, else ``?``."""
+    record = run / "run_record.json"
+    if record.is_file():
+        return json.loads(record.read_text())["final_step"]
+    steps = [checkpoint_step(state.parent) for state in run.glob("checkpoint-*/trainer_state.json")]
+    return results.get("global_step", max(steps) if steps else "?")
+
+
+def phase_lines(run: Path, first_phase: Path | None, results: dict, minutes: float, hardware: str) -> list[str]:
+    """The card's objective, optimisation and time lines: of the run, or of each phase of a two-phase run (the
+    encoder's run ``first_phase``, then ``run``, which started from it)."""
+    def lines(folder: Path, results: dict) -> list[str]:
+        train_config = json.loads((folder / "train_config.json").read_text())
+        return [objective_description(train_config),
+                optimisation_line(train_config, steps_reached(folder, results), results.get("epoch")),
+                f"- **Hardware and time**: {training_time(folder, minutes, hardware)}."]
+
+    if first_phase is None:
+        return lines(run, results)
+    first_results = json.loads((first_phase / "all_results.json").read_text())
+    total = sum(json.loads((folder / "run_record.json").read_text())["total_seconds"] for folder in (first_phase, run)
+                if (folder / "run_record.json").is_file())
+    return ([f"- **Two phases, {total / 60:.0f} minutes in all.**", "", "Phase one, the encoder:", ""]
+            + lines(first_phase, first_results) + ["", "Phase two, the decoder, from phase one's model:", ""]
+            + lines(run, results) + [""])
+
+
 def card_description(run: Path, command: str, minutes: float, model, results: dict, senses: dict,
                      reference: dict | None, extra_notes: str, progress: list[dict] | None = None,
                      hardware: str = "2 CPU cores", corpus_sources: dict | None = None,
-                     bank: dict | None = None, cpu: list[str] | None = None) -> str:
+                     bank: dict | None = None, cpu: list[str] | None = None,
+                     first_phase: Path | None = None) -> str:
     """The markdown of the model card's own sections (export adds the metadata, usage snippets and scores)."""
     config = model.config
     train_config = json.loads((run / "train_config.json").read_text())
     contextual = [s for s in senses["layers"] if isinstance(s["layer"], int) and s["layer"] >= 1]
     last, best = senses["layers"][-1], max(contextual, key=lambda s: s["roc_auc"])
-    batch = (train_config["per_device_train_batch_size"] * train_config.get("gradient_accumulation_steps", 1)
-             * train_config.get("world_size", 1))
+    how = ("as a BART-style denoising autoencoder" if first_phase is None else
+           "in two phases: the encoder on BERT's masked-token loss, then the decoder alone as a BART-style denoiser")
     lines = [
         "A small Scratchformer (the *Attention Is All You Need* encoder-decoder, written from scratch) pre-trained "
-        "as a BART-style denoising autoencoder on English text. It is the default model of `scratchformer compare` "
-        "and is meant for studying learned vs contextual embeddings, not for production use.",
+        f"{how} on English text. It is the default model of `scratchformer compare` and is meant for studying "
+        "learned vs contextual embeddings, not for production use.",
         "",
         "## Training",
         "",
         data_description(train_config, corpus_sources),
-        objective_description(train_config),
         f"- **Tokenizer**: byte-level BPE, {config.vocab_size} tokens, trained on the training split.",
         f"- **Model**: d_model {config.d_model}, {config.encoder_layers} encoder / {config.decoder_layers} decoder "
         f"layers, {config.encoder_attention_heads} heads, FFN {config.encoder_ffn_dim}, "
         f"{config.position_embedding_type} positions, {'pre' if config.pre_layer_norm else 'post'}-LayerNorm, "
         f"dropout {config.dropout}, tied embeddings; {model.num_parameters():,} parameters.",
-        f"- **Optimisation**: AdamW (0.9, 0.98, 1e-9), the paper's inverse-square-root schedule with "
-        f"{train_config['warmup_steps']} warm-up steps and peak {train_config['learning_rate']}, batch "
-        f"{batch} sequences per optimizer step ({train_config['per_device_train_batch_size']} per process x "
-        f"{train_config.get('gradient_accumulation_steps', 1)} accumulation steps x "
-        f"{train_config.get('world_size', 1)} process(es)), {results.get('global_step', '?')} steps "
-        f"({results.get('epoch', 0):.2f} epochs).",
-        f"- **Hardware and time**: {training_time(run, minutes, hardware)}.",
+        *phase_lines(run, first_phase, results, minutes, hardware),
         "- **Reproduce** (from the repository root, with the corpus at `../shared/data`):",
         "",
         "```bash",
         command,
-        "python scripts/package_checkpoint.py --run RUN_DIR --senses-data ../shared/data/wordnet_senses_dev.tsv",
+        "python scripts/package_checkpoint.py --run RUN_DIR "
+        + ("--first-phase ENCODER_RUN_DIR --geometry-data ../shared/data/wordnet_senses_dev.tsv " if first_phase else "")
+        + "--senses-data ../shared/data/wordnet_senses_dev.tsv",
         "```",
         *(["", *cpu] if cpu else []),
         "",
         "![loss curve](loss_curve.png)",
+        *(["", "Phase one, the encoder's masked-token loss:", "", "![loss curve, phase one](loss_curve_encoder.png)"]
+          if first_phase else []),
         "",
         "## Scores",
         "",
@@ -261,6 +319,12 @@ def bank_study(folder: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", type=Path, required=True, help="output folder of `scratchformer train`")
+    parser.add_argument("--first-phase", type=Path, default=None,
+                        help="for a two-phase recipe: the output folder of the first phase (the encoder's run), which "
+                        "--run started from with --model; the card describes both")
+    parser.add_argument("--geometry-data", type=Path, default=None,
+                        help="also measure the embedding geometry (scratchformer geometry) on this file, into the "
+                        "folder's geometry.json")
     parser.add_argument("--name", default="small", choices=sorted(CHECKPOINTS))
     parser.add_argument("--output", type=Path, default=None,
                         help="where to write the folder (default: the package's folder for --name)")
@@ -291,11 +355,9 @@ def main() -> None:
         parser.error("give --snapshots or --progress, not both")
 
     results = json.loads((args.run / "all_results.json").read_text())
-    # the step reached: the run's last checkpoint (the final model is saved at that step)
-    steps = [checkpoint_step(state.parent) for state in args.run.glob("checkpoint-*/trainer_state.json")]
-    results.setdefault("global_step", max(steps) if steps else "?")
     train_config = json.loads((args.run / "train_config.json").read_text())
-    reached = results["global_step"] if isinstance(results["global_step"], int) else train_config.get("max_steps", 0)
+    reached = steps_reached(args.run, results)
+    reached = reached if isinstance(reached, int) else train_config.get("max_steps", 0)
     cpu = cpu_lines(train_config, reached, args.cpu_seconds_per_step, args.cpu_batch_size)
     model = ScratchformerForConditionalGeneration.from_pretrained(args.run, dtype=torch.float32).eval()
     tokenizer = ScratchformerTokenizer.from_pretrained(args.run)
@@ -321,7 +383,7 @@ def main() -> None:
     corpus_sources = json.loads(args.corpus_sources.read_text()) if args.corpus_sources else None
     bank = bank_study(args.run)
     description = card_description(args.run, args.command, args.minutes, model, results, senses, reference,
-                                   args.notes, progress, args.hardware, corpus_sources, bank, cpu)
+                                   args.notes, progress, args.hardware, corpus_sources, bank, cpu, args.first_phase)
     out = args.output or PRETRAINED_DIR / CHECKPOINTS[args.name]
     # stored in float16, run in float32: the config keeps the model's float32, and the checksums cover it as written
     export(model, out, tokenizer, dtype="float16", scores=scores, model_name=f"scratchformer-{args.name}",
@@ -335,6 +397,15 @@ def main() -> None:
     for extra in ("run_record.json",):
         if (args.run / extra).exists():
             shutil.copy(args.run / extra, out / extra)
+    if args.first_phase:  # the encoder's phase, beside the decoder's
+        for extra in ("loss_curve.png", "loss_history.json", "run_record.json"):
+            if (args.first_phase / extra).exists():
+                shutil.copy(args.first_phase / extra, out / extra.replace(".", "_encoder.", 1))
+    if args.geometry_data:
+        from scratchformer.analysis.geometry_run import run_geometry
+
+        run_geometry(args.geometry_data, [str(args.run)], output=work / "geometry", plots=False, quiet=True)
+        shutil.copy(work / "geometry" / "geometry.json", out / "geometry.json")
     if progress:
         (out / "training_progress.json").write_text(json.dumps(progress, indent=2) + "\n")
     check_folder(out)

@@ -93,6 +93,36 @@ def test_package_a_run_with_per_step_scores(tmp_path, corpus):  # noqa: F811
     assert hidden.dtype == torch.float32 and torch.isfinite(hidden).all()
 
 
+def test_package_a_two_phase_run(tmp_path, corpus):  # noqa: F811
+    """The encoder's run, then the decoder's from it (the shipped recipe's shape): the card describes each phase
+    (objective, schedule, steps, time, both loss curves) and their total, and geometry.json is written."""
+    first = Path(run_training(*tiny(tmp_path, corpus, "encoder", encoder_mlm_weight=1.0, denoising_weight=0.0,
+                                    lr_scheduler_type="linear", max_steps=6))["output_dir"])
+    second = Path(run_training(*tiny(tmp_path, corpus, "decoder", model=str(first), freeze_encoder=True,
+                                     max_steps=4))["output_dir"])
+    out = tmp_path / "packaged"
+    data = write_tsv(tmp_path / "senses.tsv")
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "package_checkpoint.py"), "--run", str(second), "--first-phase",
+         str(first), "--senses-data", str(data), "--geometry-data", str(data), "--no-reference", "--output",
+         str(out), "--command", "python examples/pretrain_denoising.py"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    card = (out / "README.md").read_text()
+    seconds = [json.loads((run / "run_record.json").read_text())["total_seconds"] for run in (first, second)]
+    assert f"**Two phases, {sum(seconds) / 60:.0f} minutes in all.**" in card
+    phase_one, phase_two = card.split("Phase one, the encoder:")[1].split("Phase two, the decoder")
+    assert "BERT's masked-token loss on the encoder" in phase_one and "No decoder loss" in phase_one
+    assert "a linear schedule (down to zero at step 6)" in phase_one and ", 6 steps" in phase_one
+    assert "The decoder alone (`--freeze-encoder`)" in phase_two and "masked-token" not in phase_two.split("**Hardware")[0]
+    assert "inverse-square-root" in phase_two and ", 4 steps" in phase_two
+    assert "![loss curve, phase one](loss_curve_encoder.png)" in card and "--first-phase ENCODER_RUN_DIR" in card
+    for name in ("loss_curve_encoder.png", "loss_history_encoder.json", "run_record_encoder.json", "geometry.json"):
+        assert (out / name).is_file(), name
+    geometry = json.loads((out / "geometry.json").read_text())
+    assert [m["source"] for m in geometry["models"]] == [str(second)] and geometry["models"][0]["num_layers"] == 1
+
+
 def test_cpu_line_states_the_accumulation_and_the_expected_time():
     """The card's CPU line for the v2 recipe (128 sequences per step, 3000 steps at 2.5 s/step on 2 cores), nothing
     without a measured time, and a micro-batch that does not divide the step's sequences is refused."""
@@ -116,9 +146,15 @@ def test_objective_line_follows_the_run_options():
     v2 = objective({"poisson_lambda": 3.0, "mask_ratio": 0.3, "label_smoothing_factor": 0.1,
                     "encoder_mlm_weight": 0.0, "contrastive_weight": 0.0})
     assert "Poisson(3) spans covering 30% of the tokens" in v2 and "Label smoothing 0.1." in v2
-    assert "masked-token" not in v2 and "contrastive" not in v2
+    assert "masked-token" not in v2 and "contrastive" not in v2 and "decoder alone" not in v2
     v3 = objective({"poisson_lambda": 3.0, "mask_ratio": 0.5, "label_smoothing_factor": 0.1,
                     "encoder_mlm_weight": 1.0, "encoder_mlm_probability": 0.15, "contrastive_weight": 0.5,
                     "contrastive_target": "sentence", "contrastive_temperature": 0.05})
     assert "covering 50% of the tokens" in v3 and "masked-token loss on the encoder, weight 1: 15%" in v3
-    assert "(the encoder's sentence vectors), weight 0.5, temperature 0.05" in v3
+    assert "(the encoder's sentence vectors), weight 0.5, temperature 0.05" in v3 and "No decoder loss" not in v3
+    # the two phases of v4: the encoder's loss alone, then the decoder alone
+    encoder = objective({"denoising_weight": 0.0, "encoder_mlm_weight": 1.0, "encoder_mlm_probability": 0.3})
+    assert encoder.startswith("- **Objective**: BERT's masked-token loss on the encoder, weight 1: 30%")
+    assert "No decoder loss" in encoder and "text infilling" not in encoder
+    decoder = objective({"mask_ratio": 0.3, "freeze_encoder": True})
+    assert "covering 30% of the tokens" in decoder and "The decoder alone (`--freeze-encoder`)" in decoder
