@@ -64,10 +64,11 @@ def bootstrap(data: S.ScoredPairs, parts: dict[str, dict], resamples: int = 2000
         if name != first:
             diff = drawn[name] - drawn[first]
             low, high = np.nanpercentile(diff, [2.5, 97.5], axis=0)
+            ahead = (diff > 0).sum(axis=0) / np.isfinite(diff).sum(axis=0)  # among the draws that give the figure
             entry["minus_baseline"] = {figure: {"value": float(v), "low": float(lo), "high": float(hi),
-                                                "ahead_share": float(ahead)}
-                                       for figure, v, lo, hi, ahead in zip(FIGURES, point[name] - point[first], low,
-                                                                           high, (diff > 0).sum(axis=0) / np.isfinite(diff).sum(axis=0))}
+                                                "ahead_share": float(share)}
+                                       for figure, v, lo, hi, share in zip(FIGURES, point[name] - point[first], low,
+                                                                           high, ahead)}
         result["models"][name] = entry
     return result
 
