@@ -75,6 +75,12 @@ def training_time(run: Path, minutes: float, hardware: str) -> str:
             f"invocation(s) continued with `--resume`: {'; '.join(parts)}")
 
 
+def sequences_per_step(train_config: dict) -> int:
+    """Sequences per optimizer step of a run: per process x accumulation steps x processes."""
+    return (train_config["per_device_train_batch_size"] * train_config.get("gradient_accumulation_steps", 1)
+            * train_config.get("world_size", 1))
+
+
 def cpu_lines(train_config: dict, steps: int, seconds_per_step: float | None, cpu_batch_size: int) -> list[str]:
     """The card's **On CPU cores** line: the same run as gradient accumulation over micro-batches of
     ``cpu_batch_size``, its expected time at ``seconds_per_step`` (measured on the cores the card names), and how
@@ -82,8 +88,7 @@ def cpu_lines(train_config: dict, steps: int, seconds_per_step: float | None, cp
     ``cpu_batch_size``, its own command. Nothing when no time per step was measured."""
     if seconds_per_step is None:
         return []
-    batch = (train_config["per_device_train_batch_size"] * train_config.get("gradient_accumulation_steps", 1)
-             * train_config.get("world_size", 1))
+    batch = sequences_per_step(train_config)
     if cpu_batch_size <= 0 or batch % cpu_batch_size:
         raise SystemExit(f"package_checkpoint.py: error: --cpu-batch-size {cpu_batch_size} does not divide the "
                          f"run's {batch} sequences per optimizer step")
@@ -168,8 +173,7 @@ def schedule_description(train_config: dict) -> str:
 
 def optimisation_line(train_config: dict, steps, epochs: float | None) -> str:
     """The card's **Optimisation** line: optimizer, schedule, batch and length of a run."""
-    batch = (train_config["per_device_train_batch_size"] * train_config.get("gradient_accumulation_steps", 1)
-             * train_config.get("world_size", 1))
+    batch = sequences_per_step(train_config)
     epochs = f" ({epochs:.2f} epochs)" if epochs is not None else ""
     return (f"- **Optimisation**: AdamW (0.9, 0.98, 1e-9), {schedule_description(train_config)} with "
             f"{train_config['warmup_steps']} warm-up steps and peak {train_config['learning_rate']}, batch "
