@@ -32,7 +32,7 @@ def model_parts(examples: list, data: S.ScoredPairs, source: str, layer: int) ->
     raw, _ = S._word_vectors(extractor, [examples[i] for i in data.used], [layer], "mean")
     cosines = S.pair_cosines(raw[:, 0], data.pair_a, data.pair_b)
     return {"cosines": cosines, "layer": layer,
-            "groups": S.group_roc_aucs(data.same, cosines, data.group_of[data.pair_a], len(data.groups)),
+            "groups": S.group_roc_aucs(data.same, cosines, data.pair_group, len(data.groups)),
             "hits": S.nn_correct(torch.nn.functional.normalize(raw[:, 0], dim=-1), data.groups, data.senses)}
 
 
@@ -48,7 +48,7 @@ def figures(data: S.ScoredPairs, pairs_of: list[np.ndarray], parts: dict, draw: 
 
 def bootstrap(data: S.ScoredPairs, parts: dict[str, dict], resamples: int = 2000, seed: int = 0) -> dict:
     """Each model's figures with 95 % intervals, and each later model's paired difference to the first."""
-    pair_group = data.group_of[data.pair_a]
+    pair_group = data.pair_group
     pairs_of = [np.flatnonzero(pair_group == g) for g in range(len(data.groups))]
     rng = np.random.default_rng(seed)
     draws = [rng.integers(0, len(data.groups), len(data.groups)) for _ in range(resamples)]

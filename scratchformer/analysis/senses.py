@@ -175,6 +175,11 @@ class ScoredPairs:
     group_of: np.ndarray  # (used,) each occurrence's group
     sampled_groups: int  # groups cut to MAX_OCCURRENCES_PER_GROUP occurrences
 
+    @property
+    def pair_group(self) -> np.ndarray:
+        """``(pairs,)`` each pair's group."""
+        return self.group_of[self.pair_a]
+
     @classmethod
     def of(cls, examples: list[SenseExample], group_by: str = "lemma") -> ScoredPairs:
         """A group with more than :data:`MAX_OCCURRENCES_PER_GROUP` occurrences on a seeded sample of that many."""
@@ -237,14 +242,15 @@ def evaluate_senses(
     """Score ``extractor`` (an :class:`~scratchformer.analysis.extractor.EmbeddingExtractor`) on word-sense pairs;
     a group with more than :data:`MAX_OCCURRENCES_PER_GROUP` occurrences on a seeded sample of that many."""
     scored = ScoredPairs.of(examples, group_by)
-    used, groups, senses, same, group_of = scored.used, scored.groups, scored.senses, scored.same, scored.group_of
+    used, groups, senses, same = scored.used, scored.groups, scored.senses, scored.same
     pair_a, pair_b = scored.pair_a, scored.pair_b
     layers = [LEARNED, *range(extractor.num_layers + 1)]
     raw, token_ids = _word_vectors(extractor, [examples[i] for i in used], layers, pooling)  # (used, layers, hidden)
     centred = raw - raw.mean(dim=0, keepdim=True)
     chance = nn_chance(groups, senses)
+    pair_group = scored.pair_group
     scores = [_layer_score(layer, extractor.num_layers, raw[:, k], centred[:, k], groups, senses,
-                           (pair_a, pair_b), same, group_of[pair_a]) for k, layer in enumerate(layers)]
+                           (pair_a, pair_b), same, pair_group) for k, layer in enumerate(layers)]
     sentence_cosines = pair_cosines(_sentence_vectors(extractor, [examples[i] for i in used]), pair_a, pair_b)
     return SenseReport(
         model=model_label or extractor.model_name,
@@ -264,7 +270,7 @@ def evaluate_senses(
         max_occurrences_per_group=MAX_OCCURRENCES_PER_GROUP,
         sampled_groups=scored.sampled_groups,
         sentence_roc_auc=roc_auc(same, sentence_cosines),
-        sentence_roc_auc_within_group=within_group_roc_auc(same, sentence_cosines, group_of[pair_a]),
+        sentence_roc_auc_within_group=within_group_roc_auc(same, sentence_cosines, pair_group),
         layers=scores,
         verdict=sense_score_verdict(scores),
     )
