@@ -143,6 +143,12 @@ def redact(text: object, *secrets: str | None) -> str:
     return text
 
 
+def one_line(error: object) -> str:
+    """``error``'s message as one redacted line: a library's message often spans lines, and every error a user sees
+    is one line (the CLI's ``scratchformer <command>: error: ...``, and the messages that quote a library's)."""
+    return redact(" ".join(str(error).split()))
+
+
 def scrub(error: BaseException, *secrets: str | None) -> BaseException:
     """Redact, in place, ``error`` and every exception it chains (``__cause__``, ``__context__``, an exception
     group's members): their arguments, notes and text attributes. A library's error that still shows a secret

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import ScratchformerError, StorageError
+from .errors import ScratchformerError, StorageError, one_line
 
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 DENIED = frozenset({errno.EACCES, errno.EPERM})
@@ -269,7 +269,7 @@ def storage_error(error: BaseException, path: str | os.PathLike, needed: int | N
         free = free_bytes(folder_of(path))  # torch.save says no more than "unexpected pos": ask the disk
         number = errno.ENOSPC if free is not None and free < max(needed or 0, 1 << 20) else errno.EIO
         if number == errno.EIO:
-            return StorageError(f"could not write {path}: {_one_line(error)}", number, str(path))
+            return StorageError(f"could not write {path}: {one_line(error)}", number, str(path))
     filename = getattr(error, "filename", None) or str(path)
     if number in DISK_FULL:
         return StorageError(disk_full_message(path, needed, number), number, filename)
@@ -418,10 +418,6 @@ def _owner(path: str | os.PathLike) -> str:
         return ""
     kind = "folder" if stat.S_ISDIR(info.st_mode) else "file"
     return f" (a {kind} of {describe_user(info.st_uid)}, mode {stat.filemode(info.st_mode)})"
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())
 
 
 # ----------------------------------------------------------------------------------------------------------------

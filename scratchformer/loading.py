@@ -57,7 +57,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import MissingDependencyError, ScratchformerError, no_secrets, redact
+from .errors import MissingDependencyError, ScratchformerError, no_secrets, one_line, redact
 from .files import check_file, denied, may, not_a_file
 from .integrity import (  # noqa: F401 (re-exported: scratchformer.loading.write_checksums and the rest stay importable)
     CHECKSUMMED_FILES,
@@ -220,7 +220,7 @@ def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False, _hub: d
         return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code,
                                              **(hub if hub is not None else hub_options(source)))
     except (OSError, ValueError, KeyError) as error:
-        raise ScratchformerError(f"cannot load the tokenizer of {source!r}: {_one_line(error)}") from error
+        raise ScratchformerError(f"cannot load the tokenizer of {source!r}: {one_line(error)}") from error
 
 
 def load_pretrained(name: str = "small", *, encoder_only: bool = False, attn_implementation: str | None = None,
@@ -272,7 +272,7 @@ def check_tokenizer_matches(tokenizer: Any, config: Any, *, needs_mask: bool = F
     if not probe or probe[-1] != tokenizer.eos_token_id:
         problems.append(f"the tokenizer does not end a text with its eos token (tokenizer('a') = {probe})")
     if problems:
-        raise error("the tokenizer does not match the model:\n  - " + "\n  - ".join(problems))
+        raise error("the tokenizer does not match the model: " + "; ".join(problems))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -339,7 +339,7 @@ def hub_options(source: str) -> dict[str, Any]:
         return {"local_files_only": True}
     raise ScratchformerError(redact(
         f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} to download {source!r} "
-        f"({type(unreachable).__name__}: {_one_line(unreachable)}), and it is not in the cache: {OFFLINE_HINT}"))
+        f"({type(unreachable).__name__}: {one_line(unreachable)}), and it is not in the cache: {OFFLINE_HINT}"))
 
 
 def _download(source: str, timeout: float) -> dict[str, Any]:
@@ -364,7 +364,7 @@ def _download(source: str, timeout: float) -> dict[str, Any]:
         if not is_network_error(error):
             return {}  # the Hub refused (gated, private, ...): transformers asks again and says what it answered
         reason = (f"it did not finish within its time limit of {describe_limit(limit)}: the Hub answers too slowly "
-                  "or not at all" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {_one_line(error)}")
+                  "or not at all" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {one_line(error)}")
         raise ScratchformerError(redact(f"cannot download {source!r} from the Hugging Face Hub at "
                                         f"{constants.ENDPOINT} ({reason}); {OFFLINE_HINT}")) from None
     return {"local_files_only": True}
@@ -421,12 +421,6 @@ def is_network_error(error: BaseException) -> bool:
     return isinstance(error, OSError) or bool(names & {"TransportError", "ConnectionError", "TimeoutException"})
 
 
-def _one_line(error: BaseException) -> str:
-    """A library's (often multi-line) message as one line, for the CLI's one-line errors, redacted (a download
-    error quotes its URL, which may carry an endpoint's user:password@)."""
-    return redact(" ".join(str(error).split()))
-
-
 def _check_exists(source: str) -> None:
     path = Path(source)
     check_readable(path)  # a folder (or a parent) this user may not read: one line naming it, not a traceback
@@ -472,7 +466,7 @@ def _load_scratchformer(source: str, task: str, kwargs: dict[str, Any]) -> tuple
     try:
         model, info = model_class.from_pretrained(source, output_loading_info=True, **kwargs)
     except (OSError, ValueError) as error:
-        raise ScratchformerError(f"cannot load the Scratchformer model in {source}: {_one_line(error)}") from error
+        raise ScratchformerError(f"cannot load the Scratchformer model in {source}: {one_line(error)}") from error
     return model, list(info.get("missing_keys", []))
 
 
@@ -498,5 +492,5 @@ def _load_auto(source: str, task: str, kwargs: dict[str, Any], trust_remote_code
 
 
 def _auto_failure(source: str, error: BaseException) -> str:
-    return (f"cannot load a model from {source!r}: {_one_line(error)} (give a folder with config.json and tokenizer "
+    return (f"cannot load a model from {source!r}: {one_line(error)} (give a folder with config.json and tokenizer "
             "files, or a Hub id, which needs network access and HF_HUB_OFFLINE unset)")

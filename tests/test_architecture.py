@@ -253,3 +253,14 @@ def test_the_file_system_rules_are_called_from_files_only():
              for name in [getattr(node.func, "attr", getattr(node.func, "id", None))]  # files.x(...) or x(...)
              if name in allowed and str(path.relative_to(PACKAGE)) not in allowed[name]]
     assert calls == [], f"write through scratchformer.files instead: {calls}"
+
+
+def test_a_message_is_made_one_line_in_errors_only():
+    """``errors.one_line`` joins a library's message of several lines and redacts it; the CLI prints every error
+    through it, so a command that quotes a library cannot print two lines or a secret."""
+    joined = [f"{path.relative_to(PACKAGE)}:{node.lineno}" for path in _modules() if path.name != "errors.py"
+              for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
+              and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+              and isinstance(node.func.value, ast.Constant) and node.func.value.value == " " and node.args
+              and isinstance(node.args[0], ast.Call) and getattr(node.args[0].func, "attr", None) == "split"]
+    assert joined == [], f"use scratchformer.errors.one_line: {joined}"

@@ -115,6 +115,17 @@ def test_a_user_mistake_is_one_line_and_exit_2(command, tmp_path):
     assert len(errors) == 1, result.stderr[-2000:]
 
 
+def test_a_library_message_of_several_lines_reaches_the_terminal_as_one_line(tmp_path, capsys):
+    """datasets' message for a garbled TSV spans lines; the CLI's error is still its last line, and the only one."""
+    garbled = tmp_path / "garbled.tsv"
+    garbled.write_bytes(b"\x00\x01garbage")
+    code = main(["train", "--train-files", str(garbled), "--output-dir", str(tmp_path / "t"), "--max-steps", "1",
+                 "--preset", "tiny", "--no-progress-bar"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and lines[-1].startswith("scratchformer train: error: could not read"), lines
+    assert sum("error:" in line for line in lines) == 1, lines
+
+
 def test_output_to_a_pipe_closed_by_its_reader_is_discarded_without_a_traceback():
     """``scratchformer info | head -1``: the reader is gone before the command writes (the pipe's read end is closed
     here first); info, --version and the helps end normally with nothing on stderr. Every command's output goes

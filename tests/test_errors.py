@@ -8,7 +8,7 @@ import traceback
 
 import pytest
 
-from scratchformer.errors import ScratchformerError, no_secrets, scrub
+from scratchformer.errors import ScratchformerError, no_secrets, one_line, scrub
 
 TOKEN = "hf_ChainSecret0123456789abcdefgh"
 PASSWORD = "pa55w0rd-in-a-url"
@@ -108,3 +108,8 @@ def test_no_secrets_redacts_the_hub_logs_and_what_leaves_the_block(monkeypatch):
     with no_secrets():
         pass  # a block that ends well changes nothing
     assert not logger.filters
+
+
+def test_one_line_joins_a_message_of_several_lines_and_redacts_it():
+    error = ValueError(f"All the data files must have the same columns,\n  but  {TOKEN} differs\n\tsee the docs")
+    assert one_line(error) == "All the data files must have the same columns, but hf_*** differs see the docs"

@@ -90,10 +90,11 @@ def _option_value(words: list[str], flag: str) -> str | None:
 
 
 def _one_line(command: str, error: ScratchformerError) -> int:
-    """Print ``scratchformer <command>: error: <message>`` and return the exit status of a user's mistake."""
-    from ..errors import redact  # no token or user:password@ reaches the terminal
+    """Print ``scratchformer <command>: error: <message>`` and return the exit status of a user's mistake. The
+    message is one line, redacted, even where it quotes a library's message of several lines."""
+    from ..errors import one_line  # no token or user:password@ reaches the terminal
 
-    print(f"scratchformer {command}: error: {redact(error)}", file=sys.stderr)
+    print(f"scratchformer {command}: error: {one_line(error)}", file=sys.stderr)
     return EXIT_USER_ERROR
 
 

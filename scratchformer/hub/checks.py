@@ -52,7 +52,7 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
     for path in sorted(folder.glob("*.py")):
         problems += _import_problems(path, siblings)
     if problems:
-        raise HubError(f"{where or folder} would not load for Hub users:\n  - " + "\n  - ".join(problems))
+        raise HubError(f"{where or folder} would not load for Hub users: " + "; ".join(problems))
 
 
 def _pickle_problems(folder: Path) -> list[str]:

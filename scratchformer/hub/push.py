@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import files
-from ..errors import HubError, no_secrets
+from ..errors import HubError, no_secrets, one_line
 from ..loading import describe_limit, is_network_error, redact, transfer_limit, within
 from .destination import check_repo_id
 from .export import export, require_onnx
@@ -136,7 +136,7 @@ def _upload(folder: Path, repo_id: str, *, private: bool, message: str, token: s
 def _refusal(error: Any, endpoint: str, step: str) -> str:
     """The message for an HTTP error answer: status, the server's words (one line), and what to do about it."""
     status = error.response.status_code if error.response is not None else "?"
-    server = f": {' '.join(str(error.server_message).split())}" if error.server_message else ""
+    server = f": {one_line(error.server_message)}" if error.server_message else ""
     hint = HTTP_HINTS.get(status, "see the server message")
     return f"the Hub at {endpoint} refused {step} (HTTP {status}{server}); {hint}"
 

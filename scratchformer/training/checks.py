@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import TrainingSetupError
+from ..errors import TrainingSetupError, one_line
 from ..tokenizer.bpe import SPECIAL_TOKENS
 from .options import option_flag, parse_overrides
 from .sampling import check_sampling
@@ -173,22 +173,18 @@ def check_optimizer_packages(args: ScratchformerTrainingArguments) -> None:
         Trainer.get_optimizer_cls_and_kwargs(args)
     except ImportError as err:
         raise TrainingSetupError(f"--optim {_value(args.optim)} needs a package that is not installed: "
-                                 f"{_one_line(err)}") from None
+                                 f"{one_line(err)}") from None
     except ValueError as err:  # a bad --optim-args, a package missing, a setting missing; not the model it lacks
         if "pass a model" not in str(err) and "pass a `model`" not in str(err):
             missing = "install" in str(err).lower() or "import" in str(err).lower()
             said = (" needs a package that is not installed: " if missing else
                     f" with --optim-args {args.optim_args!r}: " if args.optim_args else ": ")
-            raise TrainingSetupError(f"--optim {_value(args.optim)}{said}{_one_line(err)}") from None
+            raise TrainingSetupError(f"--optim {_value(args.optim)}{said}{one_line(err)}") from None
 
 
 def _value(option: Any) -> Any:
     """An enum option as the user typed it (``paged_adamw_8bit``, not ``OptimizerNames.PAGED_ADAMW_8BIT``)."""
     return getattr(option, "value", option)
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())
 
 
 def _check_precision(args: ScratchformerTrainingArguments) -> None:
@@ -429,7 +425,7 @@ def _planned_config(options: TrainOptions, overrides: dict):
         try:
             config.update(overrides)
         except ValueError as err:
-            raise TrainingSetupError(f"--config-overrides do not fit --model {folder}: {_one_line(err)}") from None
+            raise TrainingSetupError(f"--config-overrides do not fit --model {folder}: {one_line(err)}") from None
     else:
         vocabulary = _vocabulary(source_folder(options.tokenizer)) if options.tokenizer else None
         size = len(vocabulary) if vocabulary else options.tokenizer_vocab_size
@@ -437,7 +433,7 @@ def _planned_config(options: TrainOptions, overrides: dict):
     try:
         config.check_fits_in_memory()
     except ValueError as err:
-        raise TrainingSetupError(f"invalid model configuration: {_one_line(err)}") from None
+        raise TrainingSetupError(f"invalid model configuration: {one_line(err)}") from None
     return config
 
 

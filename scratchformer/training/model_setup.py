@@ -25,7 +25,7 @@ import torch
 from transformers import PreTrainedConfig
 
 from .. import files
-from ..errors import ScratchformerError, TrainingSetupError
+from ..errors import ScratchformerError, TrainingSetupError, one_line
 from ..models import ScratchformerConfig, ScratchformerForConditionalGeneration, ScratchformerTokenizer
 from .options import PRESETS, STREAM_TOKENIZER_ROWS, parse_overrides
 from .resume import finishes_without_training
@@ -133,7 +133,7 @@ def load_tokenizer_folder(path: str, trust_remote_code: bool = False, flag: str 
         return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
     except (ScratchformerError, OSError, ValueError, KeyError) as err:
         hint = "" if trust_remote_code else REMOTE_CODE_HINT
-        raise TrainingSetupError(f"{flag} {path}: cannot load its tokenizer: {_one_line(err)}{hint}") from err
+        raise TrainingSetupError(f"{flag} {path}: cannot load its tokenizer: {one_line(err)}{hint}") from err
 
 
 def _tokenizer_class(folder: Path) -> str | None:
@@ -145,11 +145,7 @@ def _own_tokenizer(folder: Path):
     try:
         return ScratchformerTokenizer.from_pretrained(str(folder))
     except (OSError, ValueError) as err:
-        raise TrainingSetupError(f"cannot load the tokenizer in {folder}: {_one_line(err)}") from err
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())
+        raise TrainingSetupError(f"cannot load the tokenizer in {folder}: {one_line(err)}") from err
 
 
 def _train_tokenizer(options: TrainOptions, train, columns: list[str], folder: Path):
@@ -224,7 +220,7 @@ def _load_pretrained(folder: str, overrides: dict, trust_remote_code: bool):
         model = load_model(folder, task="seq2seq", dtype="float32", trust_remote_code=trust_remote_code)
     except ScratchformerError as err:
         hint = "" if trust_remote_code else REMOTE_CODE_HINT
-        raise TrainingSetupError(f"--model {folder}: cannot load it ({_one_line(err)}){hint}") from err
+        raise TrainingSetupError(f"--model {folder}: cannot load it ({one_line(err)}){hint}") from err
     if not getattr(model.config, "is_encoder_decoder", False):
         raise TrainingSetupError(f"--model {folder}: a {type(model).__name__} is not an encoder-decoder model")
     return _with_overrides(model, overrides, folder) if overrides else model
@@ -241,7 +237,7 @@ def _with_overrides(model, overrides: dict, folder: str):
         rebuilt = type(model)(config)
         rebuilt.load_state_dict(model.state_dict())
     except (TypeError, ValueError, RuntimeError) as err:
-        raise TrainingSetupError(f"--config-overrides do not fit --model {folder}: {_one_line(err)}") from err
+        raise TrainingSetupError(f"--config-overrides do not fit --model {folder}: {one_line(err)}") from err
     return rebuilt.to(torch.float32)
 
 

@@ -27,7 +27,7 @@ import torch
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 from transformers.trainer_utils import IntervalStrategy, SchedulerType
 
-from ..errors import TrainingSetupError
+from ..errors import TrainingSetupError, one_line
 from ..models import SAVE_DTYPES
 from .schedule import default_warmup_steps
 
@@ -354,7 +354,7 @@ class TrainArgumentParser(HfArgumentParser):
         except ValueError as err:  # the Trainer's own checks of its options
             raise TrainingSetupError(str(err)) from err
         except ImportError as err:  # an option whose package is missing (--deepspeed: deepspeed)
-            raise TrainingSetupError(f"an option needs a package that is not installed: {' '.join(str(err).split())}"
+            raise TrainingSetupError(f"an option needs a package that is not installed: {one_line(err)}"
                                      ) from err
         if unknown:
             raise TrainingSetupError(f"unrecognized arguments: {' '.join(unknown)}")
@@ -376,7 +376,7 @@ def config_from_dict(settings: dict[str, Any]) -> tuple[TrainOptions, Scratchfor
     except ValueError as err:
         raise TrainingSetupError(str(err)) from err
     except ImportError as err:
-        raise TrainingSetupError(f"an option needs a package that is not installed: {' '.join(str(err).split())}"
+        raise TrainingSetupError(f"an option needs a package that is not installed: {one_line(err)}"
                                  ) from err
     return options, args
 
