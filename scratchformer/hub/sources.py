@@ -86,8 +86,8 @@ def check_finite_when_stored(model: Any, dtype: str) -> None:
 
 
 def check_source(source: Path) -> None:
-    """Before anything is read or written: :class:`HubError` in one line when ``source`` is a loop of symbolic links
-    or this user may not read it (a parent folder, the folder, or a file the export reads: the message names the
+    """Before anything is read or written: :class:`HubError` in one line when ``source`` is a loop of symbolic links,
+    no folder, or this user may not read it (a parent folder, the folder, or a file the export reads: the message names the
     path, the user, its owner and mode; :func:`scratchformer.loading.check_readable`)."""
     try:
         os.stat(source)
@@ -99,6 +99,8 @@ def check_source(source: Path) -> None:
         check_readable(source, also=lambda name: name == README or is_card_asset(name))
     except ScratchformerError as error:
         raise HubError(f"cannot export {source}: {error}") from None
+    if not source.is_dir():  # said first, before an output folder "contains" a source that is not there
+        raise HubError(f"{source} is not a folder: pass a folder saved with save_pretrained, or the model itself")
 
 
 def stored_dtype(folder: str | os.PathLike) -> str | None:
@@ -143,8 +145,7 @@ def _config_dtype(source: Path, stored: str | None) -> str:
 def _load_folder(source: Path, with_tokenizer: bool, dtype: str | None) -> tuple[Any, Any, str]:
     """The model of ``source`` with its weights in the dtype they are stored in (``dtype`` where that is not one), its
     tokenizer when ``with_tokenizer``, and the dtype its config names; the caller casts to ``dtype``."""
-    if not source.is_dir():
-        raise HubError(f"{source} is not a folder: pass a folder saved with save_pretrained, or the model itself")
+    check_source(source)
     has_tokenizer = (source / "tokenizer.json").is_file()
     if with_tokenizer and not has_tokenizer:
         raise HubError("no tokenizer: pass tokenizer= (--tokenizer) or put tokenizer.json in the model folder; the "
