@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TrainingSetupError, one_line
 from ..tokenizer.bpe import SPECIAL_TOKENS
-from .options import option_flag, parse_overrides
+from .options import option_flag, parse_overrides, shown
 from .sampling import check_sampling
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
     for rule in RULES:
         value = getattr(options, rule.name) if hasattr(options, rule.name) else getattr(args, rule.name)
         if value is not None and not rule.holds(value):
-            raise TrainingSetupError(f"{option_flag(rule.name)} must be {rule.says}, got {_shown(value)}")
+            raise TrainingSetupError(f"{option_flag(rule.name)} must be {rule.says}, got {shown(value)}")
     _check_data_source(options)
     _check_noise_options(options)
     _check_freezing(options)
@@ -238,11 +238,6 @@ def check_metric_packages(options: TrainOptions) -> None:
     except ImportError:
         raise TrainingSetupError("--objective seq2seq reports BLEU and chrF with sacrebleu, which is not installed: "
                                  "pip install 'scratchformer[train]'") from None
-
-
-def _shown(value: Any) -> Any:
-    """``-1`` for the ``-1.0`` a float option holds, so the message repeats what the user typed."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _check_numbers_are_finite(*dataclass_objects: Any) -> None:

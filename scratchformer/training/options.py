@@ -381,6 +381,11 @@ def config_from_dict(settings: dict[str, Any]) -> tuple[TrainOptions, Scratchfor
     return options, args
 
 
+def shown(value: Any) -> Any:
+    """``-1`` for the ``-1.0`` a float option holds, so a message repeats what the user typed."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def option_flag(name: str) -> str:
     """How ``--help`` names the field ``name``: its scratchformer alias if it has one (``--batch-size`` for
     ``per_device_train_batch_size``), else the name with dashes."""

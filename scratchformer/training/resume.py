@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TrainingSetupError
 from .checkpoints import RUN_CONFIG, checkpoint_problems, describe_skipped, newest_complete_checkpoint
-from .options import LATEST  # what ``--resume`` without a value means
+from .options import LATEST, option_flag, shown  # LATEST: what ``--resume`` without a value means
 
 if TYPE_CHECKING:
     from .options import ScratchformerTrainingArguments, TrainOptions
@@ -151,7 +151,7 @@ def continue_run_options(options: TrainOptions, args: ScratchformerTrainingArgum
     for key in sorted(set(current) & set(saved) - batch_keys):
         if current[key] == saved[key]:
             continue
-        change = f"{_flag(key)} {_shown(current[key])} (the run: {_shown(saved[key])})"
+        change = f"{option_flag(key)} {shown(current[key])} (the run: {shown(saved[key])})"
         (changed if _may_change(key, saved, current, finishing, step) else refused).append(change)
     refused += _options_newer_than_the_run(options, current, saved)
     if refused:
@@ -168,8 +168,8 @@ def _options_newer_than_the_run(options: TrainOptions, current: dict[str, Any], 
     """A run recorded by an older version lacks the options added since; it ran with their defaults, so a value
     other than the default would change the run."""
     defaults = {spec.name: spec.default for spec in dataclasses.fields(options)}
-    return [f"{_flag(key)} {_shown(current[key])} (the run: recorded before this option existed, so "
-            f"{_shown(defaults[key])})"
+    return [f"{option_flag(key)} {shown(current[key])} (the run: recorded before this option existed, so "
+            f"{shown(defaults[key])})"
             for key in sorted(set(defaults) & set(current) - set(saved) - FREE_TO_CHANGE)
             if current[key] != _as_json({key: defaults[key]})[key]]
 
@@ -239,13 +239,3 @@ def _batch_change(saved: dict[str, Any], current: dict[str, Any]) -> tuple[list[
 def _as_json(values: dict[str, Any]) -> dict[str, Any]:
     """The values as ``train_config.json`` holds them (enums as their values, tuples as lists)."""
     return json.loads(json.dumps(values, default=lambda v: getattr(v, "value", str(v))))
-
-
-def _flag(key: str) -> str:
-    from .options import option_flag
-
-    return option_flag(key)
-
-
-def _shown(value: Any) -> Any:
-    return int(value) if isinstance(value, float) and value.is_integer() else value
