@@ -87,8 +87,8 @@ def check_finite_when_stored(model: Any, dtype: str) -> None:
 
 def check_source(source: Path) -> None:
     """Before anything is read or written: :class:`HubError` in one line when ``source`` is a loop of symbolic links,
-    no folder, or this user may not read it (a parent folder, the folder, or a file the export reads: the message names the
-    path, the user, its owner and mode; :func:`scratchformer.loading.check_readable`)."""
+    no folder, or this user may not read it (a parent folder, the folder, or a file the export reads: the message
+    names the path, the user, its owner and mode; :func:`scratchformer.loading.check_readable`)."""
     try:
         os.stat(source)
     except OSError as error:
@@ -144,8 +144,8 @@ def _config_dtype(source: Path, stored: str | None) -> str:
 
 def _load_folder(source: Path, with_tokenizer: bool, dtype: str | None) -> tuple[Any, Any, str]:
     """The model of ``source`` with its weights in the dtype they are stored in (``dtype`` where that is not one), its
-    tokenizer when ``with_tokenizer``, and the dtype its config names; the caller casts to ``dtype``."""
-    check_source(source)
+    tokenizer when ``with_tokenizer``, and the dtype its config names; the caller casts to ``dtype``. ``export`` has
+    run :func:`check_source` on it before the output folder was checked."""
     has_tokenizer = (source / "tokenizer.json").is_file()
     if with_tokenizer and not has_tokenizer:
         raise HubError("no tokenizer: pass tokenizer= (--tokenizer) or put tokenizer.json in the model folder; the "
