@@ -21,6 +21,7 @@ from scratchformer.models import paper_scratchformer
 from scratchformer.models.paper_scratchformer import Transformer, TransformerConfig
 
 SDPA_ATOL = 1e-5  # sdpa sums in another order than the paper's formula
+FORMULA_ATOL = 1e-3  # the same formula in float32, summed in whatever order the CPU's kernels choose for the batch
 TIED_COPIES = {"decoder.embeddings.word_embeddings.weight", "lm_head.weight"}  # the same tensor as the encoder's table
 TINY_CASES = {
     "sinusoidal-post-ln": dict(position_embedding_type="sinusoidal"),
@@ -78,7 +79,9 @@ def test_the_paper_transformer_gives_the_shipped_models_logits(shipped):
         by_formula = shipped(input_ids=source, attention_mask=mask, decoder_input_ids=target).logits
     finally:
         shipped.set_attn_implementation("sdpa")
-    assert torch.equal(logits, by_formula)  # the same modules, the same formula: the same bits
+    # the same modules and formula; the bits may differ where the CPU's kernels group a batch differently (seen on an
+    # AMD EPYC: 1e-4 on logits of about 5), so equal to FORMULA_ATOL
+    torch.testing.assert_close(logits, by_formula, rtol=0, atol=FORMULA_ATOL)
 
 
 @torch.no_grad()
@@ -106,7 +109,7 @@ def test_the_paper_transformer_equals_the_adapter_for_every_kind_of_model(case):
     assert (paper.lm_head.weight is paper.encoder.embeddings.word_embeddings.weight) == tied
     source, mask, target = _batch(model.config.vocab_size)
     expected = model(input_ids=source, attention_mask=mask, decoder_input_ids=target).logits
-    assert torch.equal(paper(source, target, mask), expected)
+    torch.testing.assert_close(paper(source, target, mask), expected, rtol=0, atol=FORMULA_ATOL)
     by_generate = model.generate(input_ids=source, attention_mask=mask, max_new_tokens=8, do_sample=False,
                                  num_beams=1)
     assert paper.greedy_decode(source, mask, max_new_tokens=8).tolist() == by_generate.tolist()
