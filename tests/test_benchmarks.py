@@ -569,6 +569,50 @@ def test_profile_generate_times_both_models_and_prints_their_operator_tables():
     assert done.stdout.count("aten::") >= 2
 
 
+def test_profile_pairs_profiles_the_losing_pairs_of_a_results_file(quick_run, tmp_path):
+    """benchmarks/profile_pairs.py on the quick run's results: one profile per pair below --below, both sides."""
+    results, _, out = quick_run
+    below = {p["id"] for group in results["groups"] for p in group["pairs"] if not p.get("skipped")
+             and p["ratio"] < 1.0 and p["group"] in ("encoder", "matmul")}
+    assert below  # the quick models' encoder pairs and the matmul pair lose (tiny calls; matmul is a yardstick)
+    report = tmp_path / "profiles.md"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "profile_pairs.py"), "--results",
+                           str(out / "results.json"), "--ids", ",".join(sorted(below)), "--calls", "2", "--out",
+                           str(report)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    profiles = json.loads(report.with_suffix(".json").read_text())
+    assert {p["id"] for p in profiles} == below
+    for p in profiles:
+        for side in (p["a"], p["b"]):
+            assert side["wall_ms"] > 0 and side["busy_ms"] > 0 and side["kernels_per_call"] == 0  # on a CPU
+            assert side["top"] and side["top"][0]["ms_per_call"] >= side["top"][-1]["ms_per_call"]
+        assert f"`{p['id']}` (ratio {p['ratio']:.3f})" in report.read_text()
+
+
+def test_profile_pairs_counts_a_gpu_kernel_once_and_not_the_profilers_own_events():
+    """On a GPU, busy time is the device's events alone: an operator's device time is its kernels', so summing the
+    operator and its kernels would count it twice (the first GPU profile did)."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    spec = importlib.util.spec_from_file_location("profile_pairs", ROOT / "benchmarks" / "profile_pairs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def event(name, device_type, us, self_cpu=0.0):
+        return SimpleNamespace(name=name, device_type=device_type, self_cpu_time_total=self_cpu,
+                               time_range=SimpleNamespace(elapsed_us=lambda: us))
+
+    events = [event("aten::mm", DeviceType.CPU, 0.0, self_cpu=20.0), event("gemm_kernel", DeviceType.CUDA, 100.0),
+              event("gemm_kernel", DeviceType.CUDA, 50.0), event("Activity Buffer Request", DeviceType.CUDA, 400.0),
+              event("copy_kernel", DeviceType.CUDA, 10.0)]
+    busy, top = module.work_by_name(events, gpu=True)
+    assert busy == 160.0 and top == [("gemm_kernel", 150.0, 2), ("copy_kernel", 10.0, 1)]
+    busy, top = module.work_by_name(events, gpu=False)
+    assert busy == 20.0 and top == [("aten::mm", 20.0, 1)]
+
+
 def test_geometry_speed_quick_mode_times_the_command_and_reports_its_load(tmp_path):
     """benchmarks/geometry_speed.py --quick: one `python -m scratchformer geometry` run on 200 dev-set sentences."""
     if not (ROOT.parent / "shared" / "data" / "wordnet_senses_dev.tsv").is_file():
