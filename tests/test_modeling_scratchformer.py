@@ -997,6 +997,24 @@ def test_flex_attention_is_given_block_masks_and_the_other_kernels_the_boolean_m
     assert _flex_block_mask(may_attend.to("meta"), 2, 4).shape == (2, 1, 4, 5)
 
 
+def test_flex_attention_with_heads_too_narrow_for_a_gpu_is_refused_before_it_runs():
+    """torch's flex kernel on a GPU needs a head dimension of at least 16 and fails deep inside compilation
+    otherwise (seen on an H100); the stacks refuse it first, with the numbers. The CPU's kernel takes any width."""
+    from scratchformer.models.modeling_scratchformer import _check_kernel
+
+    config = tiny_config()  # d_model 32: 4 encoder heads of 8, 2 decoder heads of 16
+    with pytest.raises(ValueError, match=r"flex_attention on cuda needs a head dimension of at least 16.*"
+                                         r"encoder has d_model 32 / 4 heads = 8"):
+        _check_kernel(config, "encoder", "flex_attention", torch.device("cuda"))
+    _check_kernel(config, "decoder", "flex_attention", torch.device("cuda"))  # 16: runs
+    _check_kernel(config, "encoder", "sdpa", torch.device("cuda"))  # only flex has the limit
+    _check_kernel(config, "encoder", "flex_attention", torch.device("cpu"))
+    model = make_model()
+    model.set_attn_implementation("flex_attention")
+    with torch.no_grad():  # on the CPU the narrow heads run
+        assert torch.isfinite(model(input_ids=random_batch(2, 5), decoder_input_ids=random_batch(2, 3)).logits).all()
+
+
 FLEX_DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
@@ -1005,11 +1023,12 @@ FLEX_DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 def test_flex_attention_agrees_with_sdpa(device):
     """flex attention (compiled by transformers on first use) gives sdpa's logits and greedy tokens, with padding in
     the source, a causal decoder and a cache (growing and static); and one layer given a mask rendered for flex.
-    Tolerance 1e-4 (fp32: the kernels sum in different orders)."""
+    Tolerance 1e-4 (fp32: the kernels sum in different orders). Two heads a side: a head dimension of 16, the least
+    flex's GPU kernel takes (the tiny config's encoder has 8, which only the CPU's runs)."""
     from scratchformer.models.modeling_scratchformer import _render
     from scratchformer.models.paper_scratchformer import padding_mask
 
-    model = make_model(seed=7).to(device)
+    model = make_model(seed=7, encoder_attention_heads=2, decoder_attention_heads=2).to(device)
     ids = random_batch(2, 9).to(device)
     mask = torch.ones_like(ids)
     mask[0, :3] = 0

@@ -239,6 +239,16 @@ def _device_memory(device: torch.device) -> int | None:
     return available_memory() if device.type == "cpu" else None
 
 
+def _check_kernel(config: ScratchformerConfig, side: str, kernel: str, device: torch.device) -> None:
+    """Refuse flex attention where torch cannot run it, before it fails deep inside compilation: its GPU (Triton)
+    kernel needs a head dimension of at least 16, which the CPU's does not."""
+    heads = getattr(config, f"{side}_attention_heads")
+    if kernel == "flex_attention" and device.type not in ("cpu", "mps", "meta") and config.d_model // heads < 16:
+        raise ValueError(f"flex_attention on {device.type} needs a head dimension of at least 16 (torch's kernel "
+                         f"there), but this {side} has d_model {config.d_model} / {heads} heads = "
+                         f"{config.d_model // heads}: use attn_implementation='sdpa', or fewer heads")
+
+
 def _check_input_size(stack: nn.Module, side: str, batch: int, queries: int, keys: int, sources: int, kernel: str,
                       device: torch.device, keep: bool) -> None:
     """Refuse, before the stack runs, an input whose forward pass cannot fit in memory or would run past the time
@@ -576,6 +586,7 @@ class ScratchformerEncoder(Encoder):
         _check_positions(config, "encoder", length, "truncate it (tokenizer truncation=True)")
         output_attentions = _flag(output_attentions, config, "output_attentions")
         kernel = _kernel(config, output_attentions)
+        _check_kernel(config, "encoder", kernel, device)
         _check_input_size(self, "encoder", batch, length, length, 0, kernel, device, _keeps(self, output_attentions))
         mask = _mask_for(kernel, attention_mask, batch, length, length, device, causal=False)
         position_ids = _position_ids(attention_mask, batch, length, 0, device)
@@ -641,6 +652,7 @@ class ScratchformerDecoder(Decoder):
         _check_encoder_output(encoder_hidden_states, encoder_attention_mask, batch, values=not later_step)
         output_attentions = _flag(output_attentions, config, "output_attentions")
         kernel = _kernel(config, output_attentions)
+        _check_kernel(config, "decoder", kernel, device)
         layout = _static_cache_layout if cache is not None and cache.is_compileable else _dynamic_cache_layout
         position_ids, self_mask, total = layout(kernel, attention_mask, cache, batch, length, device)
         _check_positions(config, "decoder", total, "generate fewer tokens")
