@@ -25,6 +25,7 @@ from scratchformer.analysis.extractor import load_extractor
 from scratchformer.analysis.geometry_data import read_sentences
 from scratchformer.analysis.sense_data import read_senses_tsv
 from scratchformer.analysis.words import sentence_words
+from scratchformer.errors import ScratchformerError
 
 KINDS = ("raw", "centred", "standardised")
 
@@ -84,13 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.sentences < 2:
         parser.error("--sentences must be at least 2 (a standard deviation needs two words)")
-    words = text_words(args.text, args.sentences, args.seed)
-    if len(words) < 2:
-        parser.error(f"{args.text} has fewer than 2 lines of 20-300 characters with a word")
-    examples = read_senses_tsv(args.data)
-    data = S.ScoredPairs.of(examples)
-    result = {"text": str(args.text), "sentences": len(words), "seed": args.seed,
-              "models": {name: model_scores(name, examples, data, words) for name in args.models}}
+    try:  # a missing or unreadable file, a model that does not load: one line and exit code 2, as in the CLI
+        words = text_words(args.text, args.sentences, args.seed)
+        if len(words) < 2:
+            parser.error(f"{args.text} has fewer than 2 lines of 20-300 characters with a word")
+        examples = read_senses_tsv(args.data)
+        data = S.ScoredPairs.of(examples)
+        result = {"text": str(args.text), "sentences": len(words), "seed": args.seed,
+                  "models": {name: model_scores(name, examples, data, words) for name in args.models}}
+    except ScratchformerError as error:
+        parser.error(str(error))
     print(table(result))
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")

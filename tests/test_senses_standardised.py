@@ -54,9 +54,13 @@ def test_raw_scores_are_what_senses_reports_and_the_json_has_every_layer(tmp_pat
     assert "ROC-AUC / within lemma / 1-NN" in capsys.readouterr().out
 
 
-def test_bad_options_are_refused(tmp_path):
+def test_bad_options_and_files_are_refused_in_one_line(tmp_path, capsys):
     (tmp_path / "short.txt").write_text("hello world\n")
     data = str(write_tsv(tmp_path / "s.tsv"))
-    for argv in (["--sentences", "1", "--text", str(tmp_path / "short.txt")], ["--text", str(tmp_path / "short.txt")]):
-        with pytest.raises(SystemExit):
+    for argv, message in ((["--sentences", "1", "--text", str(tmp_path / "short.txt")], "at least 2"),
+                          (["--text", str(tmp_path / "short.txt")], "fewer than 2 lines"),
+                          (["--text", str(tmp_path / "missing.txt")], "not found")):
+        with pytest.raises(SystemExit) as stop:
             SCRIPT["main"](["small", "--data", data, *argv])
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert stop.value.code == 2 and message in error, error
