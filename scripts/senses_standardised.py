@@ -22,6 +22,7 @@ import torch
 
 from scratchformer.analysis import senses as S
 from scratchformer.analysis.extractor import load_extractor
+from scratchformer.analysis.geometry import Standardiser
 from scratchformer.analysis.geometry_data import read_sentences
 from scratchformer.analysis.sense_data import read_senses_tsv
 from scratchformer.analysis.words import sentence_words
@@ -56,10 +57,10 @@ def model_scores(source: str, examples: list, data: S.ScoredPairs, words: list) 
     layers = [S.LEARNED, *range(extractor.num_layers + 1)]
     sample = torch.stack([torch.stack([w.vector for w in per]) for per in
                           extractor.word_embeddings(words, layers=layers, pooling="mean")]).double()
-    mean, std = sample.mean(dim=0), sample.std(dim=0).clamp_min(1e-12)  # (layers, hidden)
+    standardise = Standardiser(len(layers), sample.shape[-1]).fit(sample.transpose(0, 1))  # geometry's own
     raw, _ = S._word_vectors(extractor, [examples[i] for i in data.used], layers, "mean")
     return [{"layer": layer, **{kind: score(v, data) for kind, v in
-                                zip(KINDS, (raw[:, k], raw[:, k] - mean[k], (raw[:, k] - mean[k]) / std[k]))}}
+                                zip(KINDS, (raw[:, k], raw[:, k] - standardise.mean[k], standardise(raw[:, k], k)))}}
             for k, layer in enumerate(layers)]
 
 
