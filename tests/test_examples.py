@@ -7,11 +7,13 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import REPO_ROOT
 
 
@@ -63,6 +65,51 @@ def test_pretrain_denoising_example_runs(tmp_path, corpus):
     assert config["position_embedding_type"] == "rope"
     trained = json.loads((out / "train_config.json").read_text())  # and the shipped recipe's objective
     assert trained["mask_ratio"] == 0.5 and trained["encoder_mlm_weight"] == 1.0
+
+
+def test_pretrain_encoder_first_example_trains_the_decoder_on_phase_ones_encoder(tmp_path, corpus):
+    """Both phases in one command: phase one trains the encoder alone (biases off), phase two the decoder alone, so the
+    final model's encoder is phase one's bit for bit; run again with --resume, a finished phase is skipped, and a
+    missing phase two is trained again from the same encoder."""
+    from safetensors.torch import load_file
+
+    out = tmp_path / "v4"
+    both = ["--train-files", str(corpus), "--output-dir", str(out), "--max-length", "32", "--batch-size", "8",
+            "--gradient-accumulation-steps", "1", "--max-eval-samples", "16", "--no-progress-bar"]
+    phases = ["--phase-one", "--preset", "tiny", "--tokenizer-vocab-size", "300", "--max-steps", "4",
+              "--warmup-steps", "2", "--phase-two", "--max-steps", "3", "--warmup-steps", "1"]
+    run_example("pretrain_encoder_first.py", *both, *phases, tmp_path=tmp_path)
+    encoder, model = load_file(out / "encoder" / "model.safetensors"), load_file(out / "model" / "model.safetensors")
+    assert encoder.keys() == model.keys()
+    decoder_names = [name for name in model if ".decoder." in name]
+    assert decoder_names and any(not torch.equal(encoder[name], model[name]) for name in decoder_names)
+    assert all(torch.equal(encoder[name], model[name]) for name in model if name not in decoder_names)
+    one = json.loads((out / "encoder" / "train_config.json").read_text())
+    two = json.loads((out / "model" / "train_config.json").read_text())
+    assert (one["encoder_mlm_weight"], one["denoising_weight"], one["max_tokens_per_character"]) == (1.0, 0.0, 0.3)
+    assert two["freeze_encoder"] is True and two["mask_ratio"] == 0.3
+    assert json.loads((out / "model" / "config.json").read_text())["bias"] is False
+
+    weights = (out / "encoder" / "model.safetensors").stat().st_mtime_ns
+    shutil.rmtree(out / "model")
+    again = run_example("pretrain_encoder_first.py", *both, "--resume", *phases, tmp_path=tmp_path)
+    assert "phase one: already finished" in again.stdout and "phase two: training" in again.stdout
+    assert (out / "encoder" / "model.safetensors").stat().st_mtime_ns == weights
+    assert load_file(out / "model" / "model.safetensors").keys() == model.keys()
+    done = run_example("pretrain_encoder_first.py", *both, "--resume", *phases, tmp_path=tmp_path)
+    assert done.stdout.count("already finished") == 2
+
+
+def test_pretrain_encoder_first_example_stops_at_a_phase_that_fails(tmp_path, corpus):
+    """A bad option for phase one is the CLI's one line and exit code 2, and phase two does not start."""
+    out = tmp_path / "v4"
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "examples" / "pretrain_encoder_first.py"),
+                             "--train-files", str(corpus), "--output-dir", str(out), "--phase-one", "--mask-ratio",
+                             "1.5"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "--mask-ratio must be in [0, 1), got 1.5" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (out / "model").exists()
 
 
 def test_finetune_kjv_to_web_example_scores_held_out_books(tmp_path):

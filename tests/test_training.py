@@ -502,7 +502,9 @@ def test_documented_commands_still_parse():
     commands = [command for source in sources for command in training_commands(source.read_text())]
     assert len(commands) >= 4, commands
     recipe = runpy.run_path(str(REPO_ROOT / "examples" / "pretrain_denoising.py"))["DEFAULTS"]
-    for command in [*commands, recipe]:
+    two = runpy.run_path(str(REPO_ROOT / "examples" / "pretrain_encoder_first.py"))  # and each phase of v4's candidate
+    phases = [[*two["COMMON"], *two[phase], "--output-dir", "x"] for phase in ("PHASE_ONE", "PHASE_TWO")]
+    for command in [*commands, recipe, *phases]:
         if "--tf32" in command and not torch.cuda.is_available():  # the Trainer checks the GPU while parsing
             at = command.index("--tf32")
             command = command[:at] + command[at + 2:]
