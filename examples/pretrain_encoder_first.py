@@ -2,9 +2,9 @@
 
 Phase one trains the encoder alone with BERT's masked-token loss (the decoder's loss off); phase two trains the decoder
 alone on the frozen encoder, so the word vectors that ``scratchformer senses`` scores are phase one's, bit for bit.
-docs/experiments.md has every run behind it (v4c, v4e, v4k, v4l). One command, one sitting on 2 CPU cores (phase one
-stops at 120 minutes, phase two at 50); after a cut, the same command with ``--resume`` continues the phase that was
-running and skips a finished one:
+It is v4c's command, then v4e's (docs/experiments.md has every run behind them): one command, one sitting on 2 CPU
+cores (phase one stops at 130 minutes, phase two at 44); after a cut, the same command with ``--resume`` continues the
+phase that was running and skips a finished one:
 
     python examples/pretrain_encoder_first.py                          # both phases, into outputs/pretrain-v4
     python examples/pretrain_encoder_first.py --resume                 # continue a cut run
@@ -12,7 +12,8 @@ running and skips a finished one:
 
 Options before ``--phase-one`` / ``--phase-two`` go to both phases; after either marker, to that phase alone (any
 ``scratchformer train`` option; each wins over the recipe's). Phase one writes OUTPUT_DIR/encoder, phase two the
-final model to OUTPUT_DIR/model. fp32 on purpose: bf16 autocast was slower on a CPU without AMX (docs/experiments.md).
+final model to OUTPUT_DIR/model. The tokenizer is trained as v3's was (v4c reused it). fp32, unless ``--bf16`` is given:
+it paid on v4c's Xeon with AMX and was slower on an AMD EPYC without (docs/experiments.md).
 On a GPU add ``--batch-size 128 --gradient-accumulation-steps 1 --bf16 --dataloader-num-workers 4`` before the markers.
 """
 
@@ -41,25 +42,24 @@ COMMON = [
     "--eval-steps", "0",
 ]
 
-# Phase one: the `small` shape without biases (Cramming), the encoder's masked-token loss alone, half the tokens of
-# each chunk chosen, warm-up over 55 % of the steps, and the 5 % of corpus rows the tokenizer compresses worst dropped.
+# Phase one, v4c's: the encoder's masked-token loss alone, half the tokens of each chunk chosen, warm-up over 55 % of
+# the steps (v4c was cut by its 130 minutes at step 3245 of 3300, on an Intel Xeon at 2.4 s per step with --bf16).
 PHASE_ONE = [
     "--preset", "small",
-    "--config-overrides", "pre_layer_norm=true,dropout=0.0,position_embedding_type=rope,bias=false",
+    "--config-overrides", "pre_layer_norm=true,dropout=0.0,position_embedding_type=rope",
     "--tokenizer-vocab-size", "16000",
-    "--warmup-steps", "1350",
-    "--max-steps", "2450",
+    "--warmup-steps", "1815",
+    "--max-steps", "3300",
     "--mask-ratio", "0.5",
     "--encoder-mlm-weight", "1",
     "--denoising-weight", "0",
-    "--max-tokens-per-character", "0.3",
     "--save-steps", "250",
     "--save-total-limit", "2",
-    "--max-minutes", "120",
+    "--max-minutes", "130",
 ]
 
-# Phase two: the decoder alone on the frozen encoder (and its shared embedding table), at v1's lighter noise, so that
-# most of each target is there to copy while it learns to.
+# Phase two, v4e's: the decoder alone on the frozen encoder (and its shared embedding table), at v1's lighter noise,
+# so that most of each target is there to copy while it learns to.
 PHASE_TWO = [
     "--freeze-encoder",
     "--warmup-steps", "75",
@@ -67,7 +67,7 @@ PHASE_TWO = [
     "--mask-ratio", "0.3",
     "--save-steps", "250",
     "--save-total-limit", "2",
-    "--max-minutes", "50",
+    "--max-minutes", "44",
 ]
 
 

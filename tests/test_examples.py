@@ -68,7 +68,7 @@ def test_pretrain_denoising_example_runs(tmp_path, corpus):
 
 
 def test_pretrain_encoder_first_example_trains_the_decoder_on_phase_ones_encoder(tmp_path, corpus):
-    """Both phases in one command: phase one trains the encoder alone (biases off), phase two the decoder alone, so the
+    """Both phases in one command: phase one trains the encoder alone, phase two the decoder alone, so the
     final model's encoder is phase one's bit for bit; run again with --resume, a finished phase is skipped, and a
     missing phase two is trained again from the same encoder."""
     from safetensors.torch import load_file
@@ -86,9 +86,10 @@ def test_pretrain_encoder_first_example_trains_the_decoder_on_phase_ones_encoder
     assert all(torch.equal(encoder[name], model[name]) for name in model if name not in decoder_names)
     one = json.loads((out / "encoder" / "train_config.json").read_text())
     two = json.loads((out / "model" / "train_config.json").read_text())
-    assert (one["encoder_mlm_weight"], one["denoising_weight"], one["max_tokens_per_character"]) == (1.0, 0.0, 0.3)
+    assert (one["encoder_mlm_weight"], one["denoising_weight"], one["mask_ratio"]) == (1.0, 0.0, 0.5)
     assert two["freeze_encoder"] is True and two["mask_ratio"] == 0.3
-    assert json.loads((out / "model" / "config.json").read_text())["bias"] is False
+    config = json.loads((out / "model" / "config.json").read_text())  # phase one's shape, kept by phase two
+    assert (config["pre_layer_norm"], config["dropout"], config["position_embedding_type"]) == (True, 0.0, "rope")
 
     weights = (out / "encoder" / "model.safetensors").stat().st_mtime_ns
     shutil.rmtree(out / "model")
