@@ -90,7 +90,7 @@ def finished(folder: Path) -> bool:
 
 def main_two_phases(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--output-dir", default=str(REPO / "outputs" / "pretrain-v4"))
+    parser.add_argument("--output-dir", "--output_dir", default=str(REPO / "outputs" / "pretrain-v4"))
     parser.add_argument("--resume", action="store_true")
     both, one, two = split_phases(argv)
     where, common = parser.parse_known_args(both)
