@@ -42,8 +42,9 @@ COMMON = [
     "--eval-steps", "0",
 ]
 
-# Phase one, v4c's: the encoder's masked-token loss alone, half the tokens of each chunk chosen, warm-up over 55 % of
-# the steps (v4c was cut by its 130 minutes at step 3245 of 3300, on an Intel Xeon at 2.4 s per step with --bf16).
+# Phase one, v4c's: the encoder's masked-token loss alone (BERT's 15 % of the tokens chosen), warm-up over 55 % of the
+# steps (v4c was cut by its 130 minutes at step 3245 of 3300, on an Intel Xeon at 2.4 s per step with --bf16).
+# --mask-ratio shapes only the decoder's noise, which this phase does not train: kept as v4c's command had it.
 PHASE_ONE = [
     "--preset", "small",
     "--config-overrides", "pre_layer_norm=true,dropout=0.0,position_embedding_type=rope",

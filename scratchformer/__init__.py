@@ -3,7 +3,8 @@
 The package is layered; imports only go down:
 
 - :mod:`scratchformer.models` - the model core (config, model, tokenizer): the files that travel with a checkpoint;
-- :mod:`scratchformer.errors` and :mod:`scratchformer.loading` - the one error type and the one loader;
+- :mod:`scratchformer.errors` and :mod:`scratchformer.files` - the one error type, and the file-system rules;
+- :mod:`scratchformer.integrity` and :mod:`scratchformer.loading` - a checkpoint's files checked, and the one loader;
 - :mod:`scratchformer.tokenizer` - the from-scratch BPE and tokenizer training;
 - :mod:`scratchformer.training`, :mod:`scratchformer.analysis`, :mod:`scratchformer.hub` - training, embedding
   analysis, Hub export and upload;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -264,3 +265,15 @@ def test_a_message_is_made_one_line_in_errors_only():
               and isinstance(node.func.value, ast.Constant) and node.func.value.value == " " and node.args
               and isinstance(node.args[0], ast.Call) and getattr(node.args[0].func, "attr", None) == "split"]
     assert joined == [], f"use scratchformer.errors.one_line: {joined}"
+
+
+@pytest.mark.parametrize("package", ["", "training", "analysis", "hub", "tokenizer"])
+def test_each_package_docstring_names_every_module(package):
+    """A package's docstring is its map for a reader: a module added without a line there is one nobody finds."""
+    folder = PACKAGE / package
+    docstring = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
+    modules = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("__")}
+    modules |= {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    prefix = ".".join(["scratchformer", package] if package else ["scratchformer"])
+    missing = sorted(m for m in modules if not re.search(rf"{re.escape(prefix)}\.{m}\b", docstring))
+    assert not missing, f"the docstring of {prefix} does not name {missing}"

@@ -9,6 +9,7 @@
 - :mod:`~scratchformer.hub.layout` - what an exported folder holds: file names and the remote-code entries.
 - :mod:`~scratchformer.hub.card` - the model card (:func:`model_card`) and measured scores (:func:`load_scores`).
 - :mod:`~scratchformer.hub.checks` - :func:`check_folder`: would this folder load for a Hub user?
+- :mod:`~scratchformer.hub.onnx` - the encoder as ONNX (``export --onnx``).
 - :mod:`~scratchformer.hub.push` - :func:`push`: export to a temporary folder and upload it in one commit.
 
 The names below are the public API; import them from here (``from scratchformer.hub import export``). Note that

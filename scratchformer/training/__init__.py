@@ -7,12 +7,18 @@ One module per job:
   and memory;
 - :mod:`~scratchformer.training.data` - loading, splitting and tokenizing the data;
 - :mod:`~scratchformer.training.noise` - BART's text-infilling noise and its collator;
+- :mod:`~scratchformer.training.encoder_losses` - losses on the encoder's own output, added to denoising:
+  :mod:`~scratchformer.training.encoder_mlm` (BERT's masked tokens), :mod:`~scratchformer.training.electra`
+  (replaced-token detection) and :mod:`~scratchformer.training.contrastive` (two windows of one text);
+- :mod:`~scratchformer.training.sampling` - the order of the training examples;
 - :mod:`~scratchformer.training.model_setup` - the tokenizer and the model a run starts from;
 - :mod:`~scratchformer.training.schedule` - the paper's learning-rate schedule as Trainer options;
 - :mod:`~scratchformer.training.metrics` - the loss and the evaluation metrics;
 - :mod:`~scratchformer.training.callbacks` - the noise's epoch and the time limit;
 - :mod:`~scratchformer.training.history` - ``loss_history.json`` and ``loss_curve.png``;
 - :mod:`~scratchformer.training.resume` - which checkpoint a run continues from;
+- :mod:`~scratchformer.training.checkpoints` - crash-safe checkpoints: a folder appears only complete;
+- :mod:`~scratchformer.training.output_dir` - the run's output folder, never shared by two runs;
 - :mod:`~scratchformer.training.streaming` - ``--streaming``: training from an ``IterableDataset``, one shard per
   process, its position saved with each checkpoint;
 - :mod:`~scratchformer.training.sharding` - what FSDP and DeepSpeed need from our model and pipeline;
