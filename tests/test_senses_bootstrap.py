@@ -78,3 +78,35 @@ def test_the_script_scores_saved_models(tmp_path, capsys):
         SCRIPT["main"]([str(tmp_path / "m"), "--data", str(tmp_path / "s.tsv"), "--resamples", "0"])
     with pytest.raises(SystemExit):
         SCRIPT["main"]([str(tmp_path / "m"), str(tmp_path / "m"), "--data", str(tmp_path / "s.tsv")])
+
+
+def values(result: dict) -> dict:
+    """The one model's three figures in a result."""
+    (entry,) = result["models"].values()
+    return {figure: entry[figure]["value"] for figure in SCRIPT["FIGURES"]}
+
+
+def test_words_split_or_kept_whole_by_the_first_models_tokenizer(tmp_path, capsys):
+    """--words scores only the lemmas whose word the first model's tokenizer splits (banks = bank ##s) in most
+    occurrences, or keeps whole; each subset's figures are those of a run on that subset's rows alone."""
+    model, tokenizer = tiny_distilbert()
+    model.save_pretrained(tmp_path / "m")
+    tokenizer.save_pretrained(tmp_path / "m")
+    sentences = [("bank", "1", "banks", "the banks of the river"), ("bank", "1", "banks", "river banks are grassy"),
+                 ("bank", "2", "banks", "the banks gave her money"), ("bank", "2", "bank", "the bank gave money"),
+                 ("fish", "3", "fish", "we fish on the river"), ("fish", "3", "fish", "she is at the river to fish"),
+                 ("fish", "4", "fish", "the fish is on the plate"), ("fish", "4", "fish", "a fish from the stream")]
+    rows = [(lemma, "n", sense, s.index(w), s.index(w) + len(w), s, "g") for lemma, sense, w, s in sentences]
+    results = {}
+    for words, data_rows in (("all", rows), ("split", rows), ("whole", rows), ("alone", rows[4:])):
+        out = tmp_path / f"{words}.json"
+        args = [str(tmp_path / "m"), "--data", str(write_tsv(tmp_path / f"{words}.tsv", data_rows)),
+                "--resamples", "20", "--output", str(out)]
+        assert SCRIPT["main"](args + (["--words", words] if words in ("split", "whole") else [])) == 0
+        results[words] = json.loads(out.read_text())
+    assert [results[w]["groups"] for w in ("all", "split", "whole")] == [2, 1, 1]
+    assert "(words that" in capsys.readouterr().out
+    assert values(results["whole"]) == pytest.approx(values(results["alone"]), abs=1e-12)  # fish alone
+    assert values(results["split"]) != pytest.approx(values(results["whole"]))
+    with pytest.raises(SystemExit):  # no lemma of fish's rows is split
+        SCRIPT["main"]([str(tmp_path / "m"), "--data", str(tmp_path / "alone.tsv"), "--words", "split"])
