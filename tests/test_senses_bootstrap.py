@@ -17,6 +17,13 @@ from scratchformer.analysis.senses import ScoredPairs, roc_auc
 SCRIPT = runpy.run_path(str(REPO_ROOT / "scripts" / "senses_bootstrap.py"))
 
 
+def save_tiny_distilbert(folder) -> None:
+    """A random tiny DistilBERT and its WordPiece tokenizer, saved as a folder the script loads."""
+    model, tokenizer = tiny_distilbert()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
 def parts(data: ScoredPairs, cosines: np.ndarray, hits: np.ndarray) -> dict:
     pair_group = data.group_of[data.pair_a]
     groups = np.array([roc_auc(data.same[pair_group == g], cosines[pair_group == g])
@@ -61,9 +68,7 @@ def test_the_script_scores_saved_models(tmp_path, capsys):
     """End to end on a saved DistilBERT folder and a copy of it: the JSON has both, with no difference between them."""
     import shutil
 
-    model, tokenizer = tiny_distilbert()
-    model.save_pretrained(tmp_path / "m")
-    tokenizer.save_pretrained(tmp_path / "m")
+    save_tiny_distilbert(tmp_path / "m")
     shutil.copytree(tmp_path / "m", tmp_path / "copy")
     out = tmp_path / "boot.json"
     assert SCRIPT["main"]([str(tmp_path / "m"), str(tmp_path / "copy"), "--data", str(write_tsv(tmp_path / "s.tsv")),
@@ -89,9 +94,7 @@ def values(result: dict) -> dict:
 def test_words_split_or_kept_whole_by_the_first_models_tokenizer(tmp_path, capsys):
     """--words scores only the lemmas whose word the first model's tokenizer splits (banks = bank ##s) in most
     occurrences, or keeps whole; each subset's figures are those of a run on that subset's rows alone."""
-    model, tokenizer = tiny_distilbert()
-    model.save_pretrained(tmp_path / "m")
-    tokenizer.save_pretrained(tmp_path / "m")
+    save_tiny_distilbert(tmp_path / "m")
     sentences = [("bank", "1", "banks", "the banks of the river"), ("bank", "1", "banks", "river banks are grassy"),
                  ("bank", "2", "banks", "the banks gave her money"), ("bank", "2", "bank", "the bank gave money"),
                  ("fish", "3", "fish", "we fish on the river"), ("fish", "3", "fish", "she is at the river to fish"),
