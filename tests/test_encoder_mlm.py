@@ -11,7 +11,8 @@ import pytest
 import torch
 from model_fixtures import tiny_config
 from test_contrastive import EOS, MASK, PAD, paragraphs, text  # noqa: F401  (paragraphs is a fixture)
-from test_training import tiny
+from test_training import tiny, train_losses
+from transformers import TrainerCallback
 
 from scratchformer import ScratchformerForConditionalGeneration
 from scratchformer.training import run_training
@@ -223,3 +224,36 @@ def test_denoising_weight_0_is_refused_under_torchrun(monkeypatch, tmp_path, par
     monkeypatch.setenv("WORLD_SIZE", "2")  # what torchrun sets in each process
     with pytest.raises(TrainingSetupError, match="--denoising-weight 0 skips the model's own forward pass"):
         check_options(options, args)
+
+
+class EncoderDtypes(TrainerCallback):
+    """Records the dtype of the first encoder layer's query projection at each training forward pass."""
+
+    def __init__(self):
+        self.seen: list[torch.dtype] = []
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        query = model.model.encoder.layers[0].self_attn.q_proj
+        query.register_forward_hook(lambda module, inputs, output: self.seen.append(output.dtype))
+
+
+@pytest.mark.parametrize("loss", [dict(encoder_mlm_weight=1.0, contrastive_weight=1.0),
+                                  dict(electra_weight=1.0, electra_discriminator_weight=10.0)])
+def test_the_encoders_losses_train_in_the_runs_precision_when_the_decoder_is_skipped(
+        tmp_path, paragraphs, loss):  # noqa: F811
+    """``--bf16 --denoising-weight 0``: accelerate casts only the model's own forward, which is skipped, so the
+    encoder's losses take the run's autocast themselves. Every training pass of the encoder is in bfloat16 (in
+    float32 without ``--bf16``), the losses stay finite, and the weights differ from the float32 run's."""
+    seen, weights = {}, {}
+    for bf16 in (False, True):
+        recorder = EncoderDtypes()
+        options, args = tiny(tmp_path, paragraphs, f"bf16-{bf16}", max_length=64, max_steps=2, save_steps=100,
+                             denoising_weight=0.0, config_overrides="dropout=0.0", bf16=bf16, **loss)
+        folder = Path(run_training(options, args, callbacks=[recorder])["output_dir"])
+        seen[bf16] = set(recorder.seen)
+        weights[bf16] = ScratchformerForConditionalGeneration.from_pretrained(folder).model.encoder.layers[0] \
+            .self_attn.q_proj.weight
+        losses = train_losses(folder)
+        assert len(losses) == 2 and all(math.isfinite(value) for value in losses.values())
+    assert seen == {False: {torch.float32}, True: {torch.bfloat16}}
+    assert not torch.equal(weights[False], weights[True])

@@ -3,11 +3,13 @@
 ``--encoder-mlm-weight`` (:mod:`scratchformer.training.encoder_mlm`).
 
 Denoising trains the encoder only through what the decoder needs to rebuild the text. Each loss here reads extra
-inputs that the collator put into the batch (its ``keys``) with the encoder, and the Trainer adds
-``weight x loss / accumulation steps`` to the micro-batch's loss, so an optimizer step sees the mean over its
-micro-batches. Training logs ``<name>_loss`` (the mean since the last log); in evaluation the extra inputs are
-dropped, so ``eval_loss`` stays the denoising loss. ``--denoising-weight`` scales the decoder's loss; at 0 the
-model's own pass is skipped in training and the encoder learns from these losses alone, as BERT and ELECTRA do.
+inputs that the collator put into the batch (its ``keys``) with the encoder, and the Trainer adds ``weight x loss /
+accumulation steps`` to the micro-batch's loss, so an optimizer step sees the mean over its micro-batches. Each loss
+runs under the run's mixed precision, as the model's own pass does (accelerate casts only ``model.forward``, and
+these losses call the encoder directly). Training logs ``<name>_loss`` (the mean since the last log); in evaluation
+the extra inputs are dropped, so ``eval_loss`` stays the denoising loss. ``--denoising-weight`` scales the decoder's
+loss; at 0 the model's own pass is skipped in training and the encoder learns from these losses alone, as BERT and
+ELECTRA do.
 """
 
 from __future__ import annotations
@@ -54,9 +56,11 @@ class EncoderLosses:
         steps = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
         added = 0.0
         for loss_fn in self.encoder_losses:
-            value = loss_fn(unwrapped, {key: extra[key] for key in loss_fn.keys if key in extra})
+            with self.accelerator.autocast():  # --bf16/--fp16: accelerate casts only the model's own forward
+                value = loss_fn(unwrapped, {key: extra[key] for key in loss_fn.keys if key in extra})
             if value is None:
                 continue
+            value = value.float()
             self._remember(loss_fn.name, value.detach())
             for name, part in getattr(loss_fn, "logged", {}).items():  # a loss's parts, logged beside it
                 self._remember(name, part)
