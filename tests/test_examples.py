@@ -161,9 +161,14 @@ def test_finetune_kjv_to_web_example_scores_held_out_books(tmp_path):
 def test_measure_step_time_example_prints_a_row_per_preset(tmp_path, corpus):
     out = tmp_path / "steps.json"
     run_example("measure_step_time.py", "--corpus", str(corpus), "--presets", "tiny", "--steps", "4", "--skip", "1",
-                "--batch-size", "4", "--max-length", "32", "--rows", "100", "--json", str(out), tmp_path=tmp_path)
-    (row,) = json.loads(out.read_text())
-    assert row["preset"] == "tiny" and row["steps_timed"] == 2 and row["wall_s_per_step"] > 0 and row["params"] > 0
+                "--batch-size", "4", "--max-length", "32", "--rows", "100", "--json", str(out),
+                "--precision", "fp32", "bf16", "--encoder-mlm-weight", "1", "--denoising-weight", "0",
+                "--gradient-accumulation-steps", "2", tmp_path=tmp_path)
+    rows = json.loads(out.read_text())
+    assert [row["precision"] for row in rows] == ["fp32", "bf16"]
+    for row in rows:
+        assert row["preset"] == "tiny" and row["steps_timed"] == 2 and row["wall_s_per_step"] > 0 and row["params"] > 0
+    assert rows[0]["train_loss"] != rows[1]["train_loss"]  # the same run but for the precision: bf16 reached it
 
 
 def test_kjv_to_web_diagnostics_count_what_they_say():
