@@ -13,7 +13,7 @@ phase that was running and skips a finished one:
 Options before ``--phase-one`` / ``--phase-two`` go to both phases; after either marker, to that phase alone (any
 ``scratchformer train`` option; each wins over the recipe's). Phase one writes OUTPUT_DIR/encoder, phase two the
 final model to OUTPUT_DIR/model. The tokenizer is trained as v3's was (v4c reused it). fp32, unless ``--bf16`` is given:
-it paid on v4c's Xeon with AMX and was slower on an AMD EPYC without (docs/experiments.md).
+it pays on a CPU with bf16 instructions (AMX, AVX-512 BF16) and is slower on one without (docs/experiments.md).
 On a GPU add ``--batch-size 128 --gradient-accumulation-steps 1 --bf16 --dataloader-num-workers 4`` before the markers.
 """
 
@@ -43,7 +43,8 @@ COMMON = [
 ]
 
 # Phase one, v4c's: the encoder's masked-token loss alone (BERT's 15 % of the tokens chosen), warm-up over 55 % of the
-# steps (v4c was cut by its 130 minutes at step 3245 of 3300, on an Intel Xeon at 2.4 s per step with --bf16).
+# steps (v4c was cut by its 130 minutes at step 3245 of 3300, on an Intel Xeon at 2.4 s per step; its --bf16 did
+# not reach this phase's loss before f98510f, so it trained in float32, as this recipe does).
 # --mask-ratio shapes only the decoder's noise, which this phase does not train: kept as v4c's command had it.
 PHASE_ONE = [
     "--preset", "small",
