@@ -13,10 +13,10 @@ without it, a 16k byte-level BPE is trained on the corpus sample first. ``--prec
 both precisions, alternating, so that a busy moment of the machine does not fall on one of them; the phase-one step
 (the encoder's masked-token loss alone, 32 x 4) is
 
-    python examples/measure_step_time.py --presets small --tokenizer scratchformer/pretrained/scratchformer-small \
-        --config-overrides pre_layer_norm=true,dropout=0.0,position_embedding_type=rope,bias=false \
-        --encoder-mlm-weight 1 --denoising-weight 0 --gradient-accumulation-steps 4 --steps 14 --skip 5 \
-        --precision fp32 bf16 --rounds 2
+    python examples/measure_step_time.py --presets small --tokenizer scratchformer/pretrained/scratchformer-small \\
+        --config-overrides pre_layer_norm=true,dropout=0.0,position_embedding_type=rope,bias=false \\
+        --encoder-mlm-weight 1 --denoising-weight 0 --gradient-accumulation-steps 4 --max-tokens-per-character 0.3 \\
+        --train-sampling-strategy batch_rebalance --steps 14 --skip 4 --precision fp32 bf16 --rounds 2
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ def main() -> None:
     parser.add_argument("--gradient-accumulation-steps", type=int, default=1)
     parser.add_argument("--encoder-mlm-weight", type=float, default=0.0, help="the encoder's masked-token loss")
     parser.add_argument("--denoising-weight", type=float, default=1.0, help="0 skips the decoder's pass")
+    parser.add_argument("--max-tokens-per-character", type=float, default=None, help="the corpus filter")
+    parser.add_argument("--train-sampling-strategy", default="random", help="batch_rebalance: less padding")
     parser.add_argument("--precision", nargs="+", choices=("fp32", "bf16"), default=["fp32"],
                         help="bf16: bfloat16 autocast; several are timed in turn")
     parser.add_argument("--rounds", type=int, default=1, help="times each preset and precision is timed")
@@ -79,12 +81,14 @@ def main() -> None:
                                    tokenizer=opts.tokenizer, max_train_samples=opts.rows,
                                    tokenizer_max_rows=opts.rows, max_length=opts.max_length, max_eval_samples=32,
                                    encoder_mlm_weight=opts.encoder_mlm_weight,
-                                   denoising_weight=opts.denoising_weight)
+                                   denoising_weight=opts.denoising_weight,
+                                   max_tokens_per_character=opts.max_tokens_per_character)
             args = ScratchformerTrainingArguments(
                 output_dir=os.path.join(tmp, f"{preset}-{precision}-{round_}"), max_steps=opts.steps,
                 per_device_train_batch_size=opts.batch_size,
                 gradient_accumulation_steps=opts.gradient_accumulation_steps, eval_steps=0, save_steps=10**6,
-                logging_steps=10**6, disable_tqdm=True, warmup_steps=opts.steps, bf16=precision == "bf16")
+                logging_steps=10**6, disable_tqdm=True, warmup_steps=opts.steps, bf16=precision == "bf16",
+                train_sampling_strategy=opts.train_sampling_strategy)
             result = run_training(options, args, callbacks=[timer])
             weights = Path(args.output_dir) / "model.safetensors"
             from scratchformer import ScratchformerForConditionalGeneration

@@ -163,7 +163,8 @@ def test_measure_step_time_example_prints_a_row_per_preset(tmp_path, corpus):
     run_example("measure_step_time.py", "--corpus", str(corpus), "--presets", "tiny", "--steps", "4", "--skip", "1",
                 "--batch-size", "4", "--max-length", "32", "--rows", "100", "--json", str(out),
                 "--precision", "fp32", "bf16", "--encoder-mlm-weight", "1", "--denoising-weight", "0",
-                "--gradient-accumulation-steps", "2", tmp_path=tmp_path)
+                "--gradient-accumulation-steps", "2", "--train-sampling-strategy", "batch_rebalance",
+                "--max-tokens-per-character", "1.0", tmp_path=tmp_path)
     rows = json.loads(out.read_text())
     assert [row["precision"] for row in rows] == ["fp32", "bf16"]
     for row in rows:
