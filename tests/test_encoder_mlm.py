@@ -242,8 +242,9 @@ class EncoderDtypes(TrainerCallback):
 def test_the_encoders_losses_train_in_the_runs_precision_when_the_decoder_is_skipped(
         tmp_path, paragraphs, loss):  # noqa: F811
     """``--bf16 --denoising-weight 0``: accelerate casts only the model's own forward, which is skipped, so the
-    encoder's losses take the run's autocast themselves. Every training pass of the encoder is in bfloat16 (in
-    float32 without ``--bf16``), the losses stay finite, and the weights differ from the float32 run's."""
+    encoder's losses take the run's autocast themselves. Every pass of the encoder (training and the final
+    evaluation) is in bfloat16 (in float32 without ``--bf16``), the losses stay finite, and the weights differ from
+    the float32 run's."""
     seen, weights = {}, {}
     for bf16 in (False, True):
         recorder = EncoderDtypes()
