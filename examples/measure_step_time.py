@@ -97,7 +97,8 @@ def main() -> None:
             params = model.num_parameters()
             wall, cpu = timer.wall[opts.skip:], timer.cpu[opts.skip:]
             rows.append(dict(preset=preset, precision=precision, round=round_, params=params,
-                             fp32_mb=weights.stat().st_size / 1e6, fp16_mb=params * 2 / 1e6, wall_s_per_step=statistics.median(wall),
+                             fp32_mb=weights.stat().st_size / 1e6, fp16_mb=params * 2 / 1e6,
+                             wall_s_per_step=statistics.median(wall),
                              cpu_s_per_step=statistics.median(cpu), steps_timed=len(wall),
                              load_average=os.getloadavg()[0],
                              train_loss=result["metrics"].get("train_loss")))
