@@ -25,10 +25,11 @@ REPO = Path(__file__).resolve().parents[1]
 # The recipe of the shipped checkpoint (v3), as it ran on 2 CPU cores (docs/experiments.md has every run behind it):
 # 128 sequences per optimizer step as 32 x 4 gradient accumulation, `batch_rebalance` splitting each step's random
 # draw by length so that less of the work is padding, half the tokens masked for the decoder and BERT's masked-token
-# loss on the encoder beside it (what lifts the word-sense score), bf16 autocast (1.24x on a CPU with AMX; drop it on
-# one without; v3's masked-token loss ran in float32, as --bf16 reached only the decoder's pass before f98510f),
-# stopping with a checkpoint after 85 minutes (--resume continues). v3 itself reused v2's tokenizer, which was trained
-# as here. On a GPU add --batch-size 128 --gradient-accumulation-steps 1 --tf32 true --dataloader-num-workers 4.
+# loss on the encoder beside it (what lifts the word-sense score), bf16 autocast (1.24x on a CPU with AMX; refused on
+# one without AVX-512: add --bf16 false; v3's masked-token loss ran in float32, as --bf16 reached only the decoder's
+# pass before f98510f), stopping with a checkpoint after 85 minutes (--resume continues). v3 itself reused v2's
+# tokenizer, which was trained as here. On a GPU add --batch-size 128 --gradient-accumulation-steps 1 --tf32 true
+# --dataloader-num-workers 4.
 DEFAULTS = [
     "--objective", "denoise",
     "--train-files", str(REPO.parent / "shared" / "data" / "corpus_en.txt.gz"),

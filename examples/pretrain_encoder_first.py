@@ -13,7 +13,8 @@ phase that was running and skips a finished one:
 Options before ``--phase-one`` / ``--phase-two`` go to both phases; after either marker, to that phase alone (any
 ``scratchformer train`` option; each wins over the recipe's). Phase one writes OUTPUT_DIR/encoder, phase two the
 final model to OUTPUT_DIR/model. The tokenizer is trained as v3's was (v4c reused it). fp32, unless ``--bf16`` is given:
-it pays on a CPU with bf16 instructions (AMX, AVX-512 BF16) and is slower on one without (docs/experiments.md).
+it pays on a CPU with bf16 instructions (AMX, AVX-512 BF16); below AVX-512 it is emulated, and refused
+(docs/training.md).
 On a GPU add ``--batch-size 128 --gradient-accumulation-steps 1 --bf16 --dataloader-num-workers 4`` before the markers.
 """
 

@@ -950,6 +950,41 @@ def test_every_option_mistake_is_one_line_before_any_data(tmp_path, capsys, opti
     assert "missing.txt" not in line and not (tmp_path / "o" / "tokenizer").exists()
 
 
+@pytest.mark.parametrize("kernels", [False, True])
+def test_bf16_on_cpu_cores_without_bfloat16_kernels_is_one_line_before_any_data(tmp_path, capsys, monkeypatch,
+                                                                                 kernels):
+    """``--bf16`` on CPU cores where bfloat16 is emulated (x86 below AVX-512: tens of times slower than float32) is
+    refused in one line that says how to turn it off; with the kernels it passes the checks (and the run stops at the
+    missing file); ``--bf16 false`` after it, as after a recipe that has it, is float32 and passes everywhere."""
+    from scratchformer.training import checks
+
+    monkeypatch.setattr(checks, "cpu_has_bf16_kernels", lambda: kernels)
+    command = ["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(tmp_path / "o"),
+               "--use-cpu"]
+    assert cli_main([*command, "--bf16"]) == 2
+    line = one_error_line(capsys)
+    if kernels:
+        assert "missing.txt" in line and "--bf16" not in line, line
+    else:
+        assert line.startswith("scratchformer train: error: --bf16: this run trains on CPU cores without AVX-512")
+        assert "tens of times slower than float32: leave it out, or give --bf16 false after" in line, line
+    assert cli_main([*command, "--bf16", "--bf16", "false"]) == 2
+    assert "missing.txt" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("machine, capability, expected", [
+    ("x86_64", "AVX2", False), ("AMD64", "DEFAULT", False), ("x86_64", "AVX512", True), ("aarch64", "DEFAULT", True)])
+def test_cpu_has_bf16_kernels_from_torchs_cpu_capability(monkeypatch, machine, capability, expected):
+    """An x86 CPU has bfloat16 kernels from AVX-512 on; other architectures are not judged (never refused)."""
+    import platform
+
+    from scratchformer.training.checks import cpu_has_bf16_kernels
+
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    assert cpu_has_bf16_kernels() is expected
+
+
 def test_a_model_and_a_tokenizer_of_other_vocabularies_are_refused_before_data(tmp_path, corpus, capsys):  # noqa: F811
     """--model with a tokenizer of another vocabulary (which trained as long as the ids fitted), overrides against
     the model, learned positions of a --model shorter than --max-length: one line before any data is read. A valid

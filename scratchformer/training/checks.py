@@ -100,9 +100,9 @@ RULES = (
 def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -> None:
     """Every mistake in the options that needs no data, in one place: a value out of range (ours and the
     Trainer's), a missing companion option, a bad ``--config-overrides`` or ``--group-pattern``, a package an option
-    needs, options that contradict each other or this machine (``--fp16`` on CPU cores, ``--fsdp`` in one process),
-    a lock path taken by a folder, and the model the run will build (:func:`check_model_options`). Raises
-    :class:`TrainingSetupError` naming the option."""
+    needs, options that contradict each other or this machine (``--fp16`` on CPU cores, ``--bf16`` on a CPU without
+    bfloat16 kernels, ``--fsdp`` in one process), a lock path taken by a folder, and the model the run will build
+    (:func:`check_model_options`). Raises :class:`TrainingSetupError` naming the option."""
     _check_numbers_are_finite(options, args)
     _check_choices(options)
     for rule in RULES:
@@ -187,12 +187,32 @@ def _value(option: Any) -> Any:
     return getattr(option, "value", option)
 
 
+def cpu_has_bf16_kernels() -> bool:
+    """Whether torch has vector kernels for bfloat16 on this CPU. On x86 they need AVX-512 (fast with AVX-512 BF16 or
+    AMX); below it bfloat16 is emulated, tens of times slower than float32. Other architectures are not refused."""
+    import platform
+
+    import torch
+
+    if platform.machine().lower() not in {"x86_64", "amd64", "i386", "i686"}:
+        return True
+    return torch.backends.cpu.get_cpu_capability() == "AVX512"
+
+
 def _check_precision(args: ScratchformerTrainingArguments) -> None:
-    """``--fp16`` needs a CUDA GPU: on CPU cores torch's float16 autocast runs slower than float32 and the loss
-    scaler guards nothing (bfloat16, ``--bf16``, is the CPU's half precision)."""
+    """Half precision that would slow a CPU run down: ``--fp16`` needs a CUDA GPU (on CPU cores torch's float16
+    autocast runs slower than float32 and the loss scaler guards nothing), and ``--bf16`` needs a CPU with bfloat16
+    kernels (:func:`cpu_has_bf16_kernels`)."""
     if args.fp16 and args.use_cpu:
         raise TrainingSetupError("--fp16 needs a CUDA GPU and this run trains on CPU cores (no GPU, or --use-cpu): "
                                  "leave it out (float32), or give --bf16 for half precision on a CPU")
+    if args.bf16 and args.use_cpu and not cpu_has_bf16_kernels():
+        import torch
+
+        raise TrainingSetupError(f"--bf16: this run trains on CPU cores without AVX-512 (torch uses "
+                                 f"{torch.backends.cpu.get_cpu_capability()}), where bfloat16 is emulated, tens of "
+                                 "times slower than float32: leave it out, or give --bf16 false after a command "
+                                 "that has it")
 
 
 def _check_processes(options: TrainOptions, args: ScratchformerTrainingArguments) -> None:
