@@ -24,6 +24,23 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture
+def refuse_to_open(monkeypatch):
+    """``refuse_to_open(name)``: from then on, ``os.open`` of a file called ``name`` fails as it does on a file system
+    that will not make it (``/proc``), whoever calls it (``pathlib``, ``filelock``)."""
+    real_open = os.open
+
+    def refuse(name: str) -> None:
+        def open_(path, *args, **kwargs):
+            if os.path.basename(os.fspath(path)) == name:
+                raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+            return real_open(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", open_)
+
+    return refuse
+
+
 # The reliability suite (`pytest -m reliability`): the tests that keep a hostile user's cases handled - each a clear
 # error, a correct result, or no harm done. One table, by category; README.md states how many cases each holds
 # (tests/test_reliability_suite.py keeps that line equal to what pytest collects).
@@ -91,6 +108,7 @@ RELIABILITY = {
         "test_the_loss_watch_reads_the_device_only_at_steps_that_synchronise_anyway",
         "test_a_named_pipe_in_a_model_or_tokenizer_folder_is_one_line_not_a_hang",
         "test_an_export_whose_weights_overflow_the_dtype_is_refused_naming_the_tensor",
+        "test_bf16_on_cpu_cores_without_bfloat16_kernels_is_one_line_before_any_data",
     ],
     "kills, locks and concurrent runs": [
         "test_killed_saves_resume_to_the_uninterrupted_weights", "test_incomplete_checkpoints_are_found",
@@ -108,6 +126,8 @@ RELIABILITY = {
         "test_sigterm_during_an_export_removes_its_staging_folder",
         "test_sigterm_during_a_push_removes_its_staged_export",
         "test_ctrl_c_during_a_checkpoint_save_leaves_no_staging_folder",
+        "test_a_lock_file_that_cannot_be_made_is_said_as_such_not_as_another_run",
+        "test_an_export_lock_that_cannot_be_made_is_not_said_to_be_held",
     ],
     "no code run unasked": [
         "test_a_scratchformer_folder_never_runs_its_own_code", "test_booby_trapped_model_and_tokenizer_folders_never_run",

@@ -1118,6 +1118,16 @@ def test_an_export_whose_weights_overflow_the_dtype_is_refused_naming_the_tensor
     assert not (tmp_path / "nan").exists()
 
 
+def test_an_export_lock_that_cannot_be_made_is_not_said_to_be_held(artifacts, tmp_path, refuse_to_open):
+    """A lock file the file system will not make (``export MODEL /proc/y``) read as "being written by another
+    export": the system's error is said instead, and nothing is written."""
+    out = tmp_path / "out"
+    refuse_to_open(".out.export.lock")
+    with pytest.raises(HubError, match=f"^cannot export to {re.escape(str(out))}: .*No such file or directory"):
+        export(artifacts["source"], out)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_export_into_a_folder_another_export_is_writing_is_refused(artifacts, tmp_path):
     """Two exports of different models into one new folder both said "exported", and the folder mixed their files.
     One lock per output folder (.OUT.export.lock beside it, an OS lock): the second export is refused at once and

@@ -44,7 +44,7 @@ from scratchformer.training.checkpoints import (
     rotate_checkpoints,
 )
 from scratchformer.training.model_setup import load_tokenizer
-from scratchformer.training.output_dir import HOLDER_NAME, OutputLock
+from scratchformer.training.output_dir import HOLDER_NAME, LOCK_NAME, OutputLock
 from scratchformer.training.resume import continue_run_options, resolve_resume
 from scratchformer.training.schedule import (
     default_warmup_steps,
@@ -196,6 +196,17 @@ def test_output_lock(tmp_path):
         OutputLock(out).acquire()  # held: refused, even in the same process
     lock.release()
     assert not (out / HOLDER_NAME).exists() and lock_is_free(out)
+
+
+def test_a_lock_file_that_cannot_be_made_is_said_as_such_not_as_another_run(tmp_path, capsys, refuse_to_open):
+    """``--output-dir /proc/x`` gave a traceback, and a lock file the file system will not make read as a lock held
+    by another run (``filelock`` reports both as a timeout): one line that names the folder and the system's error."""
+    refuse_to_open(LOCK_NAME)
+    out = tmp_path / "out"
+    code = cli_main(["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(out)])
+    line = one_error_line(capsys)
+    assert code == 2 and line.startswith(f"scratchformer train: error: --output-dir {out}: cannot be written: "), line
+    assert "No such file or directory" in line and "another run" not in line, line
 
 
 def test_a_killed_runs_lock_dies_with_it(tmp_path):

@@ -164,6 +164,7 @@ def _export_lock(out_dir: Path) -> Iterator[None]:
     target = out_dir.resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     path = target.parent / f".{target.name}.export.lock"
+    path.touch(exist_ok=True)  # a lock file that cannot be made fails here, not as "held by another export"
     lock = FileLock(str(path), timeout=0)
     try:
         lock.acquire()

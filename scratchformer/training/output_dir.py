@@ -58,11 +58,13 @@ class OutputLock:
 
     def acquire(self) -> OutputLock:
         """Take the lock, or raise :class:`TrainingSetupError` at once if another run holds it (a
-        :class:`~scratchformer.errors.StorageError` where the folder cannot be written)."""
+        :class:`~scratchformer.errors.StorageError` where the folder cannot be written, and a one-line error for any
+        other failure to make it or its lock file: ``filelock`` would report that as a lock held)."""
         folder = self.path.parent
         files.check_writable(files.folder_of(folder))
-        with files.writing(folder):
+        with files.writing(folder, every_os_error=True, what=f"--output-dir {folder}: cannot be written: "):
             folder.mkdir(parents=True, exist_ok=True)
+            self.path.touch(exist_ok=True)
             try:
                 self._lock.acquire()
             except Timeout:
