@@ -128,6 +128,7 @@ def test_denoising_run_is_reproducible_and_resumes_exactly(tmp_path, corpus):
     assert (only["start_step"], only["end_step"], only["examples_per_step"]) == (0, 8, 8)
     assert only["seconds"] > 0 and only["steps_per_second"] == pytest.approx(8 / only["seconds"], rel=0.05)  # seconds are rounded to 0.01
     assert "CPU cores" in only["device"] and only["precision"] == "fp32" and record["final_step"] == 8
+    assert only["cpu_capability"] == torch.backends.cpu.get_cpu_capability()  # "AMD EPYC" was AVX2 and AVX-512
     assert json.loads((out / "checkpoint-4" / "run_record.json").read_text())["invocations"][0]["end_step"] == 4
 
     # interrupted after step 4 (checkpoint-4 is written), then resumed with the same options

@@ -129,20 +129,23 @@ RUN_RECORD = "run_record.json"  # in OUTPUT_DIR at the end of a run, and in ever
 
 
 def describe_hardware(args) -> dict[str, Any]:
-    """What a run trains on, for the record and the model card: the device, the processes, the precision."""
+    """What a run trains on, for the record and the model card: the device, the processes, the precision. On CPU
+    cores also torch's CPU capability (``AVX2``, ``AVX512``, ...): one model name covers CPUs of other speeds."""
     import platform
 
     processes = max(1, getattr(args, "world_size", 1))
+    cpu = {}
     if torch.cuda.is_available() and args.device.type == "cuda":
         device = f"{processes} x {torch.cuda.get_device_name(args.device)}"
     else:
         device = f"{_cpu_model() or platform.machine()}, {os.cpu_count()} CPU cores"
         if processes > 1:
             device += f", {processes} processes"
+        cpu = {"cpu_capability": torch.backends.cpu.get_cpu_capability()}
     precision = "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32"
     if precision != "bf16" and getattr(args, "tf32", None):
         precision += " (TF32 matmuls)"
-    return {"device": device, "processes": processes, "torch_threads": torch.get_num_threads(),
+    return {"device": device, **cpu, "processes": processes, "torch_threads": torch.get_num_threads(),
             "precision": precision, "torch": torch.__version__}
 
 
