@@ -149,6 +149,15 @@ def one_line(error: object) -> str:
     return redact(" ".join(str(error).split()))
 
 
+def quoted(value: object, limit: int = 80) -> str:
+    """``value`` as a message quotes it (a text's ``repr``, another object's), cut after ``limit`` characters with
+    its length said: a message that names a user's sentence stays one readable line when it is 10,000 characters."""
+    if not isinstance(value, str):
+        shown = repr(value)
+        return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown):,} characters)"
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value):,} characters)"
+
+
 def scrub(error: BaseException, *secrets: str | None) -> BaseException:
     """Redact, in place, ``error`` and every exception it chains (``__cause__``, ``__context__``, an exception
     group's members): their arguments, notes and text attributes. A library's error that still shows a secret

@@ -10,6 +10,7 @@ The helpers at the top are also imported by ``test_senses.py`` and ``test_compar
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import pytest
@@ -382,6 +383,28 @@ def test_long_text_is_truncated_with_a_warning_or_rejected(distil):
     strict = EmbeddingExtractor(distil.model, distil.tokenizer, long_inputs="error")
     with pytest.raises(ValueError, match="longer than the model's maximum.*long_inputs='truncate'"):
         strict.sentence_embeddings([long_text])
+
+
+def test_errors_about_a_long_sentence_quote_it_cut_to_one_short_line(distil):
+    """A 10,000-word sentence is quoted by its first 80 characters and its length, and its words by the first 40 and
+    a count, in every message that names it: quoted whole, one line would be 50,000 characters and more."""
+    long_text = "word " * 10_000 + "bank here."
+    shown = f"{long_text[:80]!r}... (50,010 characters)"
+    cases = [
+        (lambda: distil.word_embedding(long_text, "bank"), "past the model's maximum of 64 tokens"),
+        (lambda: distil.word_embedding(long_text, "bnak"), "and 9,962 more"),
+        (lambda: distil.word_embedding(long_text, "bank", occurrence=5), "occurs 1 time(s)"),
+        (lambda: distil.word_embedding(long_text, (10, 10**6)), "does not select a word"),
+    ]
+    for call, message in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(ValueError, match=re.escape(message)) as caught:
+                call()
+        assert shown in str(caught.value) and len(str(caught.value)) < 2000, (message, len(str(caught.value)))
+    with pytest.raises(ValueError, match=r"query 0 = \['word word .*\.\.\. \(50,014 characters\): use") as caught:
+        distil.word_embeddings([[long_text]])  # a list, not a tuple
+    assert len(str(caught.value)) < 300
 
 
 def test_model_without_input_embeddings(distil):

@@ -8,7 +8,7 @@ import traceback
 
 import pytest
 
-from scratchformer.errors import ScratchformerError, no_secrets, one_line, scrub
+from scratchformer.errors import ScratchformerError, no_secrets, one_line, quoted, scrub
 
 TOKEN = "hf_ChainSecret0123456789abcdefgh"
 PASSWORD = "pa55w0rd-in-a-url"
@@ -113,3 +113,11 @@ def test_no_secrets_redacts_the_hub_logs_and_what_leaves_the_block(monkeypatch):
 def test_one_line_joins_a_message_of_several_lines_and_redacts_it():
     error = ValueError(f"All the data files must have the same columns,\n  but  {TOKEN} differs\n\tsee the docs")
     assert one_line(error) == "All the data files must have the same columns, but hf_*** differs see the docs"
+
+
+def test_quoted_cuts_a_long_value_and_says_its_length():
+    assert quoted("the bank") == "'the bank'"
+    assert quoted("x" * 80) == repr("x" * 80)  # up to the limit, whole
+    assert quoted("ab" * 50, limit=4) == "'abab'... (100 characters)"
+    assert quoted(("s" * 10_000,), limit=5) == "('sss... (10,005 characters)"  # another object: its repr, cut
+    assert quoted([1, 2]) == "[1, 2]"

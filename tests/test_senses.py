@@ -77,6 +77,15 @@ def test_bad_tsv(tmp_path, header, rows, message):
         read_senses_tsv(write_tsv(tmp_path / "bad.tsv", rows, header))
 
 
+def test_a_bad_span_in_a_long_sentence_is_said_with_the_sentence_cut(tmp_path):
+    long_sentence = "the bank " * 5_000
+    path = write_tsv(tmp_path / "long.tsv", [("bank", "n", "1", 50_000, 50_004, long_sentence, "g")], HEADER)
+    with pytest.raises(DataError, match=r"span 50000-50004 does not fit the 45000-character sentence "
+                                        r"'the bank the bank .*'\.\.\. \(45,000 characters\)$") as caught:
+        read_senses_tsv(path)
+    assert len(str(caught.value)) < 300
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(ValueError, match="not found"):
         read_senses_tsv(tmp_path / "nope.tsv")

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import torch
 
-from ..errors import ScratchformerError
+from ..errors import ScratchformerError, quoted
 
 PROGRESS_MIN_TEXTS = 100  # show a progress bar by default from this many texts on
 LONG_INPUTS = ("truncate", "error")
@@ -165,7 +165,7 @@ class TextEncoder:
     def _report_long_texts(self, texts: Sequence[str], too_long: list[int], fast: bool) -> None:
         first = too_long[0]
         message = (f"{len(too_long)} text(s) are longer than the model's maximum of {self.max_length} tokens, e.g. "
-                   f"text {first} ({texts[first][:60]!r}...)")
+                   f"text {first} ({quoted(texts[first], 60)})")
         if not fast:
             raise ScratchformerError(f"{message}; shorten them (only fast tokenizers can be truncated here)")
         if self.long_inputs == "error":

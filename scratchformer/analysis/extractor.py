@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 import torch
 
-from ..errors import ScratchformerError
+from ..errors import ScratchformerError, quoted
 from .attention import AttentionMaps, attention_maps
 from .encoding import Encoded, TextEncoder
 from .layers import (
@@ -267,7 +267,7 @@ class EmbeddingExtractor:
         def keep(i: int, e: Encoded, hidden: torch.Tensor) -> torch.Tensor:
             truncated[i] = e.truncated
             vectors = vectors_at(self.model, e.input_ids, hidden, layer)
-            return pool_sentence(vectors, e.special, pooling, exclude_special_tokens, f"sentence {i} ({e.text!r})")
+            return pool_sentence(vectors, e.special, pooling, exclude_special_tokens, f"sentence {i} ({quoted(e.text)})")
 
         vectors = self.text_encoder.map(sentences, keep)
         return SentenceEmbeddings(sentences=sentences, layer=layer, kind=layer_kind(layer), pooling=pooling,

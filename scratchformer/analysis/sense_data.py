@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import files
-from ..errors import DataError, ScratchformerError
+from ..errors import DataError, ScratchformerError, quoted
 
 REQUIRED_COLUMNS = ("lemma", "pos", "synset", "start", "end", "sentence")
 GROUP_BY = ("lemma", "lemma_pos")
@@ -116,12 +116,13 @@ def _example(path: Path, line: int, row: list[str], header: list[str]) -> SenseE
 def _check_span(where: str, sentence: str, start: int, end: int) -> None:
     where = f"{where}: span {start}-{end}"
     if not 0 <= start < end <= len(sentence):
-        raise DataError(f"{where} does not fit the {len(sentence)}-character sentence {sentence!r}")
+        raise DataError(f"{where} does not fit the {len(sentence)}-character sentence {quoted(sentence)}")
     target = sentence[start:end]
     if target != target.strip():
-        raise DataError(f"{where} selects {target!r}, which starts or ends with whitespace, in {sentence!r}")
+        raise DataError(f"{where} selects {quoted(target)}, which starts or ends with whitespace, in {quoted(sentence)}")
     if (start > 0 and sentence[start - 1].isalnum()) or (end < len(sentence) and sentence[end].isalnum()):
-        raise DataError(f"{where} selects {target!r}, which starts or ends inside a word of {sentence!r} (off by one?)")
+        raise DataError(f"{where} selects {quoted(target)}, which starts or ends inside a word of {quoted(sentence)} "
+                        "(off by one?)")
 
 
 def group_examples(examples: list[SenseExample], group_by: str = "lemma") -> list[list[int]]:

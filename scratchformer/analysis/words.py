@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ScratchformerError
+from ..errors import ScratchformerError, quoted
 from .encoding import Encoded
 
 _WORD_RE = re.compile(r"\w+(?:[-'’]\w+)*")
@@ -76,8 +76,8 @@ def find_word(sentence: str, word: str, occurrence: int = 0,
     valid = isinstance(occurrence, int) and not isinstance(occurrence, bool)
     if not valid or not -len(matches) <= occurrence < len(matches):
         raise ScratchformerError(
-            f"occurrence={occurrence!r} is out of range: {word!r} occurs {len(matches)} time(s) in "
-            f"{sentence!r}; use 0..{len(matches) - 1} (0 = first, -1 = last)"
+            f"occurrence={occurrence!r} is out of range: {quoted(word)} occurs {len(matches)} time(s) in "
+            f"{quoted(sentence)}; use 0..{len(matches) - 1} (0 = first, -1 = last)"
         )
     match = matches[occurrence]
     return WordSpan(sentence, match.start(), match.end(), occurrence % len(matches))
@@ -86,9 +86,14 @@ def find_word(sentence: str, word: str, occurrence: int = 0,
 def _not_found_message(sentence: str, word: str, pattern: str, tokens_of: Callable[[str], list[str]] | None) -> str:
     other_case = sorted({m.group() for m in re.finditer(pattern, sentence, flags=re.IGNORECASE)})
     hint = f" It occurs with other capitalisation as {other_case}; pass that spelling." if other_case else ""
-    tokens = f"; its tokens: {tokens_of(sentence)}" if tokens_of else ""
-    return (f"word {word!r} is not a whole word of the sentence {sentence!r}.{hint} "
-            f"The sentence's words: {[w for w, _, _ in sentence_words(sentence)]}{tokens}")
+    tokens = f"; its tokens: {_some(tokens_of(sentence))}" if tokens_of else ""
+    return (f"word {quoted(word)} is not a whole word of the sentence {quoted(sentence)}.{hint} "
+            f"The sentence's words: {_some([w for w, _, _ in sentence_words(sentence)])}{tokens}")
+
+
+def _some(items: list[str], limit: int = 40) -> str:
+    """A list for a message, its first ``limit`` items and how many more: a long sentence's words stay one line."""
+    return f"{items[:limit]} and {len(items) - limit:,} more" if len(items) > limit else str(items)
 
 
 def check_span(sentence: str, span: Any) -> WordSpan:
@@ -99,7 +104,7 @@ def check_span(sentence: str, span: Any) -> WordSpan:
         raise ScratchformerError(f"span={span!r} must be a pair of character positions (start, end)") from None
     if not 0 <= start < end <= len(sentence) or not sentence[start:end].strip():
         raise ScratchformerError(
-            f"span=({start}, {end}) does not select a word of the {len(sentence)}-character sentence {sentence!r}"
+            f"span=({start}, {end}) does not select a word of the {len(sentence)}-character sentence {quoted(sentence)}"
         )
     return WordSpan(sentence, start, end)
 
@@ -109,7 +114,7 @@ def parse_query(index: int, query: Any, tokens_of: Callable[[str], list[str]] | 
     the span of characters it asks for. ``index`` numbers the query in error messages."""
     if not isinstance(query, tuple) or len(query) not in (2, 3) or not isinstance(query[0], str):
         raise ScratchformerError(
-            f"query {index} = {query!r}: use (sentence, word), (sentence, word, n) or (sentence, (start, end))")
+            f"query {index} = {quoted(query)}: use (sentence, word), (sentence, word, n) or (sentence, (start, end))")
     sentence, target = query[0], query[1]
     if not sentence.strip():
         raise ScratchformerError(f"query {index}: the sentence is empty")
@@ -158,8 +163,8 @@ def locate(encoded: Encoded, span: WordSpan, tokens: Callable[[Sequence[int]], l
     if not indices:
         detail = (f"it lies past the model's maximum of {max_length} tokens (the text was truncated)"
                   if encoded.truncated else "no token covers it")
-        raise ScratchformerError(f"cannot embed {encoded.text[span.start:span.end]!r} at characters "
-                                 f"{span.start}-{span.end} of {encoded.text!r}: {detail}")
+        raise ScratchformerError(f"cannot embed {quoted(encoded.text[span.start:span.end])} at characters "
+                                 f"{span.start}-{span.end} of {quoted(encoded.text)}: {detail}")
     ids = [encoded.input_ids[i] for i in indices]
     return WordLocation(
         sentence=encoded.text,
