@@ -275,6 +275,30 @@ def test_cli_writes_json_and_plot(tmp_path, capsys):
     assert "ROC-AUC" in capsys.readouterr().out
 
 
+def test_a_word_past_a_model_s_positions_is_found_before_any_model_is_scored(tmp_path, monkeypatch):
+    """The tiny model reads 64 tokens: a row whose word lies past them is named by its line before the first forward
+    pass, not after the models before it were scored; a long row of a group that is not scored is not refused."""
+    import scratchformer.analysis.senses as senses
+
+    model, tokenizer = tiny_distilbert()
+    model.save_pretrained(tmp_path / "distil")
+    tokenizer.save_pretrained(tmp_path / "distil")
+    far = "word " * 100 + "the river bank"
+    rows = [*ROWS[:3], ("bank", "n", "2", far.index("bank"), far.index("bank") + 4, far, "side"), *ROWS[3:]]
+    scored = []
+    monkeypatch.setattr(senses, "evaluate_senses", lambda *args, **kwargs: scored.append(args))
+    with pytest.raises(ValueError, match=r"s\.tsv:5 \(.*distil\): cannot embed 'bank' at characters 510-514 of "
+                                         r"'word word .*'\.\.\. \(514 characters\): it lies past the model's "
+                                         r"maximum of 64 tokens"):
+        run_senses(write_tsv(tmp_path / "s.tsv", rows), [str(tmp_path / "distil")] * 2, output=tmp_path / "out")
+    assert scored == []
+    monkeypatch.undo()
+    alone = ("write", "v", "5", far.index("bank"), far.index("bank") + 4, far, "a lemma of one row: never scored")
+    (report,) = run_senses(write_tsv(tmp_path / "t.tsv", [*ROWS[:-1], alone]), [str(tmp_path / "distil")],
+                           output=tmp_path / "out", quiet=True)
+    assert report.pairs == 11
+
+
 def test_cli_bad_data_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="missing column"):
         run_senses(write_tsv(tmp_path / "bad.tsv", [("a",)], "lemma\n"), ["unused"])

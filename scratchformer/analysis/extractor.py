@@ -33,7 +33,8 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -208,6 +209,19 @@ class EmbeddingExtractor:
             return [self._word(e, hidden, location, layer, pooling) for layer in layer_list]
 
         return self.text_encoder.map([span.sentence for span in spans], keep)
+
+    def check_words(self, queries: Sequence[WordQuery], where: Callable[[int], str] = "query {}".format) -> None:
+        """Raises for the first query whose word cannot be embedded (past the model's positions), from tokenizing
+        alone: a long evaluation finds it before its first forward pass. ``where(q)`` names query ``q``."""
+        spans = [parse_query(q, query, self._sentence_tokens) for q, query in enumerate(queries)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the forward pass warns of the truncated texts, once
+            encoded = self.text_encoder.tokenize([span.sentence for span in spans])
+        for q, (e, span) in enumerate(zip(encoded, spans)):
+            try:
+                locate(e, span, self.tokens, self.max_length)
+            except ScratchformerError as error:
+                raise ScratchformerError(f"{where(q)}: {error}") from None
 
     def word_embedding(self, sentence: str, word: str | tuple[int, int], occurrence: int = 0, layer: Layer = -1,
                        pooling: str = "mean") -> WordEmbedding:

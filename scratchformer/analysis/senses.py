@@ -321,11 +321,15 @@ def run_senses(
 
     check_options(models, pooling, group_by, batch_size, max_groups)
     examples = first_groups(read_senses_tsv(data), group_by, max_groups)
-    scorable_groups(examples, group_by)
+    used = [examples[i] for i in ScoredPairs.of(examples, group_by).used]
     out = check_output_folder(output, models, [data], writes=(SENSES_JSON, SENSES_PLOT))  # made when it is written
+    loaded_models = [load_extractor(source, batch_size=batch_size, texts=[ex.sentence for ex in examples])
+                     for source in models]
+    for loaded in loaded_models:  # a word past a model's positions is found before the first model's work
+        loaded.extractor.check_words([(ex.sentence, (ex.start, ex.end)) for ex in used],
+                                     where=lambda q, label=loaded.label: f"{data}:{used[q].line} ({label})")
     reports = []
-    for source in models:
-        loaded = load_extractor(source, batch_size=batch_size, texts=[ex.sentence for ex in examples])
+    for loaded in loaded_models:
         reports.append(evaluate_senses(loaded.extractor, examples, pooling=pooling, group_by=group_by,
                                        model_label=loaded.label, data_label=str(data)))
         if not quiet:
