@@ -23,7 +23,7 @@ import pytest
 from test_embeddings import tiny_distilbert, tiny_scratchformer
 
 from scratchformer.analysis.bank import BANK_STUDY, run_compare
-from scratchformer.analysis.report import chromium_command, find_chromium
+from scratchformer.analysis.report import chromium_command, find_chromium, script_json
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +73,22 @@ def test_report_is_one_self_contained_file(report):
     # the tables with the verdicts, and the attention data of both models
     assert page.count("senses separated:") >= 4  # the summary and each model's table
     data = json.loads(re.search(r'<script type="application/json" id="attention-data">(.*?)</script>', page,
-                                re.S).group(1).replace("<\\/", "</"))
+                                re.S).group(1))
     scratch, distil = data["models"]
     assert [s["key"] for s in scratch["stacks"]] == ["encoder", "decoder", "cross"]
     assert [s["layers"] for s in scratch["stacks"]] == [3, 2, 2]
     assert "teacher forcing" in scratch["stacks"][1]["note"]
     assert [s["key"] for s in distil["stacks"]] == ["encoder"]
+
+
+def test_sentences_that_look_like_markup_cannot_end_the_page_s_data_script():
+    """A sentence's ``</script>`` would close the data's element; its ``<!--<script>`` would put the tokenizer into
+    the double-escaped state, where the page's own ``</script>`` no longer closes it (the rest of the page becomes
+    script). The data holds no ``<`` at all, and reads back the same."""
+    payload = {"text": "<!--<script> the bank </script> & <b>", "tokens": ["</", "<!--", "a&b"]}
+    text = script_json(payload)
+    assert not set("<>&") & set(text)
+    assert json.loads(text) == payload
 
 
 def _colours(page, view: int) -> list[str]:

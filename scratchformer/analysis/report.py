@@ -76,9 +76,12 @@ def colour_stops() -> list[list[int]]:
     return [[round(255 * c) for c in cmap(i / (COLOUR_STOPS - 1))[:3]] for i in range(COLOUR_STOPS)]
 
 
-def _script_json(payload: Any) -> str:
-    """JSON that is safe inside ``<script>``: no ``</`` can close the element early."""
-    return json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
+def script_json(payload: Any) -> str:
+    """JSON that is safe inside ``<script>``: it holds no ``<``, ``>`` or ``&`` (each is its ``\\u`` escape, which
+    JSON reads back as the character), so a sentence's ``</script>`` cannot close the element, nor its ``<!--<script>``
+    keep the page's own ``</script>`` from closing it."""
+    text = json.dumps(payload, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -209,7 +212,7 @@ for its value. A word split into several tokens spans several rows and columns.<
 {geometry}
 </main>
 <footer>Written by <code>scratchformer compare --html</code>. The numbers are also in compare.json.</footer>
-<script type="application/json" id="attention-data">{_script_json(data)}</script>
+<script type="application/json" id="attention-data">{script_json(data)}</script>
 <script>{ATTENTION_JS}</script>
 </body></html>
 """
