@@ -443,7 +443,10 @@ def not_a_file(path: str | os.PathLike) -> str | None:
 
 
 def check_file(path: str | os.PathLike, error: type[ScratchformerError] = ScratchformerError) -> None:
-    """Raise ``error`` in one line when ``path`` exists but is no regular file (:func:`not_a_file`)."""
+    """Raise ``error`` in one line when ``path`` is empty (``Path("")`` is the working folder) or exists but is no
+    regular file (:func:`not_a_file`)."""
+    if isinstance(path, str) and not path.strip():
+        raise error(f"no file named {path!r}: give a file")
     if problem := not_a_file(path):
         raise error(f"{problem}; put the real file there")
 
@@ -462,6 +465,8 @@ def check_output_folder(output: str | os.PathLike, inputs: Iterable[tuple[str, s
     contain one (a command that deletes there); with ``writes`` (the names written there) it may not be one, nor may
     those files. The nearest existing folder must be one this user may write into (:func:`permission_denied`)."""
     folder, name = Path(output), name or str(output)
+    if isinstance(output, str) and not output.strip():  # Path("") is the working folder
+        raise error(f"{name}: an empty name is no folder; give a folder to write into")
     if folder.exists() and not folder.is_dir():
         raise error(f"{name} is a file, not a folder; give a folder to write into")
     written = [] if writes is None else list(writes)

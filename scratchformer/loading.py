@@ -422,6 +422,8 @@ def is_network_error(error: BaseException) -> bool:
 
 
 def _check_exists(source: str) -> None:
+    if not source.strip() or "\x00" in source:  # Path("") is the working folder; open() refuses a NUL byte
+        raise ScratchformerError(f"no model named {source!r}: {_WHAT_TO_GIVE}")
     path = Path(source)
     check_readable(path)  # a folder (or a parent) this user may not read: one line naming it, not a traceback
     if path.is_dir():
@@ -431,9 +433,13 @@ def _check_exists(source: str) -> None:
         return
     looks_like_hub_id = source.count("/") == 1 and not source.startswith((".", "/", "~")) and not path.suffix
     if path.exists() or not looks_like_hub_id:
-        raise ScratchformerError(
-            f"no model at {source!r}: give a folder saved with save_pretrained, a Hub id (namespace/name), or one of "
-            f"the aliases {', '.join(ALIASES)}")
+        alias = source.strip().lower()
+        hint = f" (did you mean {alias!r}?)" if alias in ALIASES else ""
+        raise ScratchformerError(f"no model at {source!r}{hint}: {_WHAT_TO_GIVE}")
+
+
+_WHAT_TO_GIVE = ("give a folder saved with save_pretrained, a Hub id (namespace/name), or one of the aliases "
+                 + ", ".join(ALIASES))
 
 
 def _model_type(source: str) -> str | None:

@@ -93,7 +93,8 @@ RELIABILITY = {
         "test_weights_that_are_not_floats_are_refused_in_one_line", "test_check_folder_names_weights_that_are_not_floats",
     ],
     "one line and exit 2 for every mistake": [
-        "test_a_user_mistake_is_one_line_and_exit_2", "test_cli_mistakes_end_with_one_error_line",
+        "test_a_user_mistake_is_one_line_and_exit_2",
+        "test_an_empty_path_is_one_line_and_nothing_is_written_in_the_working_folder", "test_cli_mistakes_end_with_one_error_line",
         "test_cli_error_in_a_subprocess_has_no_traceback", "test_bad_option_fails_fast_with_one_line",
         "test_a_training_command_without_its_extra_is_one_line", "test_missing_sacrebleu_is_found_before_data",
         "test_a_run_that_fails_leaves_no_empty_output_folder",

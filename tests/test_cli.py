@@ -115,6 +115,50 @@ def test_a_user_mistake_is_one_line_and_exit_2(command, tmp_path):
     assert len(errors) == 1, result.stderr[-2000:]
 
 
+# A path given as an empty string (an unset shell variable: --output-dir "$OUT") is the working folder to pathlib:
+# `train --output-dir ""` put its lock and tokenizer there and ended in a traceback, `compare --output ""` wrote there.
+EMPTY_PATHS = {
+    "train --output-dir": (["train", "--train-files", "{data}", "--output-dir", ""], "--output-dir is empty"),
+    "train --train-files": (["train", "--train-files", " ", "--output-dir", "{tmp}/t"], "--train-files is empty"),
+    "train --validation-files": (["train", "--train-files", "{data}", "--validation-files", "", "--output-dir",
+                                  "{tmp}/t"], "--validation-files is empty"),
+    "train --model": (["train", "--train-files", "{data}", "--model", "", "--output-dir", "{tmp}/t"],
+                      "--model is empty"),
+    "train --tokenizer": (["train", "--train-files", "{data}", "--tokenizer", "", "--output-dir", "{tmp}/t"],
+                          "--tokenizer is empty"),
+    "senses --data": (["senses", "--data", "", "--output", "{tmp}/s"], "no file named ''"),
+    "senses --output": (["senses", "--data", "{tsv}", "--output", ""], "--output '': an empty name is no folder"),
+    "geometry --data": (["geometry", "--data", "", "--output", "{tmp}/g"], "no file named ''"),
+    "geometry --output": (["geometry", "--data", "{data}", "--min-occurrences", "2", "--output", ""],
+                          "an empty name is no folder"),
+    "compare --output": (["compare", "--output", "", "--no-plots"], "an empty name is no folder"),
+    "compare --model": (["compare", "--no-defaults", "--model", "", "--output", "{tmp}/c"], "no model named ''"),
+    "train-tokenizer data": (["train-tokenizer", "", "--output", "{tmp}/tok"], "no file named ''"),
+    "train-tokenizer --output": (["train-tokenizer", "{data}", "--output", ""], "an empty name is no folder"),
+    "export source": (["export", "", "{tmp}/out"], "no model folder named ''"),
+    "export destination": (["export", "small", " "], "no export folder named ' '"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EMPTY_PATHS))
+def test_an_empty_path_is_one_line_and_nothing_is_written_in_the_working_folder(case, tmp_path, monkeypatch,
+                                                                                capsys):
+    argv, message = EMPTY_PATHS[case]
+    data = tmp_path / "data.txt"
+    data.write_text("the river bank\nthe money bank\n")
+    tsv = tmp_path / "senses.tsv"
+    tsv.write_text("lemma\tpos\tsynset\tstart\tend\tsentence\n" + "".join(
+        f"bank\tn\t{sense}\t4\t8\tthe bank {text}\n" for sense, text in [(1, "of a river"), (1, "of a stream"),
+                                                                       (2, "of money"), (2, "lends")]))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main([arg.format(tmp=tmp_path, data=data, tsv=tsv) for arg in argv]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and message in errors[0], errors
+    assert list(work.iterdir()) == []
+
+
 def test_a_library_message_of_several_lines_reaches_the_terminal_as_one_line(tmp_path, capsys):
     """datasets' message for a garbled TSV spans lines; the CLI's error is still its last line, and the only one."""
     garbled = tmp_path / "garbled.tsv"

@@ -95,6 +95,10 @@ def test_random_alias_is_untrained_and_labelled():
     ("does/not/exist/deeper", "no model at 'does/not/exist/deeper'"),
     ("./missing-folder", "no model at './missing-folder'"),
     ("model.safetensors", "no model at 'model.safetensors'"),
+    ("", "no model named ''"),  # Path("") is the working folder
+    ("\x00", r"no model named '\\x00'"),  # open() refuses a NUL byte with a ValueError of its own
+    ("SMALL", "no model at 'SMALL' \\(did you mean 'small'\\?\\)"),
+    ("minilm ", "no model at 'minilm ' \\(did you mean 'minilm'\\?\\)"),
 ])
 def test_a_name_that_is_nothing_is_a_clear_error(name, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -45,8 +45,8 @@ class Sentences:
 def read_sentences(path: str | Path, max_sentences: int | None = None) -> Sentences:
     """The distinct sentences of ``path`` (the first ``max_sentences`` of them), those with at least one word.
     Raises :class:`~scratchformer.errors.DataError` for a missing, empty or non-UTF-8 file."""
+    files.check_file(path, DataError)  # empty, a loop of symbolic links, a named pipe, a device: said as such
     path = Path(path)
-    files.check_file(path, DataError)  # a loop of symbolic links, a named pipe, a device: said as such
     if not path.is_file():
         raise DataError(f"data {str(path)!r} not found or not a file; give a word-sense TSV (the format of "
                         "`scratchformer senses`) or a plain text file with one sentence a line")

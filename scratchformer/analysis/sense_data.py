@@ -55,8 +55,8 @@ class SenseExample:
 
 def read_senses_tsv(path: str | Path) -> list[SenseExample]:
     """Read and check a word-sense TSV (see the module docstring); blank lines are skipped."""
+    files.check_file(path, DataError)  # empty, a loop of symbolic links, a named pipe, a device: said as such
     path = Path(path)
-    files.check_file(path, DataError)  # a loop of symbolic links, a named pipe, a device: said as such
     if not path.is_file():
         raise DataError(f"word-sense data {str(path)!r} not found or not a file; expected {_EXPECTED}")
     with files.reading(path):  # a file this user may not read: one line naming it and the user

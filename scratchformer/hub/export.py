@@ -91,6 +91,9 @@ def export(model_or_folder: Any, out_dir: str | os.PathLike, tokenizer: Any = No
     options = CardOptions(**card)  # an unknown card option is a TypeError, as an unknown keyword always was
     if onnx:
         require_onnx()
+    for name, path in (("model folder", model_or_folder), ("export folder", out_dir)):
+        if isinstance(path, str) and not path.strip():  # Path("") is the working folder
+            raise HubError(f"no {name} named {path!r}: give a folder")
     out_dir = Path(out_dir)
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if repo_id is not None:

@@ -104,6 +104,7 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
     bfloat16 kernels, ``--fsdp`` in one process), a lock path taken by a folder, and the model the run will build
     (:func:`check_model_options`). Raises :class:`TrainingSetupError` naming the option."""
     _check_numbers_are_finite(options, args)
+    _check_paths(options, args)
     _check_choices(options)
     for rule in RULES:
         value = getattr(options, rule.name) if hasattr(options, rule.name) else getattr(args, rule.name)
@@ -231,6 +232,21 @@ def _check_processes(options: TrainOptions, args: ScratchformerTrainingArguments
     if args.dataloader_persistent_workers and args.dataloader_num_workers == 0:
         raise TrainingSetupError("--dataloader-persistent-workers keeps the data-loader workers alive between "
                                  "epochs and there are none: give --dataloader-num-workers N (N > 0), or leave it out")
+
+
+# the options that name files and folders
+PATH_OPTIONS = ("train_files", "validation_files", "model", "tokenizer", "cache_dir", "output_dir",
+                "resume_from_checkpoint")
+
+
+def _check_paths(options: TrainOptions, args: ScratchformerTrainingArguments) -> None:
+    """A path given as an empty string is refused: ``Path("")`` is the working folder, where an unset shell
+    variable would send the run's lock, tokenizer and checkpoints (``--output-dir ""`` ended in a traceback there)."""
+    for name in PATH_OPTIONS:
+        value = getattr(options, name) if hasattr(options, name) else getattr(args, name)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and not item.strip():
+                raise TrainingSetupError(f"{option_flag(name)} is empty ({item!r}): give a path")
 
 
 def _check_lock_path(output_dir: str | None) -> None:

@@ -59,8 +59,8 @@ def file_format(path: str | os.PathLike) -> str:
 
 
 def _check_file(path: str | os.PathLike) -> None:
+    files.check_file(path, DataError)  # empty, a loop of symbolic links, a named pipe, a device: said as such
     path = Path(path)
-    files.check_file(path, DataError)  # a loop of symbolic links, a named pipe, a device: said as such
     if not path.exists():
         raise DataError(f"data file not found: {path}")
     if not path.is_file():
