@@ -19,7 +19,7 @@ import torch
 from scratchformer.analysis.extractor import EmbeddingExtractor
 from scratchformer.analysis.pooling import pool_tokens
 from scratchformer.analysis.similarity import cosine, unrelated_pair_baseline
-from scratchformer.analysis.words import sentence_words
+from scratchformer.analysis.words import find_word, sentence_words
 
 RIVER = "Write a poem about a man fishing on a river bank."
 MONEY = "Write a poem about a man withdrawing money from a bank."
@@ -274,6 +274,19 @@ def test_unrelated_pair_baseline_skips_same_words():
 def test_sentence_words():
     assert [w for w, _, _ in sentence_words("Don't cross the river-bank, Bob.")] == [
         "Don't", "cross", "the", "river-bank", "Bob"]
+
+
+def test_an_accent_written_as_a_combining_mark_belongs_to_its_word():
+    """NFD text spells "café" as "cafe" + U+0301: the mark is no word boundary, and a word spelled the other way
+    is said to be there in other code points, with the way to fix it."""
+    decomposed = "the cafe\u0301 opened"
+    assert sentence_words(decomposed) == [("the", 0, 3), ("cafe\u0301", 4, 9), ("opened", 10, 16)]
+    assert (find_word(decomposed, "cafe\u0301").start, find_word(decomposed, "cafe\u0301").end) == (4, 9)
+    with pytest.raises(ValueError, match="The sentence's words") as caught:
+        find_word(decomposed, "cafe")  # not a whole word: its accent follows
+    assert "normalize" not in str(caught.value)
+    with pytest.raises(ValueError, match=r"other Unicode code points .*unicodedata.normalize\('NFC', text\)"):
+        find_word(decomposed, "caf\u00e9")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ works the same for the three tokenizer families:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,9 @@ from typing import Any
 from ..errors import ScratchformerError, quoted
 from .encoding import Encoded
 
-_WORD_RE = re.compile(r"\w+(?:[-'’]\w+)*")
+# a word character: \w, or a combining mark (an accent written as its own code point, "cafe\u0301" for "café")
+_W = r"[\w\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"
+_WORD_RE = re.compile(rf"{_W}+(?:[-'’]{_W}+)*")
 
 WordQuery = tuple[str, str] | tuple[str, str, int] | tuple[str, tuple[int, int]]  # see :func:`parse_query`
 
@@ -69,7 +72,7 @@ def find_word(sentence: str, word: str, occurrence: int = 0,
     if not isinstance(word, str) or not word.strip():
         raise ScratchformerError(f"word={word!r} is empty; give the word to look for in the sentence")
     word = word.strip()
-    pattern = r"(?<!\w)" + re.escape(word) + r"(?!\w)"
+    pattern = rf"(?<!{_W}){re.escape(word)}(?!{_W})"
     matches = list(re.finditer(pattern, sentence))
     if not matches:
         raise ScratchformerError(_not_found_message(sentence, word, pattern, tokens_of))
@@ -86,6 +89,9 @@ def find_word(sentence: str, word: str, occurrence: int = 0,
 def _not_found_message(sentence: str, word: str, pattern: str, tokens_of: Callable[[str], list[str]] | None) -> str:
     other_case = sorted({m.group() for m in re.finditer(pattern, sentence, flags=re.IGNORECASE)})
     hint = f" It occurs with other capitalisation as {other_case}; pass that spelling." if other_case else ""
+    if not hint and unicodedata.normalize("NFC", word) in unicodedata.normalize("NFC", sentence):
+        hint = (" The sentence writes it with other Unicode code points (an accent as a combining mark, say): "
+                "normalise both with unicodedata.normalize('NFC', text).")
     tokens = f"; its tokens: {_some(tokens_of(sentence))}" if tokens_of else ""
     return (f"word {quoted(word)} is not a whole word of the sentence {quoted(sentence)}.{hint} "
             f"The sentence's words: {_some([w for w, _, _ in sentence_words(sentence)])}{tokens}")
