@@ -223,6 +223,20 @@ def test_short_fraction_adds_short_windows_to_the_training_split_only(tmp_path, 
     assert plain < short <= 2 * plain and short_valid == plain_valid
 
 
+def test_validation_files_that_are_a_training_file_are_warned_of(tmp_path, corpus, capsys):
+    """The same file by another path (a link, ``..``): the run goes on, but its validation loss would measure rows it
+    trains on, and the first lines say so; a file of its own is not warned of."""
+    link = tmp_path / "same.txt"
+    link.symlink_to(corpus)
+    held_out = tmp_path / "held_out.txt"
+    held_out.write_text("\n".join(corpus.read_text().splitlines()[:40]) + "\n")
+    for name, validation, warned in (("same", link, True), ("apart", held_out, False)):
+        run_training(*tiny(tmp_path, corpus, name, validation_files=[str(validation)], max_steps=1, save_steps=100))
+        err = capsys.readouterr().err
+        said = f"warning: --validation-files {validation} is the training file {corpus}: the validation loss"
+        assert (said in err) == warned, err[-2000:]
+
+
 def test_crammings_options_reach_the_run(tmp_path, corpus, capsys):
     """``--pack`` and ``--max-tokens-per-character`` shape the training split only (fewer, fuller examples; the
     validation set as it was), ``bias=false`` gives a model without biases in its linears, and a one-cycle schedule

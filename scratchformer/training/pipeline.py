@@ -144,6 +144,12 @@ def _process_counts() -> tuple[int, int]:
 def _load_data(options: TrainOptions, args: ScratchformerTrainingArguments) -> data.RawSplits:
     """The raw training and validation rows (the main process first; the others reuse its ``datasets`` cache); with
     ``--streaming`` the training rows are a stream, not read yet."""
+    trained = options.train_files or []
+    for path in options.validation_files or []:
+        also = next((t for t in trained if files.overlap(path, t) == "is"), None)
+        if also is not None and args.process_index == 0:
+            _say(f"warning: --validation-files {path} is the training file {also}: the validation loss is measured "
+                 "on rows the model trains on, so it says nothing of unseen text")
     if options.streaming:
         return streaming.load_stream_splits(options, args.seed)
     with args.main_process_first(desc="loading data"):
