@@ -72,6 +72,7 @@ from workloads import (  # noqa: E402
     default_sizes,
     make_pairs,
     memory_probes,
+    plan,
     select_pairs,
 )
 
@@ -293,6 +294,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick and args.sizes:
         parser.error("--quick runs the tiny size only: leave out --sizes")
+    for option in ("threads", "repeats"):
+        if getattr(args, option) is not None and getattr(args, option) < 1:  # 0 fell back to the default silently
+            parser.error(f"--{option} must be a positive integer, got {getattr(args, option)}")
+    ids = sorted({pair["id"] for pair in plan(args.device)})
+    for part in (args.only or "").split(",") if args.only is not None else ():
+        if not part or not any(part in pair_id for pair_id in ids):  # it measured nothing and wrote empty results
+            parser.error(f"--only {part!r} is part of no pair's id ({', '.join(ids)})")
     try:
         args.dtypes = parse_dtypes(args.dtype, args.device)
         args.size_names = ("quick",) if args.quick else parse_sizes(args.sizes, args.device)

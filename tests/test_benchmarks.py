@@ -168,7 +168,11 @@ def test_dtypes_and_sizes_are_parsed_with_device_defaults(bench):
 
 def test_bad_options_exit_2_with_a_message(bench, capsys):
     cases = [(("--dtype", "fp16"), "--dtype: unknown fp16"), (("--sizes", "large"), "--sizes: unknown large"),
-             (("--quick", "--sizes", "base"), "--quick runs the tiny size only"), (("--device", "tpu"), "--device")]
+             (("--quick", "--sizes", "base"), "--quick runs the tiny size only"), (("--device", "tpu"), "--device"),
+             (("--threads", "-1"), "--threads must be a positive integer, got -1"),  # was torch's RuntimeError
+             (("--threads", "0"), "--threads must be a positive integer"),  # was all cores, silently
+             (("--repeats", "0"), "--repeats must be a positive integer, got 0"),  # was the default, silently
+             (("--only", "nope"), "--only 'nope' is part of no pair's id (")]  # measured nothing, wrote empty results
     if not torch.cuda.is_available():
         cases.append((("--device", "cuda", "--quick"), "torch.cuda.is_available() is False"))
     for args, message in cases:
