@@ -15,7 +15,6 @@ in most of their occurrences (or keeps whole), so that a gap can be placed on th
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,8 @@ import torch
 from scratchformer.analysis import senses as S
 from scratchformer.analysis.extractor import load_extractor
 from scratchformer.analysis.sense_data import read_senses_tsv
+from scratchformer.errors import ScratchformerError
+from scratchformer.files import write_json
 
 FIGURES = ("roc_auc", "roc_auc_within_group", "nn_accuracy")
 
@@ -116,9 +117,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--resamples must be at least 1")
     if len(set(args.models)) < len(args.models):
         parser.error("each model once: the results are keyed by the name given")
-    examples = read_senses_tsv(args.data)
-    data = S.ScoredPairs.of(examples)
-    parts = {name: model_parts(examples, data, name, args.layer) for name in args.models}
+    check_seed_and_output(parser, args)
+    try:  # a missing or bad file, a model that does not load, a layer it lacks: one line and exit code 2
+        examples = read_senses_tsv(args.data)
+        data = S.ScoredPairs.of(examples)
+        parts = {name: model_parts(examples, data, name, args.layer) for name in args.models}
+    except ScratchformerError as error:
+        parser.error(str(error))
     groups = None
     if args.words != "all":
         split = split_groups(data, parts[args.models[0]]["pieces"])
@@ -128,8 +133,16 @@ def main(argv: list[str] | None = None) -> int:
     result = {**bootstrap(data, parts, args.resamples, args.seed, groups), "words": args.words}
     print(table(result))
     if args.output:
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.output, result)
     return 0
+
+
+def check_seed_and_output(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Before any model loads: a seed numpy takes, and an ``--output`` that is a file (not a folder) in a folder."""
+    if not 0 <= args.seed < 2**32:
+        parser.error(f"--seed must be in [0, 2**32 - 1] (the seeds numpy takes), got {args.seed}")
+    if args.output is not None and (args.output.is_dir() or not args.output.parent.is_dir()):
+        parser.error(f"--output {args.output}: give a JSON file's path in an existing folder")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ centred (minus the mean) and standardised (minus the mean, over the deviation).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from scratchformer.analysis.geometry_data import read_sentences
 from scratchformer.analysis.sense_data import read_senses_tsv
 from scratchformer.analysis.words import sentence_words
 from scratchformer.errors import ScratchformerError
+from scratchformer.files import write_json
 
 KINDS = ("raw", "centred", "standardised")
 
@@ -86,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.sentences < 2:
         parser.error("--sentences must be at least 2 (a standard deviation needs two words)")
+    if not 0 <= args.seed < 2**32:
+        parser.error(f"--seed must be in [0, 2**32 - 1], got {args.seed}")
+    if args.output is not None and args.output.is_dir():
+        parser.error(f"--output {args.output} is a folder: give a JSON file's path")
     try:  # a missing or unreadable file, a model that does not load: one line and exit code 2, as in the CLI
         words = text_words(args.text, args.sentences, args.seed)
         if len(words) < 2:
@@ -98,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     print(table(result))
     if args.output:
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.output, result)
     return 0
 
 

@@ -83,6 +83,15 @@ def test_the_script_scores_saved_models(tmp_path, capsys):
         SCRIPT["main"]([str(tmp_path / "m"), "--data", str(tmp_path / "s.tsv"), "--resamples", "0"])
     with pytest.raises(SystemExit):
         SCRIPT["main"]([str(tmp_path / "m"), str(tmp_path / "m"), "--data", str(tmp_path / "s.tsv")])
+    capsys.readouterr()
+    for argv, message in ((["--layer", "9"], "layer=9 is out of range for a model with 2 layers"),  # were tracebacks
+                          (["--seed", "-1"], "--seed must be in [0, 2**32 - 1]"),
+                          (["--output", str(tmp_path)], "give a JSON file's path in an existing folder"),
+                          (["--output", str(tmp_path / "no" / "b.json")], "in an existing folder")):
+        with pytest.raises(SystemExit) as stop:
+            SCRIPT["main"]([str(tmp_path / "m"), "--data", str(tmp_path / "s.tsv"), *argv])
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert stop.value.code == 2 and message in error, error
 
 
 def values(result: dict) -> dict:

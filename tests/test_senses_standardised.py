@@ -59,7 +59,9 @@ def test_bad_options_and_files_are_refused_in_one_line(tmp_path, capsys):
     data = str(write_tsv(tmp_path / "s.tsv"))
     for argv, message in ((["--sentences", "1", "--text", str(tmp_path / "short.txt")], "at least 2"),
                           (["--text", str(tmp_path / "short.txt")], "fewer than 2 lines"),
-                          (["--text", str(tmp_path / "missing.txt")], "not found")):
+                          (["--text", str(tmp_path / "missing.txt")], "not found"),
+                          (["--text", str(tmp_path / "short.txt"), "--seed", "-1"], "--seed must be in [0, 2**32 - 1]"),
+                          (["--text", str(tmp_path / "short.txt"), "--output", str(tmp_path)], "is a folder")):
         with pytest.raises(SystemExit) as stop:
             SCRIPT["main"](["small", "--data", data, *argv])
         error = capsys.readouterr().err.strip().splitlines()[-1]
