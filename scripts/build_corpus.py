@@ -749,6 +749,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="list the sources and whether they are installed")
     args = parser.parse_args(argv)
     args.cache = args.cache or args.out / "cache"
+    if args.max_words < 1:
+        parser.error(f"--max-words must be a positive number of words, got {args.max_words}")
+    for option in ("append", "holdout"):  # read after the sources, which take minutes: a wrong path is said first
+        path = getattr(args, option)
+        if path is not None and not path.is_file():
+            parser.error(f"--{option} {path}: no such file")
     return args
 
 
@@ -759,6 +765,9 @@ def select_sources(args: argparse.Namespace) -> list[Source]:
     if unknown:
         sys.exit(f"unknown source(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(names))}")
     kinds = set(args.kinds.split(",")) if args.kinds else None
+    if kinds is not None and kinds - {s.kind for s in SOURCES}:  # it selected no source and wrote an empty corpus
+        sys.exit(f"unknown kind(s): {', '.join(sorted(kinds - {s.kind for s in SOURCES}))}; known: "
+                 f"{', '.join(sorted({s.kind for s in SOURCES}))}")
     return [s for s in SOURCES if s.name in wanted and s.name not in args.exclude.split(",")
             and (kinds is None or s.kind in kinds)]
 

@@ -193,6 +193,21 @@ def test_build_from_fixture_packages(tmp_path):
 def test_unknown_source_is_an_error(tmp_path):
     with pytest.raises(SystemExit, match="unknown source"):
         bc.main(["--out", str(tmp_path), "--sources", "no-such-source"])
+    with pytest.raises(SystemExit, match="unknown kind.s.: novels; known: dictionary, documentation"):
+        bc.main(["--out", str(tmp_path), "--kinds", "literature,novels"])  # it wrote an empty corpus
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--max-words", "0"], "--max-words must be a positive number of words, got 0"),
+    (["--holdout", "{tmp}/missing.tsv"], "--holdout {tmp}/missing.tsv: no such file"),  # a traceback after the build
+    (["--append", "{tmp}"], "--append {tmp}: no such file"),
+])
+def test_bad_options_are_one_line_before_any_source_is_read(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as stop:
+        bc.main(["--out", str(tmp_path / "out"), *[arg.format(tmp=tmp_path) for arg in argv]])
+    assert stop.value.code == 2 and message.format(tmp=tmp_path) in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 SMALL = ("fortune-anarchism", "devils-dictionary", "cfi-en", "jargon-file")
