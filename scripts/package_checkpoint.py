@@ -20,6 +20,8 @@ import torch
 
 from scratchformer import ScratchformerForConditionalGeneration, ScratchformerTokenizer
 from scratchformer.analysis.senses import SenseReport, run_senses
+from scratchformer.errors import ScratchformerError, one_line
+from scratchformer.files import overlap
 from scratchformer.hub import check_folder, export
 from scratchformer.loading import CHECKPOINTS, PRETRAINED_DIR
 from scratchformer.training import checkpoint_step
@@ -320,7 +322,7 @@ def bank_study(folder: Path) -> dict:
             "cross_sense": result.headline.cross_sense_mean, "layer": result.layer}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", type=Path, required=True, help="output folder of `scratchformer train`")
     parser.add_argument("--first-phase", type=Path, default=None,
@@ -354,10 +356,35 @@ def main() -> None:
     parser.add_argument("--progress", type=Path, default=None,
                         help="instead of --snapshots: a training_progress.json that progress_table() wrote where the "
                         "run trained (e.g. a GPU machine whose checkpoints were not copied back)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.progress and args.snapshots:
         parser.error("give --snapshots or --progress, not both")
+    check_inputs(parser, args)
+    try:  # a run whose files do not load, a model that fails a check: one line and exit code 2
+        package(args)
+    except (ScratchformerError, OSError, ValueError) as error:
+        parser.error(one_line(error))
 
+
+def check_inputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every file and folder named exists, before anything is loaded or written (a missing one was a traceback, some
+    after minutes of scoring)."""
+    files = [("--run", args.run / name) for name in ("all_results.json", "train_config.json")]
+    files += [(f"--{option.replace('_', '-')}", getattr(args, option))
+              for option in ("senses_data", "geometry_data", "progress", "corpus_sources") if getattr(args, option)]
+    for option, path in files:
+        if not path.is_file():
+            hint = ": is it the output folder of a finished scratchformer train run?" if option == "--run" else ""
+            parser.error(f"{option}: {path} is not a file{hint}")
+    for option, folder in [("--first-phase", args.first_phase), *(("--snapshots", path) for path in args.snapshots)]:
+        if folder is not None and not folder.is_dir():
+            parser.error(f"{option}: {folder} is not a folder")
+    if args.output is not None and (relation := overlap(args.output, args.run)):  # export refused it after scoring
+        parser.error(f"--output {args.output} {relation} --run {args.run}: choose a folder apart from the run")
+
+
+def package(args: argparse.Namespace) -> None:
+    """The packaging itself, from checked options."""
     results = json.loads((args.run / "all_results.json").read_text())
     train_config = json.loads((args.run / "train_config.json").read_text())
     reached = steps_reached(args.run, results)

@@ -158,3 +158,28 @@ def test_objective_line_follows_the_run_options():
     assert "No decoder loss" in encoder and "text infilling" not in encoder
     decoder = objective({"mask_ratio": 0.3, "freeze_encoder": True})
     assert "covering 30% of the tokens" in decoder and "The decoder alone (`--freeze-encoder`)" in decoder
+
+
+def test_missing_inputs_and_an_output_over_the_run_are_one_line_before_any_work(tmp_path, capsys):
+    """Each was a traceback (a missing run's all_results.json), or the export's refusal after minutes of scoring (an
+    --output that is or holds the run)."""
+    main = runpy.run_path(str(REPO_ROOT / "scripts" / "package_checkpoint.py"))["main"]
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("all_results.json", "train_config.json"):
+        (run / name).write_text("{}")
+    senses = write_tsv(tmp_path / "senses.tsv")
+    cases = [
+        (["--run", str(tmp_path / "none")], "--run: " + str(tmp_path / "none" / "all_results.json") + " is not a file"),
+        (["--run", str(run), "--senses-data", str(tmp_path / "no.tsv")], " is not a file"),
+        (["--run", str(run), "--first-phase", str(tmp_path / "none")], "--first-phase: "),
+        (["--run", str(run), "--snapshots", str(run / "checkpoint-9")], "--snapshots: "),
+        (["--run", str(run), "--output", str(run)], f"--output {run} is --run {run}: choose a folder apart"),
+        (["--run", str(run), "--output", str(tmp_path)], f"--output {tmp_path} contains --run {run}"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as stop:
+            main(["--senses-data", str(senses), *argv])
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert stop.value.code == 2 and message in error, error
+    assert sorted(path.name for path in run.iterdir()) == ["all_results.json", "train_config.json"]
