@@ -31,6 +31,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from scratchformer.errors import ScratchformerError
 from scratchformer.training import ScratchformerTrainingArguments, TrainOptions, run_training
 
 
@@ -70,7 +71,24 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="times each preset and precision is timed")
     parser.add_argument("--json", default=None, help="also write the table here")
     opts = parser.parse_args()
+    if opts.rounds < 1 or opts.skip < 0 or opts.steps - 1 - opts.skip < 1:  # a step's time is between two step ends
+        parser.error(f"need --rounds >= 1 and --steps > --skip + 1 >= 1 (got --rounds {opts.rounds}, --steps "
+                     f"{opts.steps}, --skip {opts.skip})")
+    try:
+        rows = measure(opts)
+    except ScratchformerError as error:  # a bad option or file, said as scratchformer train says it
+        parser.error(str(error))
+    print(f"\n{'preset':<10} {'precision':<9} {'params':>10} {'fp32 MB':>8} {'fp16 MB':>8} {'wall s/step':>11} "
+          f"{'CPU s/step':>10}")
+    for r in rows:
+        print(f"{r['preset']:<10} {r['precision']:<9} {r['params']:>10,} {r['fp32_mb']:>8.1f} {r['fp16_mb']:>8.1f} "
+              f"{r['wall_s_per_step']:>11.2f} {r['cpu_s_per_step']:>10.2f}")
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(rows, indent=2))
 
+
+def measure(opts: argparse.Namespace) -> list[dict]:
+    """One row per round, preset and precision: a short run of the real pipeline, timed step by step."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         runs = [(round_, preset, precision) for round_ in range(opts.rounds) for preset in opts.presets
@@ -103,13 +121,7 @@ def main() -> None:
                              load_average=os.getloadavg()[0],
                              train_loss=result["metrics"].get("train_loss")))
             print(json.dumps(rows[-1]), flush=True)
-    print(f"\n{'preset':<10} {'precision':<9} {'params':>10} {'fp32 MB':>8} {'fp16 MB':>8} {'wall s/step':>11} "
-          f"{'CPU s/step':>10}")
-    for r in rows:
-        print(f"{r['preset']:<10} {r['precision']:<9} {r['params']:>10,} {r['fp32_mb']:>8.1f} {r['fp16_mb']:>8.1f} "
-              f"{r['wall_s_per_step']:>11.2f} {r['cpu_s_per_step']:>10.2f}")
-    if opts.json:
-        Path(opts.json).write_text(json.dumps(rows, indent=2))
+    return rows
 
 
 if __name__ == "__main__":

@@ -182,6 +182,17 @@ def test_measure_step_time_example_prints_a_row_per_preset(tmp_path, corpus):
         assert rows[0]["train_loss"] != rows[1]["train_loss"]  # the same run but for the precision: bf16 reached it
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "3", "--skip", "5"], "need --rounds >= 1 and --steps > --skip + 1 >= 1"),  # no median of nothing
+    (["--presets", "huge"], "--preset must be one of tiny, mini"),  # was a TrainingSetupError traceback
+])
+def test_measure_step_time_example_refuses_what_it_cannot_time_in_one_line(tmp_path, corpus, args, message):
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "examples" / "measure_step_time.py"), "--corpus",
+                             str(corpus), *args], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert message in result.stderr.strip().splitlines()[-1]
+
+
 def test_kjv_to_web_diagnostics_count_what_they_say():
     """The fine-tuning report's diagnostics on hand-made verses: a repetition is a word pair said more often than
     the reference says it, a missing word is a reference word (with multiplicity) the output lacks."""
