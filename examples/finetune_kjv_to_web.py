@@ -252,11 +252,26 @@ def parse_arguments(argv: list[str] | None):
     parser.add_argument("--max-score-verses", type=int, default=0, help="score at most this many verses per set (0 = all)")
     parser.add_argument("--report", default=None, help="where to write the scores (default "
                         "OUTPUT/kjv_to_web_scores.json; the verses go to the same name with .tsv)")
-    return parser.parse_known_args(argv)
+    opts, rest = parser.parse_known_args(argv)
+    for option, lowest in (("num_beams", 1), ("score_batch_size", 1), ("max_score_verses", 0)):
+        if getattr(opts, option) < lowest:
+            parser.error(f"--{option.replace('_', '-')} must be >= {lowest}, got {getattr(opts, option)}")
+    return opts, rest
 
 
 def main(argv: list[str] | None = None) -> int:
+    from scratchformer.errors import ScratchformerError
+
     opts, rest = parse_arguments(argv)
+    try:  # a missing file or model, a bad option of the run: one line and exit code 2, as scratchformer train says it
+        return fine_tune_and_score(opts, rest)
+    except ScratchformerError as error:
+        print(f"finetune_kjv_to_web.py: error: {error}", file=sys.stderr)
+        return 2
+
+
+def fine_tune_and_score(opts: argparse.Namespace, rest: list[str]) -> int:
+    """Fine-tune the shipped model (unless ``--score-only``), then score the held-out books."""
     sets = {"custom": opts.validation_books} if opts.validation_books else {k: BOOK_SETS[k] for k in opts.book_sets}
     held_out = sorted({book for books in sets.values() for book in books})
     folder = opts.score_only

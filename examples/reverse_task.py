@@ -106,6 +106,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=800)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.steps < 1:
+        parser.error(f"--steps must be >= 1, got {args.steps}")
     result = train_reverse_task(steps=args.steps, seed=args.seed)
     print(f"held-out exact match: {result['accuracy']:.1%}  (trained in {result['seconds']:.0f} s)")
 

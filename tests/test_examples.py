@@ -193,6 +193,28 @@ def test_measure_step_time_example_refuses_what_it_cannot_time_in_one_line(tmp_p
     assert message in result.stderr.strip().splitlines()[-1]
 
 
+def test_kjv_to_web_example_says_bad_options_and_missing_inputs_in_one_line(tmp_path, capsys):
+    """Before the fine-tune: a count the scoring cannot use (num_beams=0 failed in generate() after the training);
+    a missing model or data file is scratchformer's one line, not a traceback."""
+    sys.path.insert(0, str(REPO_ROOT / "examples"))
+    try:
+        import finetune_kjv_to_web as example
+    finally:
+        sys.path.remove(str(REPO_ROOT / "examples"))
+    for argv, message in ((["--num-beams", "0"], "--num-beams must be >= 1, got 0"),
+                          (["--score-batch-size", "0"], "--score-batch-size must be >= 1"),
+                          (["--max-score-verses", "-1"], "--max-score-verses must be >= 0")):
+        with pytest.raises(SystemExit) as stop:
+            example.main([*argv, "--score-only", str(tmp_path)])
+        assert stop.value.code == 2 and message in capsys.readouterr().err
+    for argv, message in ((["--score-only", str(tmp_path / "none")], "no model at "),
+                          (["--data", str(tmp_path / "none.tsv"), "--output-dir", str(tmp_path / "o")],
+                           "data file not found: ")):
+        assert example.main(argv) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith("finetune_kjv_to_web.py: error: ") and message in line, line
+
+
 def test_kjv_to_web_diagnostics_count_what_they_say():
     """The fine-tuning report's diagnostics on hand-made verses: a repetition is a word pair said more often than
     the reference says it, a missing word is a reference word (with multiplicity) the output lacks."""
