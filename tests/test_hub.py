@@ -1009,6 +1009,8 @@ def test_exporting_the_shipped_checkpoint_keeps_its_float16_size(tmp_path):
     assert stored_dtype(folder) == stored_dtype(source) == "float16"
     size, source_size = (folder / "model.safetensors").stat().st_size, (source / "model.safetensors").stat().st_size
     assert abs(size - source_size) < 0.01 * source_size, (size, source_size)  # not float32's twice the size
+    by_alias = export("small", tmp_path / "alias")  # the alias load() reads ("small is not a folder" before)
+    assert (by_alias / "model.safetensors").read_bytes() == (folder / "model.safetensors").read_bytes()
 
 
 @pytest.mark.parametrize("mask, folder_mode, file_mode", [(0o022, 0o755, 0o644), (0o027, 0o750, 0o640)])

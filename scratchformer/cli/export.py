@@ -27,7 +27,8 @@ def card_options(args: argparse.Namespace) -> dict:
 
 def add_card_arguments(parser: argparse.ArgumentParser) -> None:
     """MODEL, the model-card options, ``--dtype`` and ``--onnx``, the same for ``export`` and ``push``."""
-    parser.add_argument("model", metavar="MODEL", help="folder saved with save_pretrained (safetensors weights)")
+    parser.add_argument("model", metavar="MODEL", help="folder saved with save_pretrained (safetensors weights), or "
+                        "small: our shipped checkpoint")
     parser.add_argument("--tokenizer", help="tokenizer folder (default: the tokenizer in MODEL)")
     parser.add_argument("--scores", help="JSON of measured scores (default: MODEL/scores.json, if present)")
     parser.add_argument("--model-name", help="title of the model card")

@@ -45,6 +45,7 @@ from typing import Any
 from .. import files
 from ..errors import HubError
 from ..integrity import write_checksums
+from ..loading import SHIPPED_ALIASES, pretrained_path
 from .card import CardOptions, check_card_metadata, load_scores, model_card
 from .checks import check_folder
 from .destination import check_destination, check_repo_id, move_into_place
@@ -94,6 +95,8 @@ def export(model_or_folder: Any, out_dir: str | os.PathLike, tokenizer: Any = No
     for name, path in (("model folder", model_or_folder), ("export folder", out_dir)):
         if isinstance(path, str) and not path.strip():  # Path("") is the working folder
             raise HubError(f"no {name} named {path!r}: give a folder")
+    if isinstance(model_or_folder, str) and model_or_folder in SHIPPED_ALIASES:  # as load() reads them
+        model_or_folder = str(pretrained_path("small"))
     out_dir = Path(out_dir)
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if repo_id is not None:
