@@ -99,10 +99,11 @@ RULES = (
 
 def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -> None:
     """Every mistake in the options that needs no data, in one place: a value out of range (ours and the
-    Trainer's), a missing companion option, a bad ``--config-overrides`` or ``--group-pattern``, a package an option
-    needs, options that contradict each other or this machine (``--fp16`` on CPU cores, ``--bf16`` on a CPU without
-    bfloat16 kernels, ``--fsdp`` in one process), a lock path taken by a folder, and the model the run will build
-    (:func:`check_model_options`). Raises :class:`TrainingSetupError` naming the option."""
+    Trainer's), a path given as an empty string, a missing companion option, a bad ``--config-overrides`` or
+    ``--group-pattern``, a package an option needs, options that contradict each other or this machine (``--fp16``
+    on CPU cores, ``--bf16`` on a CPU without bfloat16 kernels, ``--fsdp`` in one process), a lock path taken by a
+    folder, and the model the run will build (:func:`check_model_options`). Raises :class:`TrainingSetupError`
+    naming the option."""
     _check_numbers_are_finite(options, args)
     _check_paths(options, args)
     _check_choices(options)
