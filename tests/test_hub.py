@@ -870,12 +870,12 @@ def test_a_symlink_loop_is_one_line_for_export_as_for_compare(artifacts, tmp_pat
 
 
 def test_a_source_that_is_not_there_is_named_before_the_folder_that_would_contain_it(tmp_path, monkeypatch):
-    """``scratchformer export small .`` where no folder ``small`` exists said that the export folder "contains the
-    source folder": the missing source is the mistake, and it is said first."""
+    """``scratchformer export mine .`` where no folder ``mine`` exists said that the export folder "contains the
+    source folder": the missing source is the mistake, and it is said first. (``small`` is now the shipped alias.)"""
     monkeypatch.chdir(tmp_path)
     for out in (tmp_path, tmp_path / "out"):
-        with pytest.raises(HubError, match="^small is not a folder: pass a folder saved with save_pretrained"):
-            export("small", out)
+        with pytest.raises(HubError, match="^mine is not a folder: pass a folder saved with save_pretrained"):
+            export("mine", out)
     assert list(tmp_path.iterdir()) == []
 
 
