@@ -65,6 +65,9 @@ def test_read_and_group(tmp_path):
         ("lemma\tpos\tsynset\tsentence\tgloss\n", [("a", "n", "1", "a b", "g")], r"missing column\(s\) \['start', 'end'\]"),
         (HEADER, [("bank", "n", "1", 30, 34, "the bank", "g")], r":2: span 30-34 does not fit"),
         (HEADER, [("bank", "n", "1", 5, 8, "the bank", "g")], r"starts or ends inside a word.*off by one"),
+        # the words' own rule (analysis.words): a combining accent and "_" belong to the word before them
+        (HEADER, [("cafe", "n", "1", 4, 8, "the cafe\u0301 is open", "g")], r"starts or ends inside a word"),
+        (HEADER, [("bank", "n", "1", 4, 8, "the bank_teller", "g")], r"starts or ends inside a word"),
         (HEADER, [("bank", "n", "1", 3, 8, "the bank", "g")], r"starts or ends with whitespace"),
         (HEADER, [("bank", "n", "1", "x", 8, "the bank", "g")], r"must be integers"),
         (HEADER, [("bank", "n", "1", 4, 8)], r"5 field\(s\) where the header has 7"),

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import files
 from ..errors import DataError, ScratchformerError, quoted
+from .words import is_word_character
 
 REQUIRED_COLUMNS = ("lemma", "pos", "synset", "start", "end", "sentence")
 GROUP_BY = ("lemma", "lemma_pos")
@@ -120,7 +121,7 @@ def _check_span(where: str, sentence: str, start: int, end: int) -> None:
     target = sentence[start:end]
     if target != target.strip():
         raise DataError(f"{where} selects {quoted(target)}, which starts or ends with whitespace, in {quoted(sentence)}")
-    if (start > 0 and sentence[start - 1].isalnum()) or (end < len(sentence) and sentence[end].isalnum()):
+    if (start > 0 and is_word_character(sentence[start - 1])) or (end < len(sentence) and is_word_character(sentence[end])):
         raise DataError(f"{where} selects {quoted(target)}, which starts or ends inside a word of {quoted(sentence)} "
                         "(off by one?)")
 

@@ -24,6 +24,12 @@ from .encoding import Encoded
 _W = r"[\w\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"
 _WORD_RE = re.compile(rf"{_W}+(?:[-'’]{_W}+)*")
 
+
+def is_word_character(character: str) -> bool:
+    """Whether ``character`` belongs to a word: the one rule of :func:`sentence_words`, :func:`find_word` and the
+    word-sense spans (:mod:`~scratchformer.analysis.sense_data`)."""
+    return re.fullmatch(_W, character) is not None
+
 WordQuery = tuple[str, str] | tuple[str, str, int] | tuple[str, tuple[int, int]]  # see :func:`parse_query`
 
 
