@@ -105,6 +105,30 @@ def test_labels_outside_the_classes_and_no_labels_at_all_are_refused(batch):
         tiny_config(num_labels=0)
 
 
+@pytest.mark.parametrize("num_labels, problem_type, labels, message", [
+    # one target per text, or one per label: a (B,) target against (B, 2) logits was broadcast to (B, B) in silence
+    (2, "regression", torch.tensor([0.5, 1.0]), r"labels have shape \(2,\); regression with num_labels=2 needs "
+                                                 r"\(2, 2\)"),
+    (1, "regression", torch.tensor([0.5, 1.0, 2.0]), r"labels have shape \(3,\); regression with num_labels=1 "
+                                                      r"needs \(2,\) or \(2, 1\)"),
+    (3, None, torch.tensor([0, 1, 2]), r"labels have shape \(3,\); single_label_classification with num_labels=3 "
+                                       r"needs \(2,\) or \(2, 1\)"),
+    (3, "multi_label_classification", torch.tensor([1.0, 0.0]), r"needs \(2, 3\)"),
+    # a NaN or infinite target made a NaN or infinite loss; a multi-label target is a probability
+    (1, None, torch.tensor([float("nan"), 1.0]),
+     r"labels must be finite numbers \(regression targets\); 1 of 2 are not, e.g. nan"),
+    (3, "multi_label_classification", torch.tensor([[2.0, 0.0, 1.0], [0.0, 0.0, 1.0]]),
+     r"labels must be finite numbers in \[0, 1\] .*; 1 of 6 are not, e.g. 2.0"),
+    (3, None, [0, 1], r"labels must be a torch.Tensor, got list"),
+])
+def test_sequence_labels_of_the_wrong_shape_or_not_finite_are_refused(batch, num_labels, problem_type, labels,
+                                                                      message):
+    torch.manual_seed(0)
+    model = ScratchformerForSequenceClassification(tiny_config(num_labels=num_labels, problem_type=problem_type))
+    with pytest.raises(ValueError, match=message):
+        model.eval()(**batch, labels=labels)
+
+
 def test_masked_lm_labels_outside_the_vocabulary_or_of_the_wrong_shape_are_refused(batch):
     """The masked-LM head passed any labels to cross-entropy: an id past the vocabulary was a traceback from torch
     (an index error, or garbage on a GPU). They are checked as the seq2seq head's are; -100 stays "nothing here"."""

@@ -1234,6 +1234,31 @@ def _check_labels(labels: torch.Tensor, num_labels: int, ignored: int | None = N
                   lambda: f"; they span [{int(labels.min())}, {int(labels.max())}]")
 
 
+# the targets of the losses on numbers, as the message of a target outside them says
+_NUMBER_TARGETS = {"regression": "(regression targets)",
+                   "multi_label_classification": "in [0, 1] (the probability of each label)"}
+
+
+def _check_sequence_labels(labels: torch.Tensor, batch: int, config: ScratchformerConfig) -> None:
+    """One target per text in the shape the loss of ``config.problem_type`` reads (MSE would broadcast a ``(B,)``
+    target against ``(B, num_labels)`` outputs in silence), and numbers that give a finite loss."""
+    num_labels, problem = config.num_labels, config.problem_type
+    shapes = {"single_label_classification": [(batch,), (batch, 1)],
+              "regression": [(batch,), (batch, 1)] if num_labels == 1 else [(batch, num_labels)],
+              "multi_label_classification": [(batch, num_labels)]}.get(problem, [tuple(labels.shape)])
+    if tuple(labels.shape) not in shapes:
+        raise ValueError(f"labels have shape {tuple(labels.shape)}; {problem} with num_labels={num_labels} needs "
+                         f"{' or '.join(map(str, shapes))}: one target per text of the batch")
+    if problem == "single_label_classification":
+        return _check_labels(labels, num_labels)
+    if torch.compiler.is_compiling() or labels.device.type == "meta" or problem not in _NUMBER_TARGETS:
+        return
+    values = labels.float()
+    ok = torch.isfinite(values) if problem == "regression" else (values >= 0) & (values <= 1)
+    _check_values(ok.all(), f"labels must be finite numbers {_NUMBER_TARGETS[problem]}",
+                  lambda: f"; {int((~ok).sum())} of {ok.numel()} are not, e.g. {values[~ok][0].item()}")
+
+
 def _classifier_dropout(config: ScratchformerConfig) -> float:
     return config.dropout if config.classifier_dropout is None else config.classifier_dropout
 
@@ -1257,6 +1282,8 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, con
     """The loss for ``config.problem_type``, chosen as transformers does when it is not set: one label -> regression
     (MSE), integer labels -> single-label classification (cross-entropy), float labels of shape ``(B, num_labels)``
     -> multi-label classification (binary cross-entropy on each label). The choice is stored in the config."""
+    if not isinstance(labels, torch.Tensor):
+        raise ValueError(f"labels must be a torch.Tensor, got {type(labels).__name__}")
     num_labels = config.num_labels
     if config.problem_type is None:
         if num_labels == 1:
@@ -1266,8 +1293,7 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, con
         else:
             config.problem_type = "multi_label_classification"
     labels = labels.to(logits.device)
-    if config.problem_type == "single_label_classification":
-        _check_labels(labels, num_labels)
+    _check_sequence_labels(labels, logits.shape[0], config)
     if config.problem_type == "regression":
         if num_labels == 1:
             return nn.functional.mse_loss(logits.squeeze(-1).float(), labels.squeeze(-1).float())
