@@ -295,6 +295,11 @@ def test_bad_generation_counts_raise_value_errors(settings):
     ({"eos_token_id": -1}, r"eos_token_id=-1 must be a token id in \[0, "),
     ({"eos_token_id": [2, 10**6]}, r"eos_token_id=\[2, 1000000\] must be a token id"),
     ({"no_repeat_ngram_size": -1}, "no_repeat_ngram_size=-1 must be an integer >= 0"),
+    # an IndexError deep inside the logits processor, beams ranked by NaN scores, a minimum ignored in silence
+    ({"forced_bos_token_id": 10**6}, r"forced_bos_token_id=1000000 must be a token id in \[0, "),
+    ({"forced_eos_token_id": -3}, r"forced_eos_token_id=-3 must be a token id in \[0, "),
+    ({"num_beams": 2, "length_penalty": float("nan")}, r"length_penalty=nan must be a finite number$"),
+    ({"min_new_tokens": 10}, r"min_new_tokens=10 is more than max_new_tokens=3"),
     ({"max_new_tokens": 10**12}, r"would need about [\d,.]+ GiB, more than the [\d,.]+ GiB of memory available on "
                                  "cpu: ask for fewer new tokens, beams or sequences"),
     ({"max_new_tokens": None, "max_length": 10**10, "num_beams": 4, "cache_implementation": "static"},

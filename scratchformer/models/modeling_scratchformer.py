@@ -1154,7 +1154,11 @@ def mean_over_tokens(hidden_states: torch.Tensor, attention_mask: torch.Tensor |
 _GENERATION_COUNTS = {"max_new_tokens": 1, "max_length": 1, "min_length": 0, "min_new_tokens": 0, "top_k": 0,
                       "no_repeat_ngram_size": 0, "encoder_no_repeat_ngram_size": 0, "num_beams": 1,
                       "num_return_sequences": 1, "num_beam_groups": 1}
-_GENERATION_TOKEN_IDS = ("eos_token_id", "pad_token_id", "bos_token_id", "decoder_start_token_id")
+_GENERATION_TOKEN_IDS = ("eos_token_id", "pad_token_id", "bos_token_id", "decoder_start_token_id",
+                         "forced_bos_token_id", "forced_eos_token_id")
+# generate() numbers: (name, low, high), low excluded; -inf to inf: any finite number
+_GENERATION_NUMBERS = (("top_p", 0.0, 1.0), ("temperature", 0.0, math.inf), ("repetition_penalty", 0.0, math.inf),
+                       ("length_penalty", -math.inf, math.inf))
 
 
 def _check_generation(settings: dict, config: ScratchformerConfig, batch: int, source_length: int,
@@ -1166,10 +1170,15 @@ def _check_generation(settings: dict, config: ScratchformerConfig, batch: int, s
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
             rule = "a positive integer" if least == 1 else f"an integer >= {least}"
             raise ValueError(f"generate: {name}={value!r} must be {rule}")
-    for name, low, high in (("top_p", 0.0, 1.0), ("temperature", 0.0, math.inf), ("repetition_penalty", 0.0, math.inf)):
+    for name, low, high in _GENERATION_NUMBERS:
         value = settings.get(name)
         if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and low < value <= high):
-            raise ValueError(f"generate: {name}={value!r} must be a finite number in ({low}, {high}]")
+            where = f" in ({low}, {high}]" if math.isfinite(low) else ""
+            raise ValueError(f"generate: {name}={value!r} must be a finite number{where}")
+    least, most = settings.get("min_new_tokens"), settings.get("max_new_tokens")
+    if least is not None and most is not None and least > most:
+        raise ValueError(f"generate: min_new_tokens={least} is more than max_new_tokens={most}: no output can have "
+                         "both lengths")
     for name in _GENERATION_TOKEN_IDS:
         ids = settings.get(name)
         for token in ids if isinstance(ids, (list, tuple)) else [ids]:
