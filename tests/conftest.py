@@ -74,6 +74,7 @@ RELIABILITY = {
         "test_labels_outside_the_classes_and_no_labels_at_all_are_refused",
         "test_masked_lm_labels_outside_the_vocabulary_or_of_the_wrong_shape_are_refused",
         "test_sequence_labels_of_the_wrong_shape_or_not_finite_are_refused",
+        "test_tokens_of_ids_that_are_not_the_tokenizers_are_refused_not_none",
         "test_nan_or_infinite_inputs_embeds_are_refused_not_turned_into_nan_logits",
     ],
     "files and TSVs": [

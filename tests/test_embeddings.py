@@ -20,6 +20,7 @@ from scratchformer.analysis.extractor import EmbeddingExtractor
 from scratchformer.analysis.pooling import pool_tokens
 from scratchformer.analysis.similarity import cosine, unrelated_pair_baseline
 from scratchformer.analysis.words import find_word, sentence_words
+from scratchformer.errors import ScratchformerError
 
 RIVER = "Write a poem about a man fishing on a river bank."
 MONEY = "Write a poem about a man withdrawing money from a bank."
@@ -363,6 +364,15 @@ def test_word_not_in_sentence_lists_words_and_tokens(distil):
         distil.word_embedding(RIVER, "Bank")
     with pytest.raises(ValueError, match="not a whole word"):
         distil.word_embedding("the banks", "bank")  # only whole words match
+
+
+@pytest.mark.parametrize("ids", [[10**6], [-1], [1.5], [True]])
+def test_tokens_of_ids_that_are_not_the_tokenizers_are_refused_not_none(distil, scratch, ids):
+    """convert_ids_to_tokens gives None for an id past the vocabulary (and Python's negative indexing for -1)."""
+    for extractor in (distil, scratch):
+        with pytest.raises(ScratchformerError, match=r"ids must be token ids of this tokenizer \(0\.\.\d+\)"):
+            extractor.tokens(ids)
+    assert distil.tokens([0, 1]) == distil.tokenizer.convert_ids_to_tokens([0, 1])
 
 
 def test_occurrence_out_of_range(distil):

@@ -14,6 +14,7 @@ import inspect
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any, Literal
 
 import torch
@@ -141,7 +142,10 @@ class TextEncoder:
 
     def tokens(self, ids: Sequence[int]) -> list[str]:
         """The token strings of ``ids`` (``'Ġbank'``, ``'##s'``, ``'bank</w>'``...)."""
-        return list(self.tokenizer.convert_ids_to_tokens(list(ids)))
+        ids, size = list(ids), len(self.tokenizer)
+        if bad := [i for i in ids if isinstance(i, bool) or not isinstance(i, Integral) or not 0 <= i < size]:
+            raise ScratchformerError(f"ids must be token ids of this tokenizer (0..{size - 1}), got {quoted(bad)}")
+        return list(self.tokenizer.convert_ids_to_tokens(ids))
 
     # -- tokenization ------------------------------------------------------------------------------------------
 
