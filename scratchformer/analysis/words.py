@@ -30,6 +30,7 @@ def is_word_character(character: str) -> bool:
     word-sense spans (:mod:`~scratchformer.analysis.sense_data`)."""
     return re.fullmatch(_W, character) is not None
 
+
 WordQuery = tuple[str, str] | tuple[str, str, int] | tuple[str, tuple[int, int]]  # see :func:`parse_query`
 
 
