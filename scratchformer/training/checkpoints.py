@@ -199,10 +199,15 @@ def checkpoint_bytes(model) -> int:
 def remove_folder(folder: Path) -> None:
     """Delete ``folder`` so that a kill half-way never leaves a half-deleted folder under its name: rename it to
     ``_deleting-NAME`` first (atomic), then delete that."""
+    shutil.rmtree(_moved_aside(folder), ignore_errors=True)
+
+
+def _moved_aside(folder: Path) -> Path:
+    """Rename ``folder`` to ``_deleting-NAME`` (one atomic rename; a leftover of that name is deleted first)."""
     doomed = folder.with_name(DELETING + folder.name)
     shutil.rmtree(doomed, ignore_errors=True)
     os.rename(folder, doomed)
-    shutil.rmtree(doomed, ignore_errors=True)
+    return doomed
 
 
 def rotate_checkpoints(output_dir: str | Path, save_total_limit: int | None, best: str | None = None,
@@ -241,27 +246,16 @@ def _fsync_tree(folder: Path) -> None:
 
 
 def _fsync(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot fsync a folder
-    finally:
-        os.close(fd)
+    """:func:`scratchformer.files._fsync`, where it can be done (some file systems cannot fsync a folder)."""
+    with contextlib.suppress(OSError):
+        files._fsync(path)
 
 
 def publish(staged: Path, final: Path) -> None:
     """Move the complete checkpoint ``staged`` to ``final`` with one rename (a folder already at ``final``, e.g. the
     same step of a run resumed from an earlier checkpoint, is moved aside first and deleted after)."""
     _fsync_tree(staged)
-    old = None
-    if final.exists():
-        old = final.with_name(DELETING + final.name)
-        shutil.rmtree(old, ignore_errors=True)
-        os.rename(final, old)
+    old = _moved_aside(final) if final.exists() else None
     os.rename(staged, final)
     _fsync(final.parent)
     if old is not None:

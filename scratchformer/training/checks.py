@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TrainingSetupError, one_line
 from ..tokenizer.bpe import SPECIAL_TOKENS
-from .options import option_flag, parse_overrides, shown
+from .options import option_flag, parse_overrides, process_counts, shown
 from .sampling import check_sampling
 
 if TYPE_CHECKING:
@@ -174,19 +173,14 @@ def check_optimizer_packages(args: ScratchformerTrainingArguments) -> None:
     try:
         Trainer.get_optimizer_cls_and_kwargs(args)
     except ImportError as err:
-        raise TrainingSetupError(f"--optim {_value(args.optim)} needs a package that is not installed: "
+        raise TrainingSetupError(f"--optim {shown(args.optim)} needs a package that is not installed: "
                                  f"{one_line(err)}") from None
     except ValueError as err:  # a bad --optim-args, a package missing, a setting missing; not the model it lacks
         if "pass a model" not in str(err) and "pass a `model`" not in str(err):
             missing = "install" in str(err).lower() or "import" in str(err).lower()
             said = (" needs a package that is not installed: " if missing else
                     f" with --optim-args {args.optim_args!r}: " if args.optim_args else ": ")
-            raise TrainingSetupError(f"--optim {_value(args.optim)}{said}{one_line(err)}") from None
-
-
-def _value(option: Any) -> Any:
-    """An enum option as the user typed it (``paged_adamw_8bit``, not ``OptimizerNames.PAGED_ADAMW_8BIT``)."""
-    return getattr(option, "value", option)
+            raise TrainingSetupError(f"--optim {shown(args.optim)}{said}{one_line(err)}") from None
 
 
 def cpu_has_bf16_kernels() -> bool:
@@ -220,13 +214,11 @@ def _check_precision(args: ScratchformerTrainingArguments) -> None:
 def _check_processes(options: TrainOptions, args: ScratchformerTrainingArguments) -> None:
     """What needs other processes has them (``--fsdp`` shards over the processes of a ``torchrun`` run, persistent
     data-loader workers need workers), and what needs one process has one (``--denoising-weight 0``)."""
-    import os
-
-    if args.fsdp and int(os.environ.get("WORLD_SIZE", "1")) < 2:
+    if args.fsdp and process_counts()[0] < 2:
         raise TrainingSetupError("--fsdp shards the model over the processes of a distributed run and this run has "
                                  "one: launch it with torchrun --nproc_per_node=N or accelerate launch "
                                  "(docs/training.md), or leave --fsdp out")
-    if options.denoising_weight == 0 and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if options.denoising_weight == 0 and process_counts()[0] > 1:
         raise TrainingSetupError("--denoising-weight 0 skips the model's own forward pass, which is where "
                                  "distributed training synchronises the gradients: run it in one process, or give "
                                  "the decoder's loss a weight above 0")
@@ -321,10 +313,7 @@ def _encoder_losses_on(options: TrainOptions) -> list[str]:
 def _check_freezing(options: TrainOptions) -> None:
     """``--freeze-encoder`` leaves the decoder's loss as the only thing to learn from: the encoder's own losses would
     train nothing (and ``--denoising-weight 0``, which needs one of them, is refused with them)."""
-    if not options.freeze_encoder:
-        return
-    encoder_losses = _encoder_losses_on(options)
-    if encoder_losses:
+    if options.freeze_encoder and (encoder_losses := _encoder_losses_on(options)):
         raise TrainingSetupError(f"--freeze-encoder keeps the encoder's weights and {', '.join(encoder_losses)} "
                                  "trains them: give one of them")
 
@@ -430,10 +419,7 @@ def check_model_options(options: TrainOptions, args: ScratchformerTrainingArgume
     if options.model:
         _check_same_vocabulary(options, config)
     if args is not None:
-        import os
-
-        check_step_memory(options, args, config, int(os.environ.get("LOCAL_WORLD_SIZE",
-                                                                     os.environ.get("WORLD_SIZE", "1"))))
+        check_step_memory(options, args, config, process_counts()[1])
 
 
 def _planned_config(options: TrainOptions, overrides: dict):
@@ -441,15 +427,13 @@ def _planned_config(options: TrainOptions, overrides: dict):
     ``--tokenizer-vocab-size``) or load (``--model``'s with the overrides); ``None`` for a ``--model`` that is not a
     readable Scratchformer folder (its loader says why)."""
     from ..models import ScratchformerConfig
-    from .model_setup import model_config, source_folder
+    from .model_setup import json_dict, model_config, source_folder
 
     if options.model:
         folder = source_folder(options.model)
-        if not (Path(folder) / "config.json").is_file():  # missing, or a FIFO that a read would wait on forever
+        if (json_dict(Path(folder) / "config.json") or {}).get("model_type") != ScratchformerConfig.model_type:
             return None
         try:
-            if json.loads((Path(folder) / "config.json").read_text()).get("model_type") != "scratchformer":
-                return None
             config = ScratchformerConfig.from_pretrained(folder)
         except (OSError, ValueError, TypeError, AttributeError):
             return None
@@ -506,11 +490,10 @@ def _check_same_vocabulary(options: TrainOptions, config) -> None:
     behind an id) would train it on ids that mean other tokens, silently, as long as the ids fit."""
     from .model_setup import source_folder
 
-    model_folder = source_folder(options.model)
-    own = _vocabulary(model_folder)
     given = _vocabulary(source_folder(options.tokenizer)) if options.tokenizer else None
     if given is None:
         return
+    own = _vocabulary(source_folder(options.model))
     if own is not None and given != own:
         moved = sum(own.get(token) != index for token, index in given.items())
         raise TrainingSetupError(f"--tokenizer {options.tokenizer} has another vocabulary than --model "
@@ -565,15 +548,11 @@ def check_tokenizer_matches(tokenizer, config, objective: str) -> None:
 
 
 def available_memory() -> int | None:
-    """``MemAvailable`` of ``/proc/meminfo`` in bytes (``None`` where there is no such file)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes (``None`` where there is no such file), read as the model's
+    config reads it."""
+    from ..models.configuration_scratchformer import _meminfo_available
+
+    return _meminfo_available()
 
 
 def estimate_step_memory(config, batch_size: int, source_length: int, target_length: int) -> int:

@@ -22,6 +22,7 @@ import gzip
 import os
 import re
 import zlib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -47,9 +48,7 @@ FILE_FORMATS: dict[str, tuple[str, dict[str, Any]]] = {
 
 def file_format(path: str | os.PathLike) -> str:
     """The format key of ``path`` from its name: ``corpus.txt.gz`` -> ``"txt"``, ``pairs.tsv`` -> ``"tsv"``."""
-    name = Path(path).name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
+    name = Path(path).name.lower().removesuffix(".gz")
     suffix = name.rsplit(".", 1)[-1] if "." in name else ""
     if suffix not in FILE_FORMATS:
         known = ", ".join(f".{k}" for k in FILE_FORMATS)
@@ -295,9 +294,7 @@ def _named_groups(validation_groups: Sequence[str], order: list[str], group_colu
 
 def _random_groups(groups: list[str], order: list[str], validation_fraction: float, seed: int) -> set[str]:
     """Groups drawn at random (seeded) until they hold ``validation_fraction`` of the rows; one is always left."""
-    sizes = {g: 0 for g in order}
-    for g in groups:
-        sizes[g] += 1
+    sizes = Counter(groups)
     rng = np.random.default_rng(seed)
     held: set[str] = set()
     count = 0
@@ -343,7 +340,9 @@ def load_raw_splits(options: TrainOptions, seed: int) -> RawSplits:
     with text), split (``--validation-files``, held-out groups with ``--group-column``, else random rows) and capped
     (``--max-train-samples``; at most ``--max-eval-samples`` validation rows, drawn with ``seed``)."""
     columns = text_columns(options)
-    train, valid = _read(options)
+    train = load_training_rows(options)
+    valid = (load_data_files(options.validation_files, options.data_format, options.cache_dir)
+             if options.validation_files else None)
     check_columns(train, columns, "the training data")
     if valid is not None:
         check_columns(valid, columns, "the validation data")
@@ -369,16 +368,11 @@ def load_raw_splits(options: TrainOptions, seed: int) -> RawSplits:
     return RawSplits(train, valid, columns, options.group_column, without_text)
 
 
-def _read(options: TrainOptions):
-    """``(training rows, validation rows or None)`` from the files or the Hub dataset the options name."""
+def load_training_rows(options: TrainOptions, streaming: bool = False):
+    """The training rows from the files or the Hub dataset the options name (``streaming``: as a stream)."""
     if options.train_files:
-        train = load_data_files(options.train_files, options.data_format, options.cache_dir)
-    else:
-        train = load_hub_dataset(options.dataset_name, options.dataset_config, "train", options.cache_dir)
-    valid = None
-    if options.validation_files:
-        valid = load_data_files(options.validation_files, options.data_format, options.cache_dir)
-    return train, valid
+        return load_data_files(options.train_files, options.data_format, options.cache_dir, streaming)
+    return load_hub_dataset(options.dataset_name, options.dataset_config, "train", options.cache_dir, streaming)
 
 
 def _hold_out(train, options: TrainOptions, seed: int):
@@ -473,6 +467,18 @@ def tokenize_for_denoising(dataset, tokenizer, text_column: str = "text", max_le
 
     return dataset.map(chunk, batched=True, remove_columns=column_names(dataset),
                        **map_options(dataset, num_proc, "tokenizing (denoising)"))
+
+
+def tokenize_for_objective(rows, tokenizer, options: TrainOptions, seed: int, training: bool = False):
+    """``rows`` tokenized for ``--objective`` (:func:`tokenize_for_denoising` or :func:`tokenize_pairs`); short
+    windows, packing and filtering shape the training rows only (``training``): the validation set stays as it is."""
+    if options.objective == "denoise":
+        return tokenize_for_denoising(
+            rows, tokenizer, options.text_column, options.max_length, num_proc=options.num_proc, seed=seed,
+            short_fraction=options.short_fraction if training else 0.0, pack=training and options.pack,
+            max_tokens_per_character=options.max_tokens_per_character if training else None)
+    return tokenize_pairs(rows, tokenizer, options.source_column, options.target_column, options.max_source_length,
+                          options.max_target_length, options.num_proc)
 
 
 def packed(chunks: list[list[int]], max_length: int) -> list[list[int]]:

@@ -92,20 +92,21 @@ def check_model_sources(options: TrainOptions) -> None:
 
 def _foreign_auto_map(folder: Path) -> str | None:
     """What in ``folder`` asks to run its own code for a type that is not ours, or ``None``."""
-    config = _json_dict(folder / "config.json")
+    config = json_dict(folder / "config.json")
     if config is not None:
         if config.get("model_type") == ScratchformerConfig.model_type:
             return None  # ours: loaded with our classes, its code files never run
         if config.get("auto_map"):
             return f"a {config.get('model_type')!r} model whose config.json names its own code (auto_map)"
-    tokenizer_config = _json_dict(folder / "tokenizer_config.json") or {}
+    tokenizer_config = json_dict(folder / "tokenizer_config.json") or {}
     if tokenizer_config.get("tokenizer_class") != ScratchformerTokenizer.__name__ and tokenizer_config.get("auto_map"):
         return (f"a {tokenizer_config.get('tokenizer_class')!r} tokenizer whose tokenizer_config.json names its own "
                 "code (auto_map)")
     return None
 
 
-def _json_dict(path: Path) -> dict | None:
+def json_dict(path: Path) -> dict | None:
+    """The JSON object in ``path``, or ``None`` where there is none to read (missing, unreadable, not an object)."""
     if not path.is_file():  # missing, or a FIFO that a read would wait on forever (the loader names it)
         return None
     try:
@@ -137,7 +138,7 @@ def load_tokenizer_folder(path: str, trust_remote_code: bool = False, flag: str 
 
 
 def _tokenizer_class(folder: Path) -> str | None:
-    return (_json_dict(folder / "tokenizer_config.json") or {}).get("tokenizer_class")
+    return (json_dict(folder / "tokenizer_config.json") or {}).get("tokenizer_class")
 
 
 def _own_tokenizer(folder: Path):

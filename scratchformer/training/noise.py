@@ -136,15 +136,15 @@ class DataCollatorForTextInfilling:
                    eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=decoder_start_token_id,
                    vocab_size=len(tokenizer), special_ids=tuple(sorted(set(tokenizer.all_special_ids))), **kwargs)
 
-    def rng_for(self, ids: Sequence[int], epoch: int | None = None) -> np.random.Generator:
+    def rng_for(self, ids: Sequence[int], epoch: int | None = None, *stream: int) -> np.random.Generator:
+        """The noise's random stream of ``ids`` (``stream``: another one of the same text, apart from it)."""
         key = zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes())
-        return np.random.default_rng([self.seed, self.epoch if epoch is None else epoch, key, len(ids)])
+        return np.random.default_rng([self.seed, self.epoch if epoch is None else epoch, key, len(ids), *stream])
 
     def crop_rng(self, ids: Sequence[int], epoch: int | None = None) -> np.random.Generator:
         """The windows' own random stream (a function of the same things as the noise, but apart from it: adding
         the windows leaves the noise of every text as it was)."""
-        key = zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes())
-        return np.random.default_rng([self.seed, self.epoch if epoch is None else epoch, key, len(ids), 1])
+        return self.rng_for(ids, epoch, 1)
 
     @functools.cached_property
     def ordinary_ids(self) -> np.ndarray:
@@ -153,8 +153,7 @@ class DataCollatorForTextInfilling:
 
     def mlm_rng(self, ids: Sequence[int], epoch: int | None = None) -> np.random.Generator:
         """The masked copy's own random stream (apart from the noise and the windows, as :meth:`crop_rng`)."""
-        key = zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes())
-        return np.random.default_rng([self.seed, self.epoch if epoch is None else epoch, key, len(ids), 2])
+        return self.rng_for(ids, epoch, 2)
 
     def noise(self, ids: Sequence[int], epoch: int | None = None) -> list[int]:
         ids = list(ids)

@@ -17,9 +17,11 @@ both give ``(TrainOptions, ScratchformerTrainingArguments)`` and raise :class:`T
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -302,7 +304,7 @@ class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
             self.eval_strategy, self.eval_steps = IntervalStrategy.NO, None
         if not torch.cuda.is_available():
             self.use_cpu = True
-        if self.use_cpu and self.ddp_backend is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        if self.use_cpu and self.ddp_backend is None and process_counts()[0] > 1:
             self.ddp_backend = "gloo"
 
 
@@ -346,16 +348,9 @@ class TrainArgumentParser(HfArgumentParser):
         raise TrainingSetupError(message)
 
     def parse(self, argv: list[str]) -> tuple[TrainOptions, ScratchformerTrainingArguments]:
-        try:
+        with _setup_errors():
             options, args, unknown = self.parse_args_into_dataclasses(
                 argv, return_remaining_strings=True, look_for_args_file=False)
-        except TrainingSetupError:
-            raise
-        except ValueError as err:  # the Trainer's own checks of its options
-            raise TrainingSetupError(str(err)) from err
-        except ImportError as err:  # an option whose package is missing (--deepspeed: deepspeed)
-            raise TrainingSetupError(f"an option needs a package that is not installed: {one_line(err)}"
-                                     ) from err
         if unknown:
             raise TrainingSetupError(f"unrecognized arguments: {' '.join(unknown)}")
         return options, args
@@ -369,20 +364,34 @@ def config_from_args(argv: list[str] | None = None) -> tuple[TrainOptions, Scrat
 def config_from_dict(settings: dict[str, Any]) -> tuple[TrainOptions, ScratchformerTrainingArguments]:
     """The options from a dict of field names of either dataclass (``{"preset": "tiny", "max_steps": 8, ...}``)."""
     parser = TrainArgumentParser()
+    with _setup_errors():
+        return parser.parse_dict(settings)
+
+
+@contextlib.contextmanager
+def _setup_errors() -> Iterator[None]:
+    """Parsing's failures as :class:`TrainingSetupError`: the Trainer's own checks of its options (``ValueError``)
+    and an option whose package is missing (``ImportError``; ``--deepspeed``: deepspeed)."""
     try:
-        options, args = parser.parse_dict(settings)
+        yield
     except TrainingSetupError:
         raise
     except ValueError as err:
         raise TrainingSetupError(str(err)) from err
     except ImportError as err:
-        raise TrainingSetupError(f"an option needs a package that is not installed: {one_line(err)}"
-                                 ) from err
-    return options, args
+        raise TrainingSetupError(f"an option needs a package that is not installed: {one_line(err)}") from err
+
+
+def process_counts() -> tuple[int, int]:
+    """``(processes in the run, processes on this machine)``, as ``torchrun`` and ``accelerate launch`` set them."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    return world_size, int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size)))
 
 
 def shown(value: Any) -> Any:
-    """``-1`` for the ``-1.0`` a float option holds, so a message repeats what the user typed."""
+    """An option's value as the user typed it, for a message: ``-1`` for the ``-1.0`` a float option holds, an enum
+    option's value (``paged_adamw_8bit``, not ``OptimizerNames.PAGED_ADAMW_8BIT``)."""
+    value = getattr(value, "value", value)
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 

@@ -20,7 +20,6 @@ the paper's (:mod:`scratchformer.training.schedule`).
 from __future__ import annotations
 
 import copy
-import os
 import sys
 import time
 from pathlib import Path
@@ -43,7 +42,7 @@ from .history import loss_history, write_loss_curve
 from .metrics import GenerationMetrics, Seq2SeqLoss, argmax_logits, token_accuracy
 from .model_setup import build_model, check_model_sources, freeze_encoder, load_tokenizer
 from .noise import DataCollatorForTextInfilling
-from .options import ScratchformerTrainingArguments, TrainOptions
+from .options import ScratchformerTrainingArguments, TrainOptions, process_counts, shown
 from .output_dir import check_apart_from_inputs, claim_output_dir
 from .resume import continue_run_options, finishes_without_training, resolve_resume, run_config
 from .sampling import SeededSampling
@@ -94,7 +93,7 @@ def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks:
          is_main: bool) -> dict[str, Any]:
     """:func:`run_training` once the output folder is the run's."""
     say = _say if is_main else _quiet
-    world_size, local_world_size = _process_counts()
+    world_size, local_world_size = process_counts()
     check_model_sources(options)
     check_electra(options, world_size)
     if options.streaming:  # the stream's position is restored from the checkpoint, not by skipping batches
@@ -135,12 +134,6 @@ def _quiet(text: str) -> None:
     pass
 
 
-def _process_counts() -> tuple[int, int]:
-    """``(processes in the run, processes on this machine)``, as ``torchrun`` and ``accelerate launch`` set them."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    return world_size, int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size)))
-
-
 def _load_data(options: TrainOptions, args: ScratchformerTrainingArguments) -> data.RawSplits:
     """The raw training and validation rows (the main process first; the others reuse its ``datasets`` cache); with
     ``--streaming`` the training rows are a stream, not read yet."""
@@ -175,22 +168,13 @@ def _tokenizer_and_model(options: TrainOptions, args: ScratchformerTrainingArgum
 def _tokenize(options: TrainOptions, args: ScratchformerTrainingArguments, splits: data.RawSplits, tokenizer):
     """``(train, validation)`` token datasets for the objective; :class:`DataError` when no training example is
     left."""
-    def tokenize(rows, short_fraction: float = 0.0, training: bool = False):
-        if options.objective == "denoise":  # packing and filtering shape training only: the validation set stays
-            return data.tokenize_for_denoising(rows, tokenizer, options.text_column, options.max_length,
-                                               num_proc=options.num_proc, short_fraction=short_fraction,
-                                               seed=args.seed, pack=training and options.pack,
-                                               max_tokens_per_character=(options.max_tokens_per_character
-                                                                         if training else None))
-        return data.tokenize_pairs(rows, tokenizer, options.source_column, options.target_column,
-                                   options.max_source_length, options.max_target_length, options.num_proc)
-
     if options.streaming:  # this process's shard, tokenized as training reads it
         train_ds = streaming.token_stream(options, splits.train, tokenizer, args.process_index, args.world_size,
                                           args.device, args.seed)
-        return train_ds, tokenize(splits.validation)
+        return train_ds, data.tokenize_for_objective(splits.validation, tokenizer, options, args.seed)
     with args.main_process_first(desc="tokenizing"):
-        train_ds, valid_ds = tokenize(splits.train, options.short_fraction, True), tokenize(splits.validation)
+        train_ds = data.tokenize_for_objective(splits.train, tokenizer, options, args.seed, training=True)
+        valid_ds = data.tokenize_for_objective(splits.validation, tokenizer, options, args.seed)
     if len(train_ds) == 0:
         raise data.DataError(f"no training example is left after tokenization (texts under 4 tokens are dropped "
                              f"for denoising); {len(splits.train)} rows were read")
@@ -313,7 +297,7 @@ def _announce(options: TrainOptions, args: ScratchformerTrainingArguments, train
         out.mkdir(parents=True, exist_ok=True)
     files.write_json(out / "train_config.json", trainer.run_config)
     groups = f" (held-out groups of {splits.group_column!r})" if splits.group_column else ""
-    schedule = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
+    schedule = shown(args.lr_scheduler_type)
     training = f"{num_train:,} training" if num_train is not None else "streamed training"
     if splits.rows_without_text:
         groups += f" ({splits.rows_without_text:,} rows with an empty {'/'.join(splits.columns)} dropped)"

@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,7 +68,8 @@ FREE_TO_CHANGE = frozenset({
     # a GPU in bf16 with TF32), not the recipe; fp16 is not here: its loss scaler is part of the run's state
     "bf16", "tf32",
 })
-BATCH_KEYS = frozenset({WORLD_SIZE_KEY, "per_device_train_batch_size", "gradient_accumulation_steps"})
+BATCH_FIELDS = (WORLD_SIZE_KEY, "per_device_train_batch_size", "gradient_accumulation_steps")
+BATCH_KEYS = frozenset(BATCH_FIELDS)
 LENGTH_FIELDS = ("max_steps", "num_train_epochs")
 LENGTH_FREE_SCHEDULES = frozenset({"inverse_sqrt", "constant", "constant_with_warmup", "reduce_lr_on_plateau"})
 
@@ -216,18 +218,13 @@ def _batch_change(saved: dict[str, Any], current: dict[str, Any]) -> tuple[list[
     except the size of a micro-batch when the contrastive loss draws its negatives from it."""
     if WORLD_SIZE_KEY not in saved:
         return [], []  # a run recorded without its process count: the batch fields are compared one by one
-
-    def split(config):
-        return tuple(config[key] for key in (WORLD_SIZE_KEY, "per_device_train_batch_size",
-                                             "gradient_accumulation_steps"))
-
-    if split(saved) == split(current):
+    now, before = (tuple(config[key] for key in BATCH_FIELDS) for config in (current, saved))
+    if now == before:
         return [], []
-    now, before = split(current), split(saved)
     change = (f"{now[0]} process(es) x --batch-size {now[1]} x --gradient-accumulation-steps {now[2]} = "
-              f"{now[0] * now[1] * now[2]} examples per optimizer step (the run: {before[0]} x {before[1]} x "
-              f"{before[2]} = {before[0] * before[1] * before[2]})")
-    same = now[0] * now[1] * now[2] == before[0] * before[1] * before[2]
+              f"{math.prod(now)} examples per optimizer step (the run: {before[0]} x {before[1]} x "
+              f"{before[2]} = {math.prod(before)})")
+    same = math.prod(now) == math.prod(before)
     if same and now[1] != before[1] and saved.get("contrastive_weight", 0) > 0:
         # the contrastive loss tells each window apart from the others of its micro-batch: another micro-batch size
         # is another loss

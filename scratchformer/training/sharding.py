@@ -93,10 +93,9 @@ def plain_class(model) -> Iterator[None]:
     try:
         from torch.distributed.fsdp import FSDPModule
     except ImportError:  # torch without FSDP2
-        yield
-        return
+        FSDPModule = None
     generated = type(model)
-    if not isinstance(model, FSDPModule):
+    if FSDPModule is None or not isinstance(model, FSDPModule):
         yield
         return
     model.__class__ = next(c for c in generated.__mro__ if not issubclass(c, FSDPModule))

@@ -54,7 +54,7 @@ def load_stream_splits(options: TrainOptions, seed: int) -> data.RawSplits:
     if not hasattr(_datasets().IterableDataset, "load_state_dict"):
         raise TrainingSetupError("--streaming needs datasets >= 2.18 (IterableDataset.state_dict for --resume)")
     columns = data.text_columns(options)
-    train = _open_stream(options)
+    train = data.load_training_rows(options, streaming=True)
     if not data.column_names(train):
         raise DataError("the training data has no rows")
     data.check_columns(train, columns, "the training data")
@@ -80,13 +80,6 @@ def _datasets():
     import datasets
 
     return datasets
-
-
-def _open_stream(options: TrainOptions):
-    if options.train_files:
-        return data.load_data_files(options.train_files, options.data_format, options.cache_dir, streaming=True)
-    return data.load_hub_dataset(options.dataset_name, options.dataset_config, "train", options.cache_dir,
-                                 streaming=True)
 
 
 def _first_rows(stream, count: int | None):
@@ -164,13 +157,7 @@ def token_stream(options: TrainOptions, train, tokenizer, rank: int, world_size:
     from datasets.distributed import split_dataset_by_node
 
     shard = split_dataset_by_node(train, rank=rank, world_size=world_size)
-    if options.objective == "denoise":
-        tokens = data.tokenize_for_denoising(shard, tokenizer, options.text_column, options.max_length,
-                                             short_fraction=options.short_fraction, seed=seed, pack=options.pack,
-                                             max_tokens_per_character=options.max_tokens_per_character)
-    else:
-        tokens = data.tokenize_pairs(shard, tokenizer, options.source_column, options.target_column,
-                                     options.max_source_length, options.max_target_length)
+    tokens = data.tokenize_for_objective(shard, tokenizer, options, seed, training=True)
     _check_every_shard_has_examples(tokens, rank, device)
     return PassesOverStream(tokens, tag_pass=options.objective == "denoise")
 
