@@ -78,7 +78,7 @@ def replace_file(path: str | os.PathLike, needed: int | None = None, suffix: str
         temporary = Path(name)
         try:
             yield temporary
-            _fsync(temporary)
+            fsync(temporary)
             os.chmod(temporary, new_file_mode(target))
             os.replace(temporary, target)
         except BaseException:
@@ -143,7 +143,7 @@ def _followed(path: Path) -> Path:
     return Path(os.path.realpath(path)) if os.path.islink(path) else path
 
 
-def _fsync(path: Path) -> None:
+def fsync(path: Path) -> None:
     """Flush ``path``'s content to disk, so that the rename never publishes an empty file after a power cut."""
     descriptor = os.open(path, os.O_RDONLY)
     try:
@@ -183,7 +183,7 @@ def _move_into(source: Path, target: Path) -> None:
                 _move_into(entry, destination)
                 continue
         else:
-            _fsync(entry)
+            fsync(entry)
         os.replace(entry, destination)
 
 

@@ -246,9 +246,9 @@ def _fsync_tree(folder: Path) -> None:
 
 
 def _fsync(path: Path) -> None:
-    """:func:`scratchformer.files._fsync`, where it can be done (some file systems cannot fsync a folder)."""
+    """:func:`scratchformer.files.fsync`, where it can be done (some file systems cannot fsync a folder)."""
     with contextlib.suppress(OSError):
-        files._fsync(path)
+        files.fsync(path)
 
 
 def publish(staged: Path, final: Path) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TrainingSetupError, one_line
+from ..models.configuration_scratchformer import available_memory
 from ..tokenizer.bpe import SPECIAL_TOKENS
 from .options import option_flag, parse_overrides, process_counts, shown
 from .sampling import check_sampling
@@ -545,14 +546,6 @@ def check_tokenizer_matches(tokenizer, config, objective: str) -> None:
 # --------------------------------------------------------------------------------------------------------------------
 # The batch against the data and the memory
 # --------------------------------------------------------------------------------------------------------------------
-
-
-def available_memory() -> int | None:
-    """``MemAvailable`` of ``/proc/meminfo`` in bytes (``None`` where there is no such file), read as the model's
-    config reads it."""
-    from ..models.configuration_scratchformer import _meminfo_available
-
-    return _meminfo_available()
 
 
 def estimate_step_memory(config, batch_size: int, source_length: int, target_length: int) -> int:
