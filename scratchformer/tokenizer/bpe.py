@@ -367,6 +367,33 @@ def base_alphabet(word_counts: Iterable[str], scheme: str = DEFAULT_SCHEME) -> l
     return [END_OF_WORD, *sorted({char for word in word_counts for char in word})]
 
 
+class TrainingTexts:
+    """``texts`` as both trainers see them: each checked, long words cut (:func:`training_pieces`), noting whether any
+    word was seen, for :meth:`check_words_seen`."""
+
+    def __init__(self, texts: Iterable[str]):
+        self.texts, self.saw_words = texts, False
+
+    def __iter__(self) -> Iterator[str]:
+        for i, text in enumerate(self.texts):
+            check_text(text, f"text #{i}")
+            self.saw_words = self.saw_words or (not text.isspace() and text != "")
+            yield from training_pieces(text)  # very long words cut: training time stays linear
+
+    def check_words_seen(self) -> None:
+        if not self.saw_words:
+            raise ValueError("the training corpus is empty: it has no words (only empty or whitespace-only text)")
+
+
+def check_base_size(vocab_size: int, alphabet: int, scheme: str, where: str = "") -> None:
+    """Refuse a ``vocab_size`` below the special tokens plus the ``alphabet`` symbols of the base alphabet (``where``:
+    whose alphabet, for the message)."""
+    if vocab_size < len(SPECIAL_TOKENS) + alphabet:
+        raise ValueError(f"vocab_size={vocab_size} is smaller than the {len(SPECIAL_TOKENS)} special tokens plus the "
+                         f"{alphabet} symbols of the {scheme} base alphabet{where}; ask for at least "
+                         f"{len(SPECIAL_TOKENS) + alphabet}")
+
+
 def train(
     texts: Iterable[str],
     vocab_size: int,
@@ -385,25 +412,12 @@ def train(
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
         raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
     check_min_frequency(min_frequency)
-    seen_text = False
-
-    def watched(texts: Iterable[str]) -> Iterator[str]:
-        nonlocal seen_text
-        for i, text in enumerate(texts):
-            check_text(text, f"text #{i}")
-            seen_text = seen_text or (not text.isspace() and text != "")
-            yield from training_pieces(text)
-
-    word_counts = count_words(watched(texts), scheme)
-    if not seen_text:
-        raise ValueError("the training corpus is empty: it has no words (only empty or whitespace-only text)")
+    checked = TrainingTexts(texts)
+    word_counts = count_words(checked, scheme)
+    checked.check_words_seen()
     alphabet = base_alphabet(word_counts, scheme)
+    check_base_size(vocab_size, len(alphabet), scheme)
     base_size = len(SPECIAL_TOKENS) + len(alphabet)
-    if vocab_size < base_size:
-        raise ValueError(
-            f"vocab_size={vocab_size} is smaller than the {len(SPECIAL_TOKENS)} special tokens plus the "
-            f"{len(alphabet)} symbols of the {scheme} base alphabet; ask for at least {base_size}"
-        )
     symbols = {word_to_symbols(word, scheme): count for word, count in word_counts.items()}
     if naive:
         merges = learn_merges_naive(symbols, vocab_size - base_size, min_frequency)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,6 @@ from . import bpe
 
 DEFAULT_MODEL_MAX_LENGTH = 512  # ScratchformerConfig().max_position_embeddings
 
-TRAINERS = ("fast", "reference")
 # tokenizers' BpeTrainer reserves its tables (word -> id, id -> word) up front for every token asked for: 66 to 71
 # bytes a token measured with tokenizers 0.23 (71 GB for vocab_size=10**9, then a Rust panic), counted at 64. Its ids
 # are 32-bit.
@@ -151,21 +150,6 @@ def bpe_from_tokenizer(tokenizer: Any) -> bpe.BPE:
     )
 
 
-class _CheckedTexts:
-    """Iterate ``texts`` as the trainer should see them (checked, long words cut: :func:`bpe.training_pieces`), noting
-    whether any word was seen (to report an empty corpus)."""
-
-    def __init__(self, texts: Iterable[str]):
-        self.texts = texts
-        self.saw_words = False
-
-    def __iter__(self) -> Iterator[str]:
-        for i, text in enumerate(self.texts):
-            bpe.check_text(text, f"text #{i}")
-            self.saw_words = self.saw_words or not text.isspace() and text != ""
-            yield from bpe.training_pieces(text)  # very long words cut: training time stays linear
-
-
 def check_vocab_size(vocab_size: object, trainer: str = "fast") -> None:
     """Refuse, before any text is read, a vocabulary size that is not an integer, that no tokenizer can number
     (32-bit ids), or whose tables the fast trainer would reserve beyond the memory available: ``tokenizers`` would
@@ -200,12 +184,8 @@ def train_fast_tokenizer(
     bpe.check_scheme(scheme)
     check_vocab_size(vocab_size)
     bpe.check_min_frequency(min_frequency)  # the library's own: OverflowError for -1
-    base_size = len(bpe.SPECIAL_TOKENS) + len(bpe.BYTE_LEVEL_ALPHABET)
-    if scheme == bpe.BYTE_LEVEL and vocab_size < base_size:
-        raise ValueError(
-            f"vocab_size={vocab_size} is smaller than the {len(bpe.SPECIAL_TOKENS)} special tokens plus the 256 "
-            f"bytes of the byte_level base alphabet; ask for at least {base_size}"
-        )
+    if scheme == bpe.BYTE_LEVEL:
+        bpe.check_base_size(vocab_size, len(bpe.BYTE_LEVEL_ALPHABET), scheme)
     backend = _pipeline(models.BPE(unk_token=bpe.UNK), scheme)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -214,18 +194,11 @@ def train_fast_tokenizer(
         initial_alphabet=list(bpe.BYTE_LEVEL_ALPHABET) if scheme == bpe.BYTE_LEVEL else [],
         show_progress=show_progress and _on_a_terminal(),
     )
-    checked = _CheckedTexts(texts)
+    checked = bpe.TrainingTexts(texts)
     length = len(texts) if isinstance(texts, Sequence) else None
     backend.train_from_iterator(checked, trainer, length=length)
-    if not checked.saw_words:
-        raise ValueError("the training corpus is empty: it has no words (only empty or whitespace-only text)")
-    if backend.get_vocab_size() > vocab_size:
-        alphabet = backend.get_vocab_size() - len(bpe.SPECIAL_TOKENS)
-        raise ValueError(
-            f"vocab_size={vocab_size} is smaller than the {len(bpe.SPECIAL_TOKENS)} special tokens plus the "
-            f"{alphabet} symbols of the {scheme} base alphabet of this corpus; ask for at least "
-            f"{backend.get_vocab_size()}"
-        )
+    checked.check_words_seen()
+    bpe.check_base_size(vocab_size, backend.get_vocab_size() - len(bpe.SPECIAL_TOKENS), scheme, " of this corpus")
     return wrap_backend(backend, model_max_length)
 
 
