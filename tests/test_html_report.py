@@ -186,3 +186,19 @@ def test_the_screenshot_is_the_whole_page(report, tmp_path):
     assert png_size(shot) == (1400, height)
     assert shot.stat().st_size > 10_000
     keep_artifact(shot)
+
+
+def test_without_chromium_the_screenshot_is_one_clear_error_and_leaves_nothing(tmp_path, monkeypatch):
+    """No Chromium (``SCRATCHFORMER_CHROMIUM`` names no file, so the PATH is not searched): one
+    ``ScratchformerError`` saying how to install it, no screenshot, and no measuring copy left beside the page."""
+    from scratchformer.analysis.report import screenshot_report
+    from scratchformer.errors import ScratchformerError
+
+    monkeypatch.setenv("SCRATCHFORMER_CHROMIUM", str(tmp_path / "no-such-chromium"))
+    page = tmp_path / "index.html"
+    page.write_text("<html><body>bank</body></html>", encoding="utf-8")
+    with pytest.raises(ScratchformerError, match=r"no Chromium found: install it .* SCRATCHFORMER_CHROMIUM"):
+        screenshot_report(page, tmp_path / "index.png")
+    with pytest.raises(ScratchformerError, match="no Chromium found"):
+        chromium_command(None, "--dump-dom", page.as_uri())
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["index.html"]

@@ -102,6 +102,21 @@ def test_non_utf8_file_names_file_and_line(tmp_path):
         read_senses_tsv(path)
 
 
+def test_a_gzipped_tsv_and_windows_line_ends_read_as_the_plain_file(tmp_path):
+    """The sense TSV is read as ``geometry`` reads its data (one line reader): ``.gz`` is decompressed, ``\\r\\n``
+    ends no cell, and a truncated ``.gz`` is a ``DataError`` naming the file."""
+    import gzip
+
+    plain = read_senses_tsv(write_tsv(tmp_path / "s.tsv"))
+    text = (tmp_path / "s.tsv").read_text(encoding="utf-8")
+    (tmp_path / "s.tsv.gz").write_bytes(gzip.compress(text.encode()))
+    (tmp_path / "crlf.tsv").write_bytes(text.replace("\n", "\r\n").encode())
+    assert read_senses_tsv(tmp_path / "s.tsv.gz") == read_senses_tsv(tmp_path / "crlf.tsv") == plain
+    (tmp_path / "cut.tsv.gz").write_bytes(gzip.compress(text.encode())[:40])
+    with pytest.raises(DataError, match=r"cut.tsv.gz: cannot read the file"):
+        read_senses_tsv(tmp_path / "cut.tsv.gz")
+
+
 def test_byte_order_mark_and_empty_cells(tmp_path):
     path = tmp_path / "bom.tsv"
     path.write_text("\ufeff" + HEADER + "\t".join(map(str, ROWS[0])) + "\n", encoding="utf-8")

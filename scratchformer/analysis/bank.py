@@ -32,9 +32,10 @@ from typing import Any
 import torch
 
 from ..errors import ScratchformerError
+from ..files import write_json
 from .extractor import LoadedModel, load_extractor, model_sources
 from .layers import LEARNED, describe_layer, is_contextual
-from .output import check_output_folder, output_folder, write_json
+from .output import check_output_folder, output_folder
 from .results import (  # the study's types; re-exported: `from scratchformer.analysis.bank import Study` works
     LayerSummary,
     ModelStudy,

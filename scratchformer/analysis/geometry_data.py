@@ -13,17 +13,15 @@ occurrences of each (seeded samples), and the sentences of the baseline sample.
 
 from __future__ import annotations
 
-import gzip
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .. import files
-from ..errors import DataError, ScratchformerError, StorageError
-from .sense_data import REQUIRED_COLUMNS, read_senses_tsv
+from ..errors import DataError, ScratchformerError
+from .sense_data import REQUIRED_COLUMNS, read_senses_tsv, utf8_lines
 from .words import sentence_words
 
 MIN_OCCURRENCES = 5  # the author's min_count
@@ -50,34 +48,17 @@ def read_sentences(path: str | Path, max_sentences: int | None = None) -> Senten
     if not path.is_file():
         raise DataError(f"data {str(path)!r} not found or not a file; give a word-sense TSV (the format of "
                         "`scratchformer senses`) or a plain text file with one sentence a line")
-    first = next((line for line in _lines(path) if line.strip()), None)
+    first = next((line for line in utf8_lines(path) if line.strip()), None)
     if first is None:
         raise DataError(f"{path}: the file is empty; give sentences, one a line, or a word-sense TSV")
     if set(REQUIRED_COLUMNS) <= {cell.strip() for cell in first.split("\t")}:
         kind, texts = "tsv", (example.sentence for example in read_senses_tsv(path))
     else:
-        kind, texts = "text", (line.strip() for line in _lines(path))
+        kind, texts = "text", (line.strip() for line in utf8_lines(path))
     sentences = [text for text in dict.fromkeys(texts) if sentence_words(text)]
     if not sentences:
         raise DataError(f"{path}: no line has a word (letters or digits); give sentences, one a line")
     return Sentences(str(path), kind, sentences[:max_sentences] if max_sentences else sentences)
-
-
-def _lines(path: Path) -> Iterator[str]:
-    """The file's lines, decoded one by one so that a bad byte is reported with its line (gzip for ``.gz``)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with files.reading(path), opener(path, "rb") as handle:  # a permission denied names the file and the user
-            for number, raw in enumerate(handle, start=1):
-                try:
-                    yield raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as error:
-                    raise DataError(f"{path}:{number}: not UTF-8 text (byte {raw[error.start]:#04x} at column "
-                                    f"{error.start + 1}); save the file as UTF-8") from None
-    except StorageError:
-        raise
-    except (OSError, EOFError) as error:  # a truncated or non-gzip .gz
-        raise DataError(f"{path}: cannot read the file ({error})") from error
 
 
 @dataclass

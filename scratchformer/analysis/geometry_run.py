@@ -59,7 +59,7 @@ from .geometry_data import (
     read_sentences,
 )
 from .layers import LEARNED, describe_layer, input_embedding_table, layer_kind
-from .output import check_output_folder, output_folder, write_json
+from .output import check_output_folder, output_folder
 from .pooling import check_word_pooling, word_tokens_used
 from .words import covering_tokens, words_kept
 
@@ -432,8 +432,8 @@ def run_geometry(
         if not quiet:
             print(reports[-1].table(), end="\n\n")
     folder = output_folder(out)
-    written = [write_json(folder / GEOMETRY_JSON, geometry_payload(reports, str(data), data_set.format,
-                                                                     len(plan.sentences))),
+    written = [files.write_json(folder / GEOMETRY_JSON,
+                                geometry_payload(reports, str(data), data_set.format, len(plan.sentences))),
                write_word_csv(folder / WORDS_CSV, reports)]
     if plots:
         from .plots import plot_geometry

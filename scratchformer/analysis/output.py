@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from .. import files
 from ..errors import ScratchformerError
@@ -46,8 +45,3 @@ def output_folder(path: str | Path, option: str = "--output") -> Path:
     with files.writing(folder, every_os_error=True, what=f"{option} {str(folder)!r}: cannot create the folder: "):
         folder.mkdir(parents=True, exist_ok=True)  # a full disk, a permission denied: said as such
     return folder
-
-
-def write_json(path: Path, payload: Any) -> Path:
-    """``payload`` as indented JSON (with a final newline), replacing ``path`` whole or not at all."""
-    return files.write_json(path, payload)

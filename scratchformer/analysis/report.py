@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import files
+from ..errors import ScratchformerError
 from .plots import ATTENTION_CMAP, ATTENTION_GAMMA
 from .report_assets import ATTENTION_JS, REPORT_CSS
 
@@ -291,9 +292,14 @@ def find_chromium() -> str | None:
     return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
 
 
-def chromium_command(chromium: str, *args: str) -> list[str]:
-    """A headless Chromium command line. ``--no-sandbox``: CI runs as root, where the sandbox refuses to start;
-    the page is our own file."""
+def chromium_command(chromium: str | None, *args: str) -> list[str]:
+    """A headless Chromium command line (``chromium``, else :func:`find_chromium`'s; none found is a
+    :class:`~scratchformer.errors.ScratchformerError`). ``--no-sandbox``: CI runs as root, where the sandbox refuses
+    to start; the page is our own file."""
+    chromium = chromium or find_chromium()
+    if chromium is None:
+        raise ScratchformerError("no Chromium found: install it (Debian: apt-get install -y chromium) or set "
+                                 "SCRATCHFORMER_CHROMIUM to its path")
     return [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args]
 
 
@@ -318,12 +324,6 @@ def screenshot_report(page: str | Path, png: str | Path, width: int = 1400, heig
     relative links still resolve, and is removed afterwards); then ``--screenshot`` with a window that tall."""
     import subprocess
 
-    from ..errors import ScratchformerError
-
-    chromium = chromium or find_chromium()
-    if chromium is None:
-        raise ScratchformerError("no Chromium found for the screenshot: install it (Debian: apt-get install -y "
-                                 "chromium) or set SCRATCHFORMER_CHROMIUM to its path")
     page, png = Path(page).resolve(), Path(png).resolve()
     full_height = max(height, page_height(page, width, height, chromium=chromium, timeout=timeout))
     with files.replace_file(png, suffix=".tmp.png") as temporary:  # an earlier index.png stays until it is done
@@ -344,12 +344,6 @@ def page_height(page: str | Path, width: int = 1400, height: int = 1000, *, chro
     import subprocess
     import tempfile
 
-    from ..errors import ScratchformerError
-
-    chromium = chromium or find_chromium()
-    if chromium is None:
-        raise ScratchformerError("no Chromium found: install it (Debian: apt-get install -y chromium) or set "
-                                 "SCRATCHFORMER_CHROMIUM to its path")
     page = Path(page).resolve()
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".html", prefix=f".{page.stem}.measure-",
                                      dir=page.parent, delete=False) as copy:

@@ -11,6 +11,7 @@ naming the file, the line and what to fix.
 from __future__ import annotations
 
 import csv
+import gzip
 import itertools
 from collections import defaultdict
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import files
-from ..errors import DataError, ScratchformerError, quoted
+from ..errors import DataError, ScratchformerError, StorageError, quoted
 from .words import is_word_character
 
 REQUIRED_COLUMNS = ("lemma", "pos", "synset", "start", "end", "sentence")
@@ -60,27 +61,31 @@ def read_senses_tsv(path: str | Path) -> list[SenseExample]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"word-sense data {str(path)!r} not found or not a file; expected {_EXPECTED}")
-    with files.reading(path):  # a file this user may not read: one line naming it and the user
-        rows = csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = _header(path, next(rows, None))
-        examples = [_example(path, line, row, header) for line, row in enumerate(rows, start=2)
-                    if any(cell.strip() for cell in row)]
+    rows = csv.reader(utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+    header = _header(path, next(rows, None))
+    examples = [_example(path, line, row, header) for line, row in enumerate(rows, start=2)
+                if any(cell.strip() for cell in row)]
     if not examples:
         raise DataError(f"{path}: no data rows after the header; expected one row per occurrence")
     return examples
 
 
-def _utf8_lines(path: Path) -> Iterator[str]:
-    """The file's lines decoded one by one, so that a bad byte is reported with its line (a BOM is dropped)."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as error:
-                raise DataError(
-                    f"{path}:{number}: not UTF-8 text (byte {raw[error.start]:#04x} at column {error.start + 1}); "
-                    "save the file as UTF-8"
-                ) from None
+def utf8_lines(path: Path) -> Iterator[str]:
+    """The file's lines without their ends, decoded one by one so that a bad byte is reported with its line (a BOM
+    is dropped; gzip for ``.gz``); a file that cannot be read is a :class:`DataError`."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with files.reading(path), opener(path, "rb") as handle:  # a permission denied names the file and the user
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    yield raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as error:
+                    raise DataError(f"{path}:{number}: not UTF-8 text (byte {raw[error.start]:#04x} at column "
+                                    f"{error.start + 1}); save the file as UTF-8") from None
+    except StorageError:
+        raise
+    except (OSError, EOFError) as error:  # a truncated or non-gzip .gz
+        raise DataError(f"{path}: cannot read the file ({error})") from error
 
 
 def _header(path: Path, header: list[str] | None) -> list[str]:

@@ -38,9 +38,10 @@ import numpy as np
 import torch
 
 from ..errors import DataError, ScratchformerError
+from ..files import write_json
 from .extractor import load_extractor
 from .layers import LEARNED, describe_layer
-from .output import check_output_folder, output_folder, write_json
+from .output import check_output_folder, output_folder
 from .pooling import check_word_pooling
 from .results import LayerScore, SenseReport, sense_score_verdict
 from .sense_data import (
