@@ -782,6 +782,15 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         config.check_fits_in_memory(torch.finfo(torch.get_default_dtype()).bits // 8)  # the dtype it is built in
         super().__init__(config, *args, **kwargs)
 
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.base_model.encoder.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        """The encoder's token table, and the decoder's where there is one and ``tie_word_embeddings`` shares it."""
+        self.base_model.encoder.embeddings.word_embeddings = value
+        if self.config.tie_word_embeddings and hasattr(self.base_model, "decoder"):
+            self.base_model.decoder.embeddings.word_embeddings = value
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save as usual, with our ``auto_map`` only: transformers lists just the class being saved (Hub users also
         need ``AutoModel`` -> the encoder, for embeddings and the feature-extraction pipeline), and keeps any
@@ -921,14 +930,6 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
         self.decoder = ScratchformerDecoder(config)
         self.post_init()
 
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.encoder.embeddings.word_embeddings
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.encoder.embeddings.word_embeddings = value
-        if self.config.tie_word_embeddings:
-            self.decoder.embeddings.word_embeddings = value
-
     @can_return_tuple
     def forward(
         self,
@@ -999,12 +1000,6 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         self.model = ScratchformerModel(config)
         self.lm_head = pre_softmax_linear(config)
         self.post_init()
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.model.get_input_embeddings()
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.model.set_input_embeddings(value)
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
@@ -1107,12 +1102,6 @@ class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
     def embeddings(self) -> Embeddings:
         """The input embedding layer (``embeddings.word_embeddings`` is the learned table), as in BERT/DistilBERT."""
         return self.encoder.embeddings
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.encoder.embeddings.word_embeddings
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.encoder.embeddings.word_embeddings = value
 
     def get_encoder(self) -> ScratchformerEncoder:
         return self.encoder
@@ -1326,12 +1315,6 @@ class ScratchformerEncoderWithHead(ScratchformerPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.model = ScratchformerEncoderModel(config)
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.model.get_input_embeddings()
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.model.set_input_embeddings(value)
 
     def get_encoder(self) -> ScratchformerEncoder:
         return self.model.encoder
