@@ -7,6 +7,7 @@ import json
 import random
 from pathlib import Path
 
+import numpy
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -195,6 +196,26 @@ def test_bad_training_arguments_raise():
         bpe.train(["a"], "300")
     with pytest.raises(TypeError, match=r"text #1 must be a str, got NoneType"):
         bpe.train(["a", None], 300)
+
+
+@pytest.mark.parametrize("texts", ["the bank by the river", b"the bank by the river"])
+def test_one_string_is_refused_as_a_corpus_by_both_trainers(texts):
+    """A ``str`` is an iterable of characters: trained on, each character would be a text of its own."""
+    from scratchformer.tokenizer.training import train_fast_tokenizer
+
+    with pytest.raises(TypeError, match=r"texts must be an iterable of strings \(e.g. a list of lines\), not one"):
+        bpe.train(texts, 300)
+    with pytest.raises(TypeError, match=r"texts must be an iterable of strings"):
+        train_fast_tokenizer(texts, 300)
+
+
+@pytest.mark.parametrize("ids", [[-1], [10**6], [5, 1.5], "abc", [None]])
+def test_reference_decode_refuses_what_is_not_a_token_id(ids):
+    """As the fast tokenizer's ``decode``: one ``ValueError`` naming the ids, not a bare ``KeyError``."""
+    model = reference_bpe()
+    with pytest.raises(ValueError, match=r"decode got .* which are not token ids of this tokenizer"):
+        model.decode(ids)
+    assert model.decode(numpy.array(model.encode("the bank"))) == model.decode(model.encode("the bank"))
 
 
 def test_bpe_rejects_inconsistent_vocabularies():

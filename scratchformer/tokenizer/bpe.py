@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import numbers
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate
 
@@ -372,6 +373,9 @@ class TrainingTexts:
     word was seen, for :meth:`check_words_seen`."""
 
     def __init__(self, texts: Iterable[str]):
+        if isinstance(texts, (str, bytes)):  # would train on its characters, one text each
+            raise TypeError(f"texts must be an iterable of strings (e.g. a list of lines), not one "
+                            f"{type(texts).__name__}: {texts!r:.60}")
         self.texts, self.saw_words = texts, False
 
     def __iter__(self) -> Iterator[str]:
@@ -552,7 +556,12 @@ class BPE:
         return ids
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
-        """Text of ``ids``. Byte-level decoding is exact; the whitespace scheme joins words with single spaces."""
+        """Text of ``ids``. Byte-level decoding is exact; the whitespace scheme joins words with single spaces. An id
+        that is not a token of this vocabulary is a ``ValueError``, as in the fast tokenizer."""
+        ids = list(ids)
+        if bad := [i for i in ids if not isinstance(i, numbers.Integral) or i not in self.id_to_token]:
+            raise ValueError(f"decode got {bad[:5]} which are not token ids of this tokenizer (its vocabulary has "
+                             f"{len(self)} tokens); were they made by a different tokenizer?")
         tokens = [self.id_to_token[i] for i in ids if not (skip_special_tokens and i < len(SPECIAL_TOKENS))]
         if self.scheme == BYTE_LEVEL:
             data = bytes(BYTE_DECODER[char] for token in tokens for char in token)
