@@ -62,6 +62,7 @@ RELIABILITY = {
         "test_bad_inputs_raise_value_errors", "test_bad_decoder_inputs_and_labels_raise_value_errors",
         "test_a_negative_min_frequency_is_refused_by_both_trainers",
         "test_one_string_is_refused_as_a_corpus_by_both_trainers", "test_reference_decode_refuses_what_is_not_a_token_id",
+        "test_public_pooling_and_cosine_refuse_what_would_be_garbage",
         "test_bad_generation_counts_raise_value_errors", "test_all_labels_ignored_gives_a_zero_loss_not_nan",
         "test_a_training_batch_without_labels_gives_zero_as_the_model_does",
         "test_a_mask_that_is_not_zeros_and_ones_is_refused", "test_a_fully_padded_row_gives_finite_numbers",

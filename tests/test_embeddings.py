@@ -315,6 +315,31 @@ def test_pool_tokens_matches_sentence_transformers_on_random_tensors(mode):
     assert torch.allclose(pool_tokens(hidden, mask, mode), expected, atol=1e-6)
 
 
+_NAN = float("nan")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: pool_tokens(torch.ones(1, 3, 2), torch.tensor([[1, 2, 0]])), r"only 1 \(a real token\) and 0.*\[0, 1, 2\]"),
+    (lambda: pool_tokens(torch.ones(1, 3, 2), torch.tensor([[1, -1, 1]])), r"only 1 \(a real token\) and 0"),
+    (lambda: pool_tokens(torch.ones(1, 3, 2), torch.tensor([[1.0, 0.5, 0.0]])), r"only 1 \(a real token\) and 0"),
+    (lambda: pool_tokens([[[1.0]]], [[1]]), r"expects tensors .* got list and list"),
+    (lambda: pool_tokens(torch.full((1, 2, 3), _NAN), torch.ones(1, 2)), "NaN or infinite values"),
+    (lambda: cosine(torch.ones(3), torch.ones(4)), r"two torch.Tensor vectors of one size, got \(3,\) and \(4,\)"),
+    (lambda: cosine([1.0, 2.0], torch.ones(2)), r"of one size, got list and \(2,\)"),
+    (lambda: cosine(torch.tensor([_NAN, 1.0]), torch.ones(2)), "NaN or infinite values"),
+    (lambda: cosine(torch.tensor([math.inf, 1.0]), torch.ones(2)), "NaN or infinite values"),
+], ids=["mask 2", "mask -1", "mask 0.5", "lists", "NaN vectors", "cosine sizes", "cosine list", "cosine NaN",
+        "cosine inf"])
+def test_public_pooling_and_cosine_refuse_what_would_be_garbage(call, message):
+    """``pool_tokens`` and ``cosine`` are public (docs/embeddings.md): a mask weight of 2 or -1 pooled silently
+    wrong, NaN came back as NaN, and other sizes or types failed inside torch."""
+    with pytest.raises(ScratchformerError, match=message):
+        call()
+    boolean = torch.tensor([[True, True, False]])
+    assert torch.equal(pool_tokens(torch.ones(1, 3, 2), boolean), torch.ones(1, 2))
+    assert cosine(torch.zeros(3), torch.ones(3)) == 0.0
+
+
 @pytest.mark.parametrize("mode", ["mean", "max", "cls"])
 def test_sentence_embeddings_match_sentence_transformers_pooling(minilm, mode):
     sentences = [RIVER, "Hi.", MONEY + " " + MONEY, "A bank."]

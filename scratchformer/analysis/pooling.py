@@ -29,17 +29,24 @@ def pool_tokens(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mo
     """Pool ``(batch, tokens, hidden)`` into ``(batch, hidden)`` ignoring positions where ``attention_mask`` is 0.
 
     ``mean`` divides the masked sum by the number of real tokens, ``max`` takes the maximum over real tokens only,
-    ``cls``/``first`` takes the first real token (also under left padding).
+    ``cls``/``first`` takes the first real token (also under left padding). A mask of other values than 1 and 0 (a
+    weight of 2 or -1 means nothing) and vectors that are not finite are refused.
     """
     check_sentence_pooling(mode)
-    if token_embeddings.dim() != 3 or attention_mask.shape != token_embeddings.shape[:2]:
-        raise ScratchformerError(
-            f"pool_tokens expects token_embeddings (batch, tokens, hidden) and attention_mask (batch, tokens); got "
-            f"{tuple(token_embeddings.shape)} and {tuple(attention_mask.shape)}"
-        )
+    shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+              for t in (token_embeddings, attention_mask)]
+    if not isinstance(token_embeddings, torch.Tensor) or not isinstance(attention_mask, torch.Tensor) or (
+            token_embeddings.dim() != 3 or attention_mask.shape != token_embeddings.shape[:2]):
+        raise ScratchformerError(f"pool_tokens expects tensors token_embeddings (batch, tokens, hidden) and "
+                                 f"attention_mask (batch, tokens); got {shapes[0]} and {shapes[1]}")
+    if not ((attention_mask == 0) | (attention_mask == 1)).all():
+        raise ScratchformerError("pool_tokens: attention_mask must hold only 1 (a real token) and 0 (padding), or "
+                                 f"booleans; it holds {sorted(set(attention_mask.unique()[:6].tolist()))}")
     if (attention_mask.sum(dim=1) == 0).any():
         raise ScratchformerError(
             "pool_tokens: a row of attention_mask has no real token; nothing to pool (empty text?)")
+    if not torch.isfinite(token_embeddings).all():
+        raise ScratchformerError("pool_tokens: token_embeddings hold NaN or infinite values; check what made them")
     mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)  # (batch, tokens, 1)
     if mode == "mean":
         return (token_embeddings * mask).sum(dim=1) / torch.clamp(mask.sum(dim=1), min=1e-9)

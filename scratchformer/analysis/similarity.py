@@ -11,11 +11,14 @@ positive cosine. A cosine therefore comes with two corrections (:class:`Similari
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from ..errors import ScratchformerError
 
 WordVectors = Sequence[tuple[str, torch.Tensor]]  # the (word, vector) pairs of one sentence
 
@@ -44,8 +47,15 @@ class Similarity:
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Cosine similarity of two vectors, as a Python float (0.0 when one of them is all zeros)."""
-    return float(torch.nn.functional.cosine_similarity(a.double().flatten(), b.double().flatten(), dim=0, eps=1e-12))
+    """Cosine similarity of two vectors, as a Python float (0.0 when one of them is all zeros); two vectors of
+    different sizes, or with values that are not finite, are a :class:`~scratchformer.errors.ScratchformerError`."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.numel() != b.numel():
+        shapes = [tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__ for v in (a, b)]
+        raise ScratchformerError(f"cosine needs two torch.Tensor vectors of one size, got {shapes[0]} and {shapes[1]}")
+    value = float(torch.nn.functional.cosine_similarity(a.double().flatten(), b.double().flatten(), dim=0, eps=1e-12))
+    if math.isnan(value):  # a NaN or an infinity in a vector
+        raise ScratchformerError("cosine of vectors that hold NaN or infinite values; check what made them")
+    return value
 
 
 def centred_cosine(a: torch.Tensor, b: torch.Tensor, mean: torch.Tensor) -> float:
