@@ -18,7 +18,7 @@ import torch
 
 from scratchformer.analysis.extractor import EmbeddingExtractor
 from scratchformer.analysis.pooling import pool_tokens
-from scratchformer.analysis.similarity import cosine, unrelated_pair_baseline
+from scratchformer.analysis.similarity import centred_cosine, cosine, unrelated_pair_baseline
 from scratchformer.analysis.words import find_word, sentence_words
 from scratchformer.errors import ScratchformerError
 
@@ -328,11 +328,16 @@ _NAN = float("nan")
     (lambda: cosine([1.0, 2.0], torch.ones(2)), r"of one size, got list and \(2,\)"),
     (lambda: cosine(torch.tensor([_NAN, 1.0]), torch.ones(2)), "NaN or infinite values"),
     (lambda: cosine(torch.tensor([math.inf, 1.0]), torch.ones(2)), "NaN or infinite values"),
+    (lambda: centred_cosine(torch.ones(3), torch.ones(3), torch.ones(4)), r"of one size .* got 3, 3, 4 values"),
+    (lambda: unrelated_pair_baseline("bank"), r"groups \(one a sentence\) of \(word, vector\) pairs"),
+    (lambda: unrelated_pair_baseline([[("bank", torch.ones(3))], [torch.ones(3)]]), r"of \(word, vector\) pairs"),
+    (lambda: sentence_words(None), "sentence_words needs a str, got NoneType"),
 ], ids=["mask 2", "mask -1", "mask 0.5", "lists", "NaN vectors", "cosine sizes", "cosine list", "cosine NaN",
-        "cosine inf"])
+        "cosine inf", "centred mean size", "baseline of a str", "baseline without words", "words of None"])
 def test_public_pooling_and_cosine_refuse_what_would_be_garbage(call, message):
-    """``pool_tokens`` and ``cosine`` are public (docs/embeddings.md): a mask weight of 2 or -1 pooled silently
-    wrong, NaN came back as NaN, and other sizes or types failed inside torch."""
+    """``pool_tokens``, ``cosine``, ``centred_cosine``, ``unrelated_pair_baseline`` and ``sentence_words`` are public
+    (docs/embeddings.md): a mask weight of 2 or -1 pooled silently wrong, NaN came back as NaN, and other sizes or
+    types failed inside torch or regex."""
     with pytest.raises(ScratchformerError, match=message):
         call()
     boolean = torch.tensor([[True, True, False]])

@@ -60,6 +60,10 @@ def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def centred_cosine(a: torch.Tensor, b: torch.Tensor, mean: torch.Tensor) -> float:
     """Cosine after subtracting ``mean`` (the average vector of a pool of words): removes the shared direction."""
+    sizes = [v.numel() if isinstance(v, torch.Tensor) else type(v).__name__ for v in (a, b, mean)]
+    if len(set(sizes)) != 1 or not isinstance(sizes[0], int):
+        raise ScratchformerError(f"centred_cosine needs three torch.Tensor vectors of one size (a, b and their mean), "
+                                 f"got {', '.join(map(str, sizes))} values")
     return cosine(a - mean, b - mean)
 
 
@@ -67,6 +71,9 @@ def unrelated_pair_baseline(groups: Sequence[WordVectors]) -> tuple[float | None
     """Mean cosine of "unrelated" word pairs: pairs ``(u, v)`` taken from *different* groups (sentences) whose
     words differ (case-insensitively). Returns ``(mean, number_of_pairs)``; ``(None, 0)`` when there is no pair.
     """
+    if isinstance(groups, (str, bytes)) or any(not isinstance(item, (tuple, list)) or len(item) != 2
+                                               or not isinstance(item[0], str) for group in groups for item in group):
+        raise ScratchformerError("unrelated_pair_baseline needs groups (one a sentence) of (word, vector) pairs")
     total, count = 0.0, 0
     for i, group_a in enumerate(groups):
         for group_b in groups[i + 1 :]:

@@ -36,6 +36,8 @@ WordQuery = tuple[str, str] | tuple[str, str, int] | tuple[str, tuple[int, int]]
 
 def sentence_words(sentence: str) -> list[tuple[str, int, int]]:
     """The words of ``sentence`` as ``(word, start, end)``; punctuation is not a word."""
+    if not isinstance(sentence, str):
+        raise ScratchformerError(f"sentence_words needs a str, got {type(sentence).__name__}: {sentence!r:.60}")
     return [(m.group(), m.start(), m.end()) for m in _WORD_RE.finditer(sentence)]
 
 
