@@ -130,23 +130,10 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
     check_model_options(options, args)
 
 
-# --report-to integration -> (its availability check in transformers.integrations, the package to install)
-REPORTING_PACKAGES = {
-    "tensorboard": ("is_tensorboard_available", "tensorboard"),
-    "trackio": ("is_trackio_available", "trackio"),
-    "wandb": ("is_wandb_available", "wandb"),
-    "mlflow": ("is_mlflow_available", "mlflow"),
-    "comet_ml": ("is_comet_available", "comet_ml"),
-    "clearml": ("is_clearml_available", "clearml"),
-    "neptune": ("is_neptune_available", "neptune"),
-    "dvclive": ("is_dvclive_available", "dvclive"),
-    "swanlab": ("is_swanlab_available", "swanlab"),
-}
-
-
 def check_reporting_packages(args: ScratchformerTrainingArguments) -> None:
-    """Each ``--report-to`` integration is one the Trainer knows, and its package is installed: found before any
-    data is read, not when the Trainer is built after the data and the tokenizer."""
+    """Each ``--report-to`` integration is one the Trainer knows, and its package is installed (transformers'
+    ``is_<name>_available``, ``comet_ml``'s without ``_ml``): found before any data is read, not when the Trainer is
+    built after the data and the tokenizer."""
     from transformers import integrations
     from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
 
@@ -154,10 +141,10 @@ def check_reporting_packages(args: ScratchformerTrainingArguments) -> None:
         if name not in INTEGRATION_TO_CALLBACK:
             raise TrainingSetupError(f"--report-to {name}: not one of the Trainer's integrations "
                                      f"({', '.join(INTEGRATION_TO_CALLBACK)}), nor none or all")
-        check, package = REPORTING_PACKAGES.get(name, (None, name))
-        if check is not None and not getattr(integrations, check)():
-            raise TrainingSetupError(f"--report-to {name} needs the {package} package, which is not installed: "
-                                     f"pip install {package}")
+        available = getattr(integrations, f"is_{name.removesuffix('_ml')}_available", None)
+        if available is not None and not available():
+            raise TrainingSetupError(f"--report-to {name} needs the {name} package, which is not installed: "
+                                     f"pip install {name}")
 
 
 def check_optimizer_packages(args: ScratchformerTrainingArguments) -> None:
