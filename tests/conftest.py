@@ -201,8 +201,14 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "reliability(category): a hostile-input case of the reliability suite")
 
 
+# the node ids of the reliability cases this session collected, before -k or -m deselect any: with the whole suite
+# collected, test_reliability_suite.py counts them here instead of collecting the suite again in a subprocess
+RELIABILITY_COLLECTED: list[str] = []
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         category = RELIABILITY_CATEGORY.get(item.originalname if hasattr(item, "originalname") else item.name)
         if category:
             item.add_marker(pytest.mark.reliability(category))
+            RELIABILITY_COLLECTED.append(item.nodeid)
