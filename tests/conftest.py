@@ -46,6 +46,7 @@ def refuse_to_open(monkeypatch):
 # (tests/test_reliability_suite.py keeps that line equal to what pytest collects).
 RELIABILITY = {
     "bad configs": [
+        "test_collator_settings_that_would_fail_at_the_first_batch_are_refused",
         "test_invalid_values_raise_a_value_error_naming_field_value_and_rule",
         "test_values_given_under_their_hugging_face_alias_are_checked_too", "test_flags_must_be_booleans_not_strings",
         "test_a_string_boolean_in_config_json_is_refused_not_read_as_true",
@@ -63,6 +64,7 @@ RELIABILITY = {
         "test_a_negative_min_frequency_is_refused_by_both_trainers",
         "test_one_string_is_refused_as_a_corpus_by_both_trainers", "test_reference_decode_refuses_what_is_not_a_token_id",
         "test_public_pooling_and_cosine_refuse_what_would_be_garbage",
+        "test_collator_refuses_a_batch_without_ids",
         "test_bad_generation_counts_raise_value_errors", "test_all_labels_ignored_gives_a_zero_loss_not_nan",
         "test_a_training_batch_without_labels_gives_zero_as_the_model_does",
         "test_a_mask_that_is_not_zeros_and_ones_is_refused", "test_a_fully_padded_row_gives_finite_numbers",

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,6 +114,17 @@ class DataCollatorForTextInfilling:
     word_pieces: Any = None  # ... as the tokenizer's encoder_mlm.WordPieces tell them
 
     def __post_init__(self):
+        """Refuse settings that would fail inside numpy or torch at the first batch, or noise nothing sensible."""
+        for name in ("pad_token_id", "mask_token_id", "eos_token_id", "decoder_start_token_id", "seed", "epoch",
+                     "pad_to_multiple_of"):
+            value, least = getattr(self, name), 1 if name == "pad_to_multiple_of" else 0
+            if (value is not None or least == 0) and (
+                    isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least):
+                raise ValueError(f"{name}={value!r} must be an integer >= {least}")
+        for name in ("mask_ratio", "poisson_lambda", "encoder_mlm_probability"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise ValueError(f"{name}={value!r} must be a finite number")
         if not 0.0 <= self.mask_ratio < 1.0:
             raise ValueError(f"mask_ratio={self.mask_ratio} must be in [0, 1)")
         if not self.poisson_lambda > 0:
@@ -173,6 +185,9 @@ class DataCollatorForTextInfilling:
         return out
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        if not features or any(not isinstance(f, Mapping) or f.get("input_ids") is None or not len(f["input_ids"])
+                               for f in features):
+            raise DataError("the collator needs a batch of one or more features, each with non-empty input_ids")
         clean = [list(f["input_ids"]) for f in features]
         noised = [self.noise(ids, f.get("epoch")) for ids, f in zip(clean, features)]
         input_ids = self._pad(noised, self.pad_token_id)
