@@ -170,6 +170,18 @@ def test_text_infilling_short_and_empty():
     assert text_infilling([7, 8, 9], MASK, rng, mask_ratio=0.0) == [7, 8, 9]
 
 
+@pytest.mark.parametrize("setting, message", [
+    ({"poisson_lambda": 0}, r"poisson_lambda=0 must be positive"),
+    ({"mask_ratio": 1.5}, r"mask_ratio=1.5 must be in \[0, 1\)"),
+    ({"mask_ratio": math.nan}, r"mask_ratio=nan must be a finite number"),
+])
+def test_text_infilling_refuses_noise_that_means_nothing_or_never_ends(setting, message):
+    """``poisson_lambda=0`` drew empty spans forever (the list of lengths grew until memory ran out); a ratio of 1.5
+    masked past the text in silence; NaN failed inside ``math.ceil``."""
+    with pytest.raises(ValueError, match=message):
+        text_infilling([5, 6, 7, 8], MASK, np.random.default_rng(0), **setting)
+
+
 def test_collator_batches_and_is_a_function_of_seed_epoch_and_text():
     collator = DataCollatorForTextInfilling(pad_token_id=0, mask_token_id=MASK, eos_token_id=2,
                                             decoder_start_token_id=1, seed=5)

@@ -32,6 +32,7 @@ def text_infilling(ids: Sequence[int], mask_token_id: int, rng: np.random.Genera
     3. Each span of length 0 inserts a ``<mask>`` at a random position (a token the model must learn is *not*
        missing), at most as many as keep the noised text no longer than the original.
     """
+    check_noise(mask_ratio, poisson_lambda)
     n = len(ids)
     if n == 0 or mask_ratio <= 0:
         return list(ids)
@@ -46,6 +47,18 @@ def text_infilling(ids: Sequence[int], mask_token_id: int, rng: np.random.Genera
         for where in sorted(rng.integers(0, len(out) + 1, size=inserts).tolist(), reverse=True):
             out.insert(where, mask_token_id)
     return out
+
+
+def check_noise(mask_ratio: float, poisson_lambda: float, **probabilities: float) -> None:
+    """The noise's numbers: finite, ``mask_ratio`` (and each of ``probabilities``) in [0, 1) and ``poisson_lambda``
+    above 0 (with 0, every span would be empty and the spans would never cover what is to be masked)."""
+    for name, value in (("mask_ratio", mask_ratio), ("poisson_lambda", poisson_lambda), *probabilities.items()):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ValueError(f"{name}={value!r} must be a finite number")
+        if name != "poisson_lambda" and not 0.0 <= value < 1.0:
+            raise ValueError(f"{name}={value} must be in [0, 1)")
+    if not poisson_lambda > 0:
+        raise ValueError(f"poisson_lambda={poisson_lambda} must be positive")
 
 
 def _span_lengths(to_mask: int, poisson_lambda: float, rng: np.random.Generator) -> list[int]:
@@ -121,16 +134,7 @@ class DataCollatorForTextInfilling:
             if (value is not None or least == 0) and (
                     isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least):
                 raise ValueError(f"{name}={value!r} must be an integer >= {least}")
-        for name in ("mask_ratio", "poisson_lambda", "encoder_mlm_probability"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-                raise ValueError(f"{name}={value!r} must be a finite number")
-        if not 0.0 <= self.mask_ratio < 1.0:
-            raise ValueError(f"mask_ratio={self.mask_ratio} must be in [0, 1)")
-        if not self.poisson_lambda > 0:
-            raise ValueError(f"poisson_lambda={self.poisson_lambda} must be positive")
-        if not 0.0 <= self.encoder_mlm_probability < 1.0:
-            raise ValueError(f"encoder_mlm_probability={self.encoder_mlm_probability} must be in [0, 1)")
+        check_noise(self.mask_ratio, self.poisson_lambda, encoder_mlm_probability=self.encoder_mlm_probability)
         if self.encoder_mlm_probability > 0 and self.vocab_size is None:
             raise ValueError("encoder_mlm_probability > 0 needs vocab_size (the ids random replacements come from)")
         if self.mlm_whole_words and self.word_pieces is None:
