@@ -458,6 +458,12 @@ def test_loss_is_label_smoothed_in_training_and_plain_in_evaluation():
         torch.testing.assert_close(loss({"logits": logits}, labels), plain)
 
 
+@pytest.mark.parametrize("smoothing", [-1.0, 1.0, float("nan"), "0.1", True])
+def test_the_loss_refuses_a_label_smoothing_that_torch_refuses_only_at_the_first_step(smoothing):
+    with pytest.raises(ValueError, match=r"label_smoothing=.* must be a number in \[0, 1\)"):
+        Seq2SeqLoss(smoothing)
+
+
 def test_inverse_sqrt_schedule_is_the_papers():
     from transformers.optimization import _get_inverse_sqrt_schedule_lr_lambda
 

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import torch
 
@@ -24,6 +26,9 @@ class Seq2SeqLoss:
     labelled token gives 0, not NaN."""
 
     def __init__(self, label_smoothing: float = 0.1):
+        if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real) or not (
+                0.0 <= label_smoothing < 1.0):  # torch refuses the rest only at the first step, NaN included
+            raise ValueError(f"label_smoothing={label_smoothing!r} must be a number in [0, 1)")
         self.label_smoothing = label_smoothing
 
     def __call__(self, outputs, labels, num_items_in_batch=None):
