@@ -256,6 +256,20 @@ def test_the_file_system_rules_are_called_from_files_only():
     assert calls == [], f"write through scratchformer.files instead: {calls}"
 
 
+@pytest.mark.parametrize("rule, home", [
+    ("MemAvailable", "models/configuration_scratchformer.py"),  # the memory available: one reader, cgroup-aware
+    ("the training corpus is empty", "tokenizer/bpe.py"),  # both trainers: bpe.TrainingTexts
+    ("special tokens plus the", "tokenizer/bpe.py"),  # both trainers: bpe.check_base_size
+    ("not UTF-8 text", "analysis/sense_data.py"),  # the sense TSV and the geometry data: sense_data.utf8_lines
+    ("no Chromium found", "analysis/report.py"),  # the screenshot and the page height: report.chromium_command
+    ('"WORLD_SIZE"', "training/options.py"),  # the process counts: options.process_counts
+])
+def test_a_rule_merged_into_one_place_is_written_only_there(rule, home):
+    """Rules that were written twice or more, and now once: a new copy of one fails here."""
+    found = sorted(str(path.relative_to(PACKAGE)) for path in _modules() if rule in path.read_text())
+    assert found == [home], f"{rule!r} is written in {found}: call the one in {home}"
+
+
 def test_a_message_is_made_one_line_in_errors_only():
     """``errors.one_line`` joins a library's message of several lines and redacts it; the CLI prints every error
     through it, so a command that quotes a library cannot print two lines or a secret."""
