@@ -325,3 +325,23 @@ def test_ids_and_lengths_that_make_no_sense_are_refused_not_dropped(call, messag
         call(tokenizer)
     assert tokenizer("hello world", truncation=True, max_length=1)["input_ids"] == [tokenizer.eos_token_id]
     assert tokenizer.decode(tokenizer("a bank")["input_ids"], skip_special_tokens=True) == "a bank"
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda tmp: tt.bpe_from_tokenizer(None), TypeError, "needs a fast tokenizer, a tokenizers.Tokenizer or the path"),
+    (lambda tmp: tt.bpe_from_tokenizer(_written(tmp, "not json")), ValueError, r"tokenizer.json is not a tokenizer.json"),
+    (lambda tmp: tt.bpe_from_tokenizer(_written(tmp, '{"x": 1}')), ValueError, "has no model with a vocab and merges"),
+    (lambda tmp: tt.tokenizer_from_bpe(None), TypeError, "tokenizer_from_bpe needs a scratchformer.tokenizer.bpe.BPE"),
+    (lambda tmp: tt.wrap_backend(None), TypeError, "wrap_backend needs a tokenizers.Tokenizer, got NoneType"),
+    (lambda tmp: bpe.train(["the bank"], 300, progress=5), TypeError, r"progress must be a function of \(merges done"),
+], ids=["not a tokenizer", "not JSON", "no model", "not a BPE", "no backend", "progress not callable"])
+def test_the_conversions_and_trainers_refuse_what_they_cannot_read(tmp_path, call, error, message):
+    """docs/tokenizer.md's functions, given something else: one clear error, not an AttributeError, a KeyError or a
+    call of an int deep inside."""
+    with pytest.raises(error, match=message):
+        call(tmp_path)
+
+
+def _written(folder, text: str):
+    (folder / "tokenizer.json").write_text(text, encoding="utf-8")
+    return folder

@@ -416,6 +416,8 @@ def train(
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
         raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
     check_min_frequency(min_frequency)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a function of (merges done, merges wanted), got {type(progress).__name__}")
     checked = TrainingTexts(texts)
     word_counts = count_words(checked, scheme)
     checked.check_words_seen()

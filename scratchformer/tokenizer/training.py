@@ -89,6 +89,8 @@ def _pipeline(model: models.BPE, scheme: str) -> Tokenizer:
 
 def wrap_backend(backend: Tokenizer, model_max_length: int = DEFAULT_MODEL_MAX_LENGTH) -> ScratchformerTokenizer:
     """The ``transformers`` tokenizer around a ``tokenizers`` pipeline (special tokens must be ids 0-4)."""
+    if not isinstance(backend, Tokenizer):
+        raise TypeError(f"wrap_backend needs a tokenizers.Tokenizer, got {type(backend).__name__}")
     for i, token in enumerate(bpe.SPECIAL_TOKENS):
         if backend.token_to_id(token) != i:
             raise ValueError(f"the tokenizer must have {token!r} at id {i}, got {backend.token_to_id(token)}")
@@ -117,6 +119,8 @@ def tokenizer_from_bpe(
     reference: bpe.BPE, model_max_length: int = DEFAULT_MODEL_MAX_LENGTH
 ) -> ScratchformerTokenizer:
     """A fast tokenizer with the vocabulary and merges of a reference :class:`bpe.BPE` (same ids for every text)."""
+    if not isinstance(reference, bpe.BPE):
+        raise TypeError(f"tokenizer_from_bpe needs a scratchformer.tokenizer.bpe.BPE, got {type(reference).__name__}")
     vocab = {_stored(token, reference.scheme): i for token, i in reference.vocab.items()}
     merges = [(_stored(a, reference.scheme), _stored(b, reference.scheme)) for a, b in reference.merges]
     backend = _pipeline(models.BPE(vocab=vocab, merges=merges, unk_token=bpe.UNK), reference.scheme)
@@ -128,13 +132,22 @@ def bpe_from_tokenizer(tokenizer: Any) -> bpe.BPE:
     """The reference :class:`bpe.BPE` of a fast tokenizer (a ``ScratchformerTokenizer``, a ``tokenizers.Tokenizer``,
     or the path of a ``tokenizer.json`` or of a folder holding one)."""
     if isinstance(tokenizer, (str, os.PathLike)):
-        path = Path(tokenizer)
-        spec = json.loads((path / "tokenizer.json" if path.is_dir() else path).read_text(encoding="utf-8"))
-    else:
-        backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+        path = Path(tokenizer) / "tokenizer.json" if Path(tokenizer).is_dir() else Path(tokenizer)
+        try:
+            spec = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as error:  # not JSON, not UTF-8
+            raise ValueError(f"{path} is not a tokenizer.json: {error}") from None
+    elif isinstance(backend := getattr(tokenizer, "backend_tokenizer", tokenizer), Tokenizer):
         spec = json.loads(backend.to_str())
-    if spec["model"]["type"] != "BPE":
-        raise ValueError(f"not a BPE tokenizer: its model is {spec['model']['type']}")
+    else:
+        raise TypeError(f"bpe_from_tokenizer needs a fast tokenizer, a tokenizers.Tokenizer or the path of a "
+                        f"tokenizer.json, got {type(tokenizer).__name__}")
+    model = spec.get("model") if isinstance(spec, dict) else None
+    if not isinstance(model, dict) or not isinstance(model.get("vocab"), dict) or not isinstance(
+            model.get("merges"), list):
+        raise ValueError(f"{tokenizer} is not a tokenizer.json: it has no model with a vocab and merges")
+    if model.get("type") != "BPE":
+        raise ValueError(f"not a BPE tokenizer: its model is {model.get('type')}")
     scheme = bpe.BYTE_LEVEL if (spec.get("pre_tokenizer") or {}).get("type") == "ByteLevel" else bpe.WHITESPACE
 
     def readable(token: str) -> str:
