@@ -458,6 +458,25 @@ def test_loss_is_label_smoothed_in_training_and_plain_in_evaluation():
         torch.testing.assert_close(loss({"logits": logits}, labels), plain)
 
 
+@pytest.mark.parametrize("settings, message", [
+    (None, "the settings must be a dict of option names to values, got NoneType"),
+    ({"max_steps": "8"}, r"--max-steps must be an integer, got '8'"),
+    ({"max_steps": 2.5}, r"--max-steps must be an integer, got 2.5"),
+    ({"max_steps": True}, r"--max-steps must be an integer, got True"),
+    ({"learning_rate": "1e-3"}, r"--learning-rate must be a number, got '1e-3'"),
+    ({"bf16": "yes"}, r"--bf16 must be True or False, got 'yes'"),
+    ({"train_files": "corpus.txt"}, r"--train-files must be a list, got 'corpus.txt'"),
+])
+def test_config_from_dict_refuses_a_value_of_another_type_than_its_option(settings, message):
+    """A dict's values are not converted as a command line's are: ``"8"`` failed inside the Trainer's own checks
+    (a TypeError), ``"yes"`` read as true, and a string of file names was read as its characters."""
+    given = None if settings is None else {"train_files": ["corpus.txt"], "output_dir": "out", **settings}
+    with pytest.raises(TrainingSetupError, match=message):
+        config_from_dict(given)
+    options, args = config_from_dict({"train_files": ["corpus.txt"], "output_dir": "out", "learning_rate": 1})
+    assert args.learning_rate == 1 and options.train_files == ["corpus.txt"]
+
+
 @pytest.mark.parametrize("smoothing", [-1.0, 1.0, float("nan"), "0.1", True])
 def test_the_loss_refuses_a_label_smoothing_that_torch_refuses_only_at_the_first_step(smoothing):
     with pytest.raises(ValueError, match=r"label_smoothing=.* must be a number in \[0, 1\)"):
