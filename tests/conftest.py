@@ -49,6 +49,7 @@ RELIABILITY = {
         "test_collator_settings_that_would_fail_at_the_first_batch_are_refused",
         "test_the_loss_refuses_a_label_smoothing_that_torch_refuses_only_at_the_first_step",
         "test_config_from_dict_refuses_a_value_of_another_type_than_its_option",
+        "test_run_training_refuses_arguments_that_are_not_its_options",
         "test_invalid_values_raise_a_value_error_naming_field_value_and_rule",
         "test_values_given_under_their_hugging_face_alias_are_checked_too", "test_flags_must_be_booleans_not_strings",
         "test_a_string_boolean_in_config_json_is_refused_not_read_as_true",

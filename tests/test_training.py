@@ -32,6 +32,7 @@ from scratchformer.training import (
     config_from_dict,
     run_training,
 )
+from scratchformer.training.callbacks import TimeLimit
 from scratchformer.training.checks import check_batch_size, estimate_step_memory
 from scratchformer.training.metrics import Seq2SeqLoss
 from scratchformer.training.schedule import peak_learning_rate
@@ -475,6 +476,17 @@ def test_config_from_dict_refuses_a_value_of_another_type_than_its_option(settin
         config_from_dict(given)
     options, args = config_from_dict({"train_files": ["corpus.txt"], "output_dir": "out", "learning_rate": 1})
     assert args.learning_rate == 1 and options.train_files == ["corpus.txt"]
+
+
+def test_run_training_refuses_arguments_that_are_not_its_options(tmp_path):
+    """``run_training(None, None)`` was a TypeError from ``dataclasses``; swapped options, an error about an option
+    nobody gave; one callback not in a list, a TypeError once the data was read."""
+    options, args = config_from_dict({"train_files": ["corpus.txt"], "output_dir": str(tmp_path / "out")})
+    for given in [(None, None), (args, options), (options, args, TimeLimit(1.0))]:
+        with pytest.raises(TrainingSetupError, match=r"run_training takes \(TrainOptions, "
+                                                     r"ScratchformerTrainingArguments\) as config_from_args"):
+            run_training(*given)
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("smoothing", [-1.0, 1.0, float("nan"), "0.1", True])

@@ -28,7 +28,7 @@ from typing import Any
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerState, set_seed
 
 from .. import files
-from ..errors import no_secrets
+from ..errors import TrainingSetupError, no_secrets
 from ..integrity import CHECKSUMS, write_checksums
 from . import data, streaming
 from .callbacks import RUN_RECORD, EpochCallback, NonFiniteLoss, RunRecord, TimeLimit, WatchesLoss
@@ -74,6 +74,11 @@ def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
     (:mod:`scratchformer.training.output_dir`), which must be apart from everything the run reads. A full disk or a
     folder this user may not write into, at any step, is a :class:`~scratchformer.errors.StorageError` (one line in
     the CLI) naming the folder."""
+    if not isinstance(options, TrainOptions) or not isinstance(args, ScratchformerTrainingArguments) or not isinstance(
+            callbacks, (list, tuple, type(None))):
+        raise TrainingSetupError(f"run_training takes (TrainOptions, ScratchformerTrainingArguments) as config_from_args "
+                                 f"gives them, and a list of callbacks; got ({type(options).__name__}, "
+                                 f"{type(args).__name__}, {type(callbacks).__name__})")
     check_options(options, args)
     check_apart_from_inputs(options, args.output_dir)
     is_main = args.process_index == 0
