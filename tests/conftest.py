@@ -69,6 +69,7 @@ RELIABILITY = {
         "test_public_pooling_and_cosine_refuse_what_would_be_garbage",
         "test_collator_refuses_a_batch_without_ids",
         "test_the_conversions_and_trainers_refuse_what_they_cannot_read",
+        "test_the_studies_refuse_models_that_are_not_a_list_of_names",
         "test_bad_generation_counts_raise_value_errors", "test_all_labels_ignored_gives_a_zero_loss_not_nan",
         "test_a_training_batch_without_labels_gives_zero_as_the_model_does",
         "test_a_mask_that_is_not_zeros_and_ones_is_refused", "test_a_fully_padded_row_gives_finite_numbers",

@@ -374,3 +374,20 @@ def test_a_run_that_fails_leaves_no_empty_output_folder(tmp_path):
     out = tmp_path / "not" / "yet"
     assert main(["compare", "--no-defaults", "--model", str(tmp_path / "missing-model"), "--output", str(out)]) == 2
     assert not (tmp_path / "not").exists()
+
+
+@pytest.mark.parametrize("models", ["minilm", 5, [None]], ids=["one str", "an int", "a None name"])
+def test_the_studies_refuse_models_that_are_not_a_list_of_names(tmp_path, models):
+    """``run_compare("minilm")`` read the name as its characters ("no model at 'm'"); so would senses and
+    geometry. Each study refuses it before reading data or loading a model, and writes nothing."""
+    from scratchformer.analysis.geometry_run import run_geometry
+    from scratchformer.analysis.senses import run_senses
+    from scratchformer.errors import ScratchformerError
+
+    data = tmp_path / "missing.tsv"  # never read: the models are checked first
+    for run in (lambda: run_compare(models, include_defaults=False, output=tmp_path / "c", quiet=True),
+                lambda: run_senses(data, models, output=tmp_path / "s", quiet=True),
+                lambda: run_geometry(data, models, output=tmp_path / "g", quiet=True)):
+        with pytest.raises(ScratchformerError, match=r"models must be a list of model names .* e.g. \['minilm'\]"):
+            run()
+    assert sorted(path.name for path in tmp_path.iterdir()) == []

@@ -33,6 +33,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -350,10 +351,21 @@ def load_extractor(name: str, *, batch_size: int = 32, texts: Sequence[str] | No
                        RANDOM_NOTE if random_init else "")
 
 
+def check_model_names(models: Any) -> None:
+    """``models`` is a list of model names (folders, Hub ids or aliases): one ``str`` would be read as its
+    characters, each a model name."""
+    if models is not None and (not isinstance(models, (list, tuple))
+                               or not all(isinstance(m, (str, os.PathLike)) for m in models)):
+        raise ScratchformerError(f"models must be a list of model names (folders, Hub ids or aliases), e.g. "
+                                 f"['minilm'], got {models!r:.80}")
+
+
 def model_sources(models: list[str] | None, include_defaults: bool) -> list[str]:
     """The models a study runs by default: our shipped checkpoint and the reference BERT (where installed) unless
     left out, then ``models`` (compare and geometry share it)."""
     from ..loading import reference_model_path
+
+    check_model_names(models)
 
     sources = []
     if include_defaults:

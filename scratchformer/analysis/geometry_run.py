@@ -31,7 +31,7 @@ import torch
 from .. import files
 from ..errors import ScratchformerError
 from .encoding import PROGRESS_MIN_TEXTS, Encoded
-from .extractor import EmbeddingExtractor, LoadedModel, load_extractor, model_sources
+from .extractor import EmbeddingExtractor, LoadedModel, check_model_names, load_extractor, model_sources
 from .geometry import (
     GEOMETRY_JSON,
     MAX_PAIRS_PER_WORD,
@@ -417,6 +417,7 @@ def run_geometry(
     ``output``, and print a table per model unless ``quiet``. Without ``models``: our shipped checkpoint and
     MiniLM, or ours alone with a one-line note where the ``[reference]`` extra is missing (as ``compare`` does).
     Options, data and the output folder are checked, and every model loaded, before any encoding."""
+    check_model_names(models)
     models = list(models) if models else model_sources(None, include_defaults=True)  # MiniLM where installed
     check_options(models, pooling, batch_size, max_sentences)
     check_plan_options(min_occurrences, max_words, max_occurrences, sample_sentences)

@@ -39,7 +39,7 @@ import torch
 
 from ..errors import DataError, ScratchformerError
 from ..files import write_json
-from .extractor import load_extractor
+from .extractor import check_model_names, load_extractor
 from .layers import LEARNED, describe_layer
 from .output import check_output_folder, output_folder
 from .pooling import check_word_pooling
@@ -284,6 +284,7 @@ def evaluate_senses(
 
 def check_options(models: list[str], pooling: str, group_by: str, batch_size: Any, max_groups: Any) -> None:
     """Everything about the options that can be checked before reading data or loading a model."""
+    check_model_names(models)
     if not models:
         raise ScratchformerError("no model to evaluate: give --model (a folder, a Hub id, 'minilm' or 'small')")
     check_word_pooling(pooling)
