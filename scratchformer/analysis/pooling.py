@@ -39,13 +39,16 @@ def pool_tokens(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mo
             token_embeddings.dim() != 3 or attention_mask.shape != token_embeddings.shape[:2]):
         raise ScratchformerError(f"pool_tokens expects tensors token_embeddings (batch, tokens, hidden) and "
                                  f"attention_mask (batch, tokens); got {shapes[0]} and {shapes[1]}")
-    if not ((attention_mask == 0) | (attention_mask == 1)).all():
+    zeros_and_ones, every_row_has_a_token, finite = torch.stack([  # one host sync for the three checks
+        ((attention_mask == 0) | (attention_mask == 1)).all(), (attention_mask.sum(dim=1) != 0).all(),
+        torch.isfinite(token_embeddings).all()]).tolist()
+    if not zeros_and_ones:
         raise ScratchformerError("pool_tokens: attention_mask must hold only 1 (a real token) and 0 (padding), or "
                                  f"booleans; it holds {sorted(set(attention_mask.unique()[:6].tolist()))}")
-    if (attention_mask.sum(dim=1) == 0).any():
+    if not every_row_has_a_token:
         raise ScratchformerError(
             "pool_tokens: a row of attention_mask has no real token; nothing to pool (empty text?)")
-    if not torch.isfinite(token_embeddings).all():
+    if not finite:
         raise ScratchformerError("pool_tokens: token_embeddings hold NaN or infinite values; check what made them")
     mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)  # (batch, tokens, 1)
     if mode == "mean":

@@ -345,13 +345,12 @@ def page_height(page: str | Path, width: int = 1400, height: int = 1000, *, chro
     import tempfile
 
     page = Path(page).resolve()
+    command = chromium_command(chromium, f"--window-size={width},{height}", "--dump-dom")  # no Chromium: no copy
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".html", prefix=f".{page.stem}.measure-",
                                      dir=page.parent, delete=False) as copy:
         copy.write(page.read_text(encoding="utf-8") + _MEASURE_SCRIPT)
     try:
-        done = subprocess.run(chromium_command(chromium, f"--window-size={width},{height}", "--dump-dom",
-                                               Path(copy.name).as_uri()),
-                              capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run([*command, Path(copy.name).as_uri()], capture_output=True, text=True, timeout=timeout)
     finally:
         Path(copy.name).unlink(missing_ok=True)
     found = re.search(rf'{PAGE_HEIGHT_ATTRIBUTE}="(\d+)"', done.stdout)

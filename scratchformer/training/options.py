@@ -362,16 +362,20 @@ def config_from_args(argv: list[str] | None = None) -> tuple[TrainOptions, Scrat
     return TrainArgumentParser().parse(list(argv or []))
 
 
+# the argparse type of an option that is a number or a flag -> (the Python types its value may have, their name)
+_TYPED_OPTIONS = {int: ((int,), "an integer"), float: ((int, float), "a number"),
+                  string_to_bool: ((bool,), "True or False")}
+
+
 def config_from_dict(settings: dict[str, Any]) -> tuple[TrainOptions, ScratchformerTrainingArguments]:
     """The options from a dict of field names of either dataclass (``{"preset": "tiny", "max_steps": 8, ...}``).
     The values are not converted as a command line's are: one of another type than its option's is refused."""
     if not isinstance(settings, Mapping):
         raise TrainingSetupError(f"the settings must be a dict of option names to values, got {type(settings).__name__}")
     parser = TrainArgumentParser()
-    for action in parser._actions:  # (type, what it is called) of the options that are numbers, flags or lists
+    for action in parser._actions:
         value = settings.get(action.dest)
-        wanted, kind = {int: ((int,), "an integer"), float: ((int, float), "a number"),
-                        string_to_bool: ((bool,), "True or False")}.get(action.type, ((), ""))
+        wanted, kind = _TYPED_OPTIONS.get(action.type, ((), ""))
         if value is not None and (isinstance(value, str) if action.nargs in ("+", "*") else wanted and (
                 not isinstance(value, wanted) or isinstance(value, bool) != (bool in wanted))):
             kind = "a list" if action.nargs in ("+", "*") else kind
