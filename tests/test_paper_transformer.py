@@ -1,7 +1,8 @@
 """Figure 1 in the paper file: ``paper_scratchformer.Transformer`` is the same model as the transformers adapter.
 
 It loads a checkpoint's weights by name, gives the logits of ``ScratchformerForConditionalGeneration`` (within 1e-5
-with the adapter's eager kernel, the paper's formula, and with sdpa) and the tokens of greedy ``generate()``. ``ScratchformerConfig`` has every field of the file's ``TransformerConfig``, with the same types.
+with the adapter's eager kernel, the paper's formula, and with sdpa) and the tokens of greedy ``generate()``.
+``ScratchformerConfig`` has every field of the file's ``TransformerConfig``, with the same types.
 """
 
 from __future__ import annotations
