@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
+import time
 from pathlib import Path
 
 import numpy
@@ -163,14 +164,25 @@ def test_empty_string_encodes_to_end_of_sequence_only():
     assert model.decode([]) == ""
 
 
-def test_ten_megabyte_single_line_encodes_in_linear_time():
-    """A 10 MB line without a single space is one 10M-symbol word: the heap keeps it O(n log n)."""
+def test_a_long_single_line_encodes_in_about_linear_time():
+    """A line without a single space is one word of as many symbols; the heap keeps its merges O(n log n), where
+    merging by rescanning the word is O(n^2). 4x the symbols may take at most 10x the CPU time (n log n: about 4.5x,
+    quadratic: 16x); the least of 3 runs each, as CPU time of this process, so that other processes do not count."""
     model = reference_bpe()
     rng = random.Random(0)
-    word = "".join(rng.choices("abcdefghij", k=10_000_000))
-    tokens = model.tokenize(word)
-    assert "".join(tokens) == word
-    assert len(tokens) < len(word)
+    small, large = ("".join(rng.choices("abcdefghij", k=n)) for n in (500_000, 2_000_000))
+
+    def seconds(word: str) -> float:
+        times = []
+        for _ in range(3):
+            start = time.process_time()
+            tokens = model.tokenize(word)
+            times.append(time.process_time() - start)
+        assert "".join(tokens) == word and len(tokens) < len(word)
+        return min(times)
+
+    small_s, large_s = seconds(small), seconds(large)
+    assert large_s < 10 * small_s, f"{len(large):,} symbols took {large_s:.2f}s, {len(small):,} took {small_s:.2f}s"
 
 
 @pytest.mark.parametrize("texts, message", [

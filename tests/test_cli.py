@@ -85,17 +85,22 @@ def test_model_option_lists_every_alias_of_the_loader(command):
         assert alias.replace("-", "- ") in help_text or alias in help_text, alias
 
 
-# One ordinary mistake per subcommand. Each must end in one line, "scratchformer <cmd>: error: ...", exit status 2
-# and no traceback: the CLI's one error path (scratchformer.cli.main) turns every ScratchformerError into that.
+# One ordinary mistake per subcommand, and what its message must name: the option or the value the user got wrong,
+# and what is wrong with it. Each must end in one line, "scratchformer <cmd>: error: ...", exit status 2 and no
+# traceback: the CLI's one error path (scratchformer.cli.main) turns every ScratchformerError into that.
 BAD_ARGUMENTS = {
-    "info": ["info", "--no-such-option"],
-    "compare": ["compare", "--no-defaults", "--model", "does/not/exist/at/all", "--no-plots", "--output", "{tmp}/c"],
-    "senses": ["senses", "--data", "{tmp}/missing.tsv", "--model", "small", "--output", "{tmp}/s"],
-    "geometry": ["geometry", "--data", "{tmp}/missing.txt", "--output", "{tmp}/g"],
-    "train": ["train", "--train-files", "{tmp}/missing.txt", "--output-dir", "{tmp}/t", "--max-steps", "2"],
-    "train-tokenizer": ["train-tokenizer", "{tmp}/missing.txt", "--output", "{tmp}/tok"],
-    "export": ["export", "{tmp}/not-a-model", "{tmp}/out"],
-    "push": ["push", "{tmp}/not-a-model", "not a repo id"],
+    "info": (["info", "--no-such-option"], ["unrecognized arguments", "--no-such-option"]),
+    "compare": (["compare", "--no-defaults", "--model", "does/not/exist/at/all", "--no-plots", "--output", "{tmp}/c"],
+                ["no model", "'does/not/exist/at/all'"]),
+    "senses": (["senses", "--data", "{tmp}/missing.tsv", "--model", "small", "--output", "{tmp}/s"],
+               ["{tmp}/missing.tsv", "not found"]),
+    "geometry": (["geometry", "--data", "{tmp}/missing.txt", "--output", "{tmp}/g"], ["{tmp}/missing.txt", "not found"]),
+    "train": (["train", "--train-files", "{tmp}/missing.txt", "--output-dir", "{tmp}/t", "--max-steps", "2"],
+              ["{tmp}/missing.txt", "not found"]),
+    "train-tokenizer": (["train-tokenizer", "{tmp}/missing.txt", "--output", "{tmp}/tok"],
+                        ["{tmp}/missing.txt", "not found"]),
+    "export": (["export", "{tmp}/not-a-model", "{tmp}/out"], ["{tmp}/not-a-model", "not a folder"]),
+    "push": (["push", "{tmp}/not-a-model", "not a repo id"], ["repo id", "'not a repo id'"]),
 }
 
 
@@ -105,7 +110,8 @@ def test_every_subcommand_is_covered_by_a_bad_argument_case():
 
 @pytest.mark.parametrize("command", sorted(BAD_ARGUMENTS))
 def test_a_user_mistake_is_one_line_and_exit_2(command, tmp_path):
-    argv = [arg.format(tmp=tmp_path) for arg in BAD_ARGUMENTS[command]]
+    """The one line names what is wrong: another error (a model that fails to load, a lock) must fail the case."""
+    argv, named = ([arg.format(tmp=tmp_path) for arg in args] for args in BAD_ARGUMENTS[command])
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_TOKEN": "not-used", "HF_ENDPOINT": "http://127.0.0.1:9"}
     result = subprocess.run([sys.executable, "-m", "scratchformer", *argv], capture_output=True, text=True,
                             timeout=300, cwd=tmp_path, env=env)
@@ -113,6 +119,7 @@ def test_a_user_mistake_is_one_line_and_exit_2(command, tmp_path):
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if f"scratchformer {command}: error:" in line]
     assert len(errors) == 1, result.stderr[-2000:]
+    assert all(part in errors[0] for part in named), (named, errors[0])
 
 
 # A path given as an empty string (an unset shell variable: --output-dir "$OUT") is the working folder to pathlib:

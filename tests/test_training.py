@@ -295,11 +295,38 @@ def test_batch_rebalance_on_an_older_transformers_is_refused(tmp_path, monkeypat
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def test_seq2seq_run_reports_bleu_and_chrf_on_held_out_books(tmp_path, pairs):
+class SourcesSeen(TrainerCallback):
+    """Keeps the decoded source of every training and evaluation example, as the trainer holds them."""
+
+    def on_evaluate(self, args, state, control, train_dataloader=None, eval_dataloader=None, processing_class=None,
+                    **kwargs):
+        self.sources = {split: [processing_class.decode(example["input_ids"], skip_special_tokens=True)
+                                for example in loader.dataset]
+                        for split, loader in (("train", train_dataloader), ("eval", eval_dataloader))}
+
+
+def test_seq2seq_run_reports_bleu_and_chrf_on_held_out_books(tmp_path):
+    """Every verse evaluated is from the held-out book, and no verse of it is trained on (each source names its book:
+    the trainer's own datasets show which went where)."""
+    rng = random.Random(1)
+    rows = ["ref\tsrc\ttgt"]
+    for book in BOOKS:
+        for verse in range(1, 21):
+            text = f"{sentence(rng)} in {book.lower()}"
+            rows.append(f"{book} 1:{verse}\t{text}\t{text.upper()}")
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("\n".join(rows) + "\n")
     options, args = tiny(tmp_path, pairs, objective="seq2seq", source_column="src", target_column="tgt", max_steps=4,
                          save_steps=100, max_eval_samples=8, generation_max_length=12, group_column="ref",
                          group_pattern=BOOK_OF_REF, validation_groups=["Ruth"], save_dtype="float16")
-    result = run_training(options, args)
+    seen = SourcesSeen()
+    result = run_training(options, args, callbacks=[seen])
+    books_of = {split: {book for book in BOOKS for text in texts if text.endswith(f" in {book.lower()}")}
+                for split, texts in seen.sources.items()}
+    assert len(seen.sources["eval"]) == 8 and books_of["eval"] == {"Ruth"}
+    assert all(text.endswith(" in ruth") for text in seen.sources["eval"]), seen.sources["eval"]
+    assert len(seen.sources["train"]) == 100 and books_of["train"] == set(BOOKS) - {"Ruth"}
+    assert not any("ruth" in text for text in seen.sources["train"])
     metrics = result["metrics"]
     assert {"eval_loss", "eval_bleu", "eval_chrf"} <= set(metrics)
     assert 0.0 <= metrics["eval_bleu"] <= 100.0 and 0.0 <= metrics["eval_chrf"] <= 100.0
