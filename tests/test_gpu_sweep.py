@@ -12,6 +12,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
 from test_training import OBJECTS, SUBJECTS, VERBS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +26,7 @@ SENSES = [  # lemma, synset, sentence, where the word is
 ]
 
 
+@pytest.mark.slow
 def test_the_sweep_runs_every_arm_scores_them_and_keeps_the_best(tmp_path):
     folder = tmp_path / "sweep"
     (folder / "data").mkdir(parents=True)
