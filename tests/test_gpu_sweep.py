@@ -70,3 +70,22 @@ def test_the_sweep_runs_every_arm_scores_them_and_keeps_the_best(tmp_path):
     model, _ = load(str(tmp_path / "best"), task="encoder")
     assert model.config.d_model > 0
     assert len(list(out.iterdir())) <= 8  # what a device call brings back
+
+
+def test_every_full_size_arm_is_a_command_line_that_passes_the_checks(tmp_path):
+    """The GPU arms parse and pass the up-front checks here (without --bf16 and --tf32, which need the GPU), so a
+    lent machine's minutes are not lost to a typo in an arm."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_sweep
+
+    from scratchformer.training import config_from_args
+    from scratchformer.training.checks import check_options
+
+    for name in gpu_sweep.ARMS:
+        argv = gpu_sweep.arm_command(name, False, tmp_path, tmp_path / "work", 5.0)[4:]
+        tf32 = argv.index("--tf32")
+        del argv[tf32:tf32 + 2]
+        argv.remove("--bf16")
+        options, args = config_from_args(argv)
+        check_options(options, args)
+        assert (options.word_contrast_weight > 0) == name.startswith("wc-"), name

@@ -199,3 +199,12 @@ def test_a_bad_value_is_one_line(tmp_path, capsys, flag, value, says):
     code = cli_main(["train", "--train-files", str(train), "--output-dir", str(tmp_path / "o"), flag, value])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and says in err, err
+
+
+def test_hard_negatives_need_the_whole_training_set_not_a_stream(tmp_path, capsys):
+    train = tmp_path / "t.txt"
+    train.write_text("a line\n")
+    code = cli_main(["train", "--train-files", str(train), "--output-dir", str(tmp_path / "o"), "--streaming",
+                     "--max-steps", "2", "--word-contrast-weight", "1", "--word-contrast-occurrences", "2"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "--word-contrast-occurrences draws other occurrences" in err

@@ -58,8 +58,9 @@ class ScratchformerTrainer(CrashSafeCheckpoints, SavesPlainModelClass, SeededSam
     """``Seq2SeqTrainer`` whose checkpoints appear only complete (:mod:`scratchformer.training.checkpoints`), that
     trains from a stream when given one (:mod:`scratchformer.training.streaming`), shuffles with the run's seed
     (:mod:`scratchformer.training.sampling`), saves a sharded model as our own class
-    (:mod:`scratchformer.training.sharding`) and adds the encoder's contrastive, masked-token and replaced-token
-    losses when asked (:mod:`scratchformer.training.encoder_losses`, :mod:`scratchformer.training.electra`)."""
+    (:mod:`scratchformer.training.sharding`) and adds the encoder's contrastive, masked-token, replaced-token and
+    word-contrast losses when asked (:mod:`scratchformer.training.encoder_losses`, :mod:`scratchformer.training.electra`,
+    :mod:`scratchformer.training.word_contrast`)."""
 
     extra_keys = CROP_KEYS + MLM_KEYS + WORD_KEYS
 
