@@ -106,7 +106,7 @@ class WordIndex:
         rows = [np.asarray(t, dtype=np.int64) for t in texts]
         row_starts = np.cumsum([0] + [len(r) for r in rows])
         ids = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-        starts, lengths = table.words(ids, row_starts[:-1])
+        starts, lengths = table.words(ids, row_starts[:-1][np.diff(row_starts) > 0])  # (an empty text has none)
         keys = word_keys(ids, starts, lengths)
         unique, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
         frequent = counts > occurrences  # the anchor's own occurrence is one of them
