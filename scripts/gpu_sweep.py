@@ -148,12 +148,13 @@ def run(folder: Path, out: Path, work: Path, budget: float, tiny: bool, names: l
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     out.mkdir(parents=True, exist_ok=True)
-    log_lines: list[str] = []
+    (out / "sweep.log").write_text("")
 
-    def say(text: str) -> None:
+    def say(text: str) -> None:  # printed, and kept in $OUT as it goes (a command cut short keeps its log)
         line = f"[{time.monotonic() - start:6.1f} s] {text}"
         print(line, flush=True)
-        log_lines.append(line)
+        with open(out / "sweep.log", "a") as log:
+            log.write(line + "\n")
 
     data = folder / "data"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -178,12 +179,14 @@ def run(folder: Path, out: Path, work: Path, budget: float, tiny: bool, names: l
         if folder_of_model is not None:
             models[name] = str(folder_of_model)
         say(f"{name}: {ended}; model {folder_of_model}")
+    (out / "sweep.json").write_text(json.dumps(result, indent=2) + "\n")  # the runs, should the scoring fail
     _score(models, folder, tiny, start + budget - 15, say, result)
     _keep_best(result, models, out, say)
     (out / "sweep.json").write_text(json.dumps(result, indent=2) + "\n")
     tails = [f"--- {name}.log (end)\n" + "\n".join((work / f"{name}.log").read_text(errors="replace")
                                                     .splitlines()[-25:]) for name in names]
-    (out / "sweep.log").write_text("\n".join(log_lines + tails) + "\n")
+    with open(out / "sweep.log", "a") as log:
+        log.write("\n".join(tails) + "\n")
     return result
 
 
@@ -202,10 +205,14 @@ def _score(models: dict[str, str], folder: Path, tiny: bool, deadline: float, sa
         if time.monotonic() > deadline:
             say(f"{label}: not scored, the budget is spent")
             continue
-        extractor = load_extractor(source, batch_size=256).extractor
-        if torch.cuda.is_available():
-            extractor.model.to("cuda")
-        report = senses.evaluate_senses(extractor, examples, model_label=label, data_label=str(dev)).as_dict()
+        try:  # one model that cannot be scored (a checkpoint cut short) leaves the others' scores
+            extractor = load_extractor(source, batch_size=256).extractor
+            if torch.cuda.is_available():
+                extractor.model.to("cuda")
+            report = senses.evaluate_senses(extractor, examples, model_label=label, data_label=str(dev)).as_dict()
+        except Exception as error:  # noqa: BLE001 - said in the log and the JSON, and the sweep goes on
+            say(f"{label}: not scored: {type(error).__name__}: {error}")
+            continue
         scores = _scores(report)
         if label == "v3":
             result["v3"] = scores
