@@ -62,6 +62,10 @@ RULES = (
     Rule("electra_discriminator_weight", lambda v: v > 0, "positive"),
     Rule("electra_generator_width", _at_least(8), ">= 8"),
     Rule("electra_generator_layers", _at_least(1), ">= 1"),
+    Rule("word_contrast_weight", lambda v: v >= 0, ">= 0 (0 = off)"),
+    Rule("word_contrast_temperature", lambda v: v > 0, "positive"),
+    Rule("word_contrast_erase", lambda v: 0 <= v < 1, "in [0, 1)"),
+    Rule("word_contrast_occurrences", _at_least(1), ">= 1"),
     Rule("num_proc", _at_least(1), ">= 1"),
     Rule("tokenizer_vocab_size", _at_least(MIN_VOCAB_SIZE),
          f">= {MIN_VOCAB_SIZE} (the {len(SPECIAL_TOKENS)} special tokens and the 256 bytes)"),
@@ -287,10 +291,12 @@ def _check_data_source(options: TrainOptions) -> None:
 DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction", "pack", "max_tokens_per_character",
                   "contrastive_weight", "contrastive_target", "contrastive_temperature", "denoising_weight", "encoder_mlm_weight",
                   "encoder_mlm_probability", "encoder_mlm_whole_words", "electra_weight", "electra_discriminator_weight",
-                  "electra_generator_width", "electra_generator_layers")
+                  "electra_generator_width", "electra_generator_layers", "word_contrast_weight",
+                  "word_contrast_temperature", "word_contrast_erase", "word_contrast_erase_word",
+                  "word_contrast_occurrences")
 
 
-ENCODER_LOSSES = ("encoder_mlm_weight", "electra_weight", "contrastive_weight")  # the losses that train the encoder
+ENCODER_LOSSES = ("encoder_mlm_weight", "electra_weight", "contrastive_weight", "word_contrast_weight")  # the losses that train the encoder
 
 
 def _encoder_losses_on(options: TrainOptions) -> list[str]:
@@ -352,7 +358,7 @@ def _check_grouping(options: TrainOptions) -> None:
 
 def _check_streaming(options: TrainOptions, args: ScratchformerTrainingArguments) -> None:
     """What a stream cannot do: end by epochs (it has no length), be read by data-loader workers (each would read
-    it all again), or hold out whole groups (that needs all the rows first)."""
+    it all again), draw a word's other occurrences or hold out whole groups (both need all the rows first)."""
     if not options.streaming:
         return
     if args.max_steps <= 0:
@@ -362,6 +368,9 @@ def _check_streaming(options: TrainOptions, args: ScratchformerTrainingArguments
     if args.dataloader_num_workers > 0:
         raise TrainingSetupError("--streaming reads, tokenizes and noises the stream in each training process; "
                                  "--dataloader-num-workers must be 0 (every worker would read the whole shard again)")
+    if options.word_contrast_weight > 0 and options.word_contrast_occurrences > 1:
+        raise TrainingSetupError("--word-contrast-occurrences draws other occurrences of a word from every training "
+                                 "text, which a stream has not read yet: leave it at 1 with --streaming")
     if options.group_column is not None:
         raise TrainingSetupError("--group-column holds out whole groups, which needs every row first; with "
                                  "--streaming give --validation-files, or let --streaming-validation-rows hold out "

@@ -147,6 +147,18 @@ class TrainOptions:
                                                         "quarter of d_model)")
     electra_generator_layers: int | None = _option(None, "with --electra-weight: the generator's layers (default: "
                                                          "the encoder's)")
+    word_contrast_weight: float = _option(0.0, "denoise: add a word-level self-contrast loss on the encoder with "
+                                               "this weight (MirrorWiC): two views of one word occurrence (dropout, "
+                                               "a random span erased away from the word) must find each other "
+                                               "among the batch's; 0 = off (docs/training.md, 'Objectives')")
+    word_contrast_temperature: float = _option(0.05, "with --word-contrast-weight: the InfoNCE temperature, > 0")
+    word_contrast_erase: float = _option(0.2, "with --word-contrast-weight: the share of each view's window erased "
+                                              "as one span that never touches the word, in [0, 1)")
+    word_contrast_erase_word: bool = _option(False, "with --word-contrast-weight: also erase the word itself in one "
+                                                    "view, so that its context must carry it")
+    word_contrast_occurrences: int = _option(1, "with --word-contrast-weight: draw each word with this many "
+                                                "occurrences in a batch (the others from other training texts), so "
+                                                "its negatives include the same word in other sentences")
     num_proc: int | None = _option(None, "processes for datasets.map")
     cache_dir: str | None = _option(None, "datasets cache folder (default: the datasets default)")
     # --- model and tokenizer

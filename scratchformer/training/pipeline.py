@@ -48,6 +48,7 @@ from .resume import continue_run_options, finishes_without_training, resolve_res
 from .sampling import SeededSampling
 from .schedule import default_warmup_steps, learning_rate_warning, peak_learning_rate, training_step_count
 from .sharding import SavesPlainModelClass, prepare_sharding
+from .word_contrast import WORD_KEYS, WordContrastCollator, WordContrastLoss, word_contrast_parts
 
 LOG_PREFIX = "[scratchformer train]"
 
@@ -57,10 +58,11 @@ class ScratchformerTrainer(CrashSafeCheckpoints, SavesPlainModelClass, SeededSam
     """``Seq2SeqTrainer`` whose checkpoints appear only complete (:mod:`scratchformer.training.checkpoints`), that
     trains from a stream when given one (:mod:`scratchformer.training.streaming`), shuffles with the run's seed
     (:mod:`scratchformer.training.sampling`), saves a sharded model as our own class
-    (:mod:`scratchformer.training.sharding`) and adds the encoder's contrastive, masked-token and replaced-token
-    losses when asked (:mod:`scratchformer.training.encoder_losses`, :mod:`scratchformer.training.electra`)."""
+    (:mod:`scratchformer.training.sharding`) and adds the encoder's contrastive, masked-token, replaced-token and
+    word-contrast losses when asked (:mod:`scratchformer.training.encoder_losses`, :mod:`scratchformer.training.electra`,
+    :mod:`scratchformer.training.word_contrast`)."""
 
-    extra_keys = CROP_KEYS + MLM_KEYS
+    extra_keys = CROP_KEYS + MLM_KEYS + WORD_KEYS
 
 
 def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
@@ -207,16 +209,17 @@ def _with_model_dependent_arguments(options: TrainOptions, args: ScratchformerTr
     return args
 
 
-def _objective_parts(options: TrainOptions, args: ScratchformerTrainingArguments, tokenizer, model):
+def _objective_parts(options: TrainOptions, args: ScratchformerTrainingArguments, tokenizer, model, train_ds):
     """``(collator, compute_metrics, preprocess_logits_for_metrics)`` of the objective (for seq2seq, also the model's
     generation length during evaluation, and generation with the key/value cache)."""
     if options.objective == "denoise":
-        collator = DataCollatorForTextInfilling.from_tokenizer(
+        words = word_contrast_parts(options, tokenizer, train_ds) if options.word_contrast_weight > 0 else {}
+        collator = (WordContrastCollator if words else DataCollatorForTextInfilling).from_tokenizer(
             tokenizer, model.config.decoder_start_token_id, mask_ratio=options.mask_ratio,
             poisson_lambda=options.poisson_lambda, seed=args.seed, crop_pairs=options.contrastive_weight > 0,
             encoder_mlm_probability=(options.encoder_mlm_probability
                                      if options.encoder_mlm_weight > 0 or options.electra_weight > 0 else 0.0),
-            mlm_whole_words=options.encoder_mlm_whole_words)
+            mlm_whole_words=options.encoder_mlm_whole_words, **words)
         return collator, token_accuracy, argmax_logits
     model.generation_config.max_length = args.generation_max_length
     # The Trainer turns the config's use_cache off for training; evaluation generates with the key/value cache
@@ -229,7 +232,7 @@ def _objective_parts(options: TrainOptions, args: ScratchformerTrainingArguments
 def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, model, tokenizer, train_ds,
                    valid_ds, callbacks: list | None) -> tuple[ScratchformerTrainer, TimeLimit | None]:
     """The ``Seq2SeqTrainer`` with our loss, metrics and callbacks (and the caller's), and the time limit if any."""
-    collator, compute_metrics, preprocess = _objective_parts(options, args, tokenizer, model)
+    collator, compute_metrics, preprocess = _objective_parts(options, args, tokenizer, model, train_ds)
     time_limit = TimeLimit(options.max_minutes) if options.max_minutes else None
     loss_watch = NonFiniteLoss() if options.stop_on_nonfinite else None
     own_callbacks = [c for c in (EpochCallback(collator) if hasattr(collator, "epoch") else None, time_limit,
@@ -254,7 +257,9 @@ def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, 
              if options.contrastive_weight > 0 else [])
             + ([MaskedTokenLoss(options.encoder_mlm_weight)] if options.encoder_mlm_weight > 0 else [])
             + ([replaced_token_detection(options, model, tokenizer, args.device)] if options.electra_weight > 0
-               else []))
+               else [])
+            + ([WordContrastLoss(options.word_contrast_weight, options.word_contrast_temperature)]
+               if options.word_contrast_weight > 0 else []))
     return trainer, time_limit
 
 
