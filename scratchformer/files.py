@@ -467,8 +467,10 @@ def check_output_folder(output: str | os.PathLike, inputs: Iterable[tuple[str, s
     folder, name = Path(output), name or str(output)
     if isinstance(output, str) and not output.strip():  # Path("") is the working folder
         raise error(f"{name}: an empty name is no folder; give a folder to write into")
-    if folder.exists() and not folder.is_dir():
+    if folder.is_file():
         raise error(f"{name} is a file, not a folder; give a folder to write into")
+    if (problem := not_a_file(folder)) and not folder.is_dir():  # a loop of symbolic links, a named pipe, ...
+        raise error(f"{problem}; give a folder to write into")
     written = [] if writes is None else list(writes)
     for what, path in inputs:
         relation = overlap(folder, path)

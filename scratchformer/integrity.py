@@ -3,9 +3,10 @@
 - **Complete weights**: :func:`safetensors_file_problem`, the one check that a safetensors file is whole (training's
   checkpoint checks and the Hub folder checks share it).
 - **Checksums**: safetensors has none, so export and training write :data:`CHECKSUMS` (``checksums.sha256``, in
-  ``sha256sum``'s format: ``sha256sum -c checksums.sha256`` checks it too) beside the weights, covering them and
-  ``config.json`` (:func:`write_checksums`); ``load``, the folder checks and ``--resume`` verify every file it lists
-  (:func:`checksum_problems`, :func:`check_checksums`).
+  ``sha256sum``'s format: ``sha256sum -c checksums.sha256`` checks it too) beside the weights, covering them,
+  ``config.json`` and the tokenizer's files (:func:`write_checksums`); ``load``, the folder checks and ``--resume``
+  verify every file it lists, and that it lists every weights file (:func:`checksum_problems`,
+  :func:`check_checksums`).
 - **A config against its weights**: :func:`config_contradicts_weights` names each field of ``config.json`` that
   contradicts the shapes in the weights' headers, before transformers loads anything.
 
@@ -25,8 +26,11 @@ from .files import write_text
 
 # the integrity manifest written beside the weights: "<sha256>  <file name>" per line, as sha256sum writes it
 CHECKSUMS = "checksums.sha256"
-# what checksums.sha256 lists beside the weights (*.safetensors): the config that says what the weights mean
-CHECKSUMMED_FILES = ("config.json",)
+# what checksums.sha256 lists beside the weights (*.safetensors), where present: the config that says what the
+# weights mean, and the tokenizer that says what their ids mean (older manifests list the weights, or the weights and
+# the config, only: they still check what they list)
+CHECKSUMMED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                     "added_tokens.json")
 
 
 def safetensors_file_problem(path: str | os.PathLike) -> str | None:
@@ -66,10 +70,11 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 def write_checksums(folder: str | os.PathLike) -> Path:
     """Write :data:`CHECKSUMS` in ``folder``: the sha256 of each ``*.safetensors`` file in it and of
-    :data:`CHECKSUMMED_FILES` (``config.json``: a head count edited with the shapes unchanged would load silently),
-    one ``<sha256>  <name>`` line each, by name (``sha256sum -c checksums.sha256`` checks them too). Call it once the
-    weights and the config are final; export and training do. The file is replaced atomically and gets the
-    permissions the umask gives. An older manifest that lists the weights only still checks what it lists."""
+    :data:`CHECKSUMMED_FILES` that are there (``config.json``: a head count edited with the shapes unchanged would
+    load silently; the tokenizer: another tokenizer's ids would run through the weights without a word), one
+    ``<sha256>  <name>`` line each, by name (``sha256sum -c checksums.sha256`` checks them too). Call it once the
+    weights, the config and the tokenizer are final; export and training do. The file is replaced atomically and
+    gets the permissions the umask gives."""
     folder = Path(folder)
     paths = [*folder.glob("*.safetensors"), *(folder / name for name in CHECKSUMMED_FILES if (folder / name).is_file())]
     lines = [f"{file_sha256(path)}  {path.name}\n" for path in sorted(paths, key=lambda path: path.name)]
@@ -78,9 +83,11 @@ def write_checksums(folder: str | os.PathLike) -> Path:
 
 def checksum_problems(folder: str | os.PathLike) -> list[str]:
     """What :data:`CHECKSUMS` in ``folder`` says is wrong: a listed file whose sha256 differs (damaged, or changed
-    after the checksums were written), or a line that is not a checksum of a file in ``folder``. Empty when all
-    agree or when the folder has no :data:`CHECKSUMS` (written before checksums existed, or by hand). A listed file
-    that is missing is left to the loader, whose message says what a folder lacks."""
+    after the checksums were written), a line that is not a checksum of a file in ``folder``, or a weights file
+    (``*.safetensors``) it does not list: a manifest that leaves the weights out protects nothing, and would let
+    damaged weights load behind it. Empty when all agree or when the folder has no :data:`CHECKSUMS` (written before
+    checksums existed, or by hand). A listed file that is missing is left to the loader, whose message says what a
+    folder lacks."""
     folder = Path(folder)
     manifest = folder / CHECKSUMS
     if not manifest.is_file():
@@ -89,7 +96,7 @@ def checksum_problems(folder: str | os.PathLike) -> list[str]:
         lines = manifest.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:
         return [f"{CHECKSUMS} cannot be read ({error})"]
-    problems = []
+    problems, listed = [], set()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -97,11 +104,15 @@ def checksum_problems(folder: str | os.PathLike) -> list[str]:
         name = match.group(2) if match else ""
         if not match or name in (".", "..") or "/" in name or "\\" in name:
             problems.append(f"line {number} of {CHECKSUMS} is not '<sha256>  <file in this folder>': {line[:80]!r}")
-        elif not (folder / name).is_file():
-            continue  # missing, not damaged: the loader (or the folder check) says what is missing
-        elif (actual := file_sha256(folder / name)) != match.group(1).lower():
+            continue
+        listed.add(name)
+        # a listed file that is missing is not damaged: the loader (or the folder check) says what is missing
+        if (folder / name).is_file() and (actual := file_sha256(folder / name)) != match.group(1).lower():
             problems.append(f"{name} is damaged: its sha256 is {actual[:16]}..., {CHECKSUMS} lists "
                             f"{match.group(1).lower()[:16]}...")
+    unlisted = sorted(path.name for path in folder.glob("*.safetensors") if path.name not in listed)
+    if unlisted:
+        problems.append(f"{CHECKSUMS} lists no checksum for {', '.join(unlisted)}, so damage to it would go unnoticed")
     return problems
 
 

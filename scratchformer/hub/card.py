@@ -15,17 +15,15 @@ parts of text, split by :data:`GENERATED_MARK`:
 
 The metadata of a source card is kept too (``base_model``, ``widget``, ...), with ours written over it: library,
 pipeline tag, tags (merged), and the ``model-index`` when there are scores. Licence, languages and datasets come
-from the arguments when given, else from the source card. ``datasets`` must be Hub dataset ids: the card never
-invents them from score names.
+from the arguments when given, else from the source card, as given: the Hub says, when the card is pushed, which
+value it does not read. ``datasets`` are Hub dataset ids: the card never invents them from score names.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,20 +49,6 @@ DEFAULT_DESCRIPTION = (
 GENERATED_MARK = ("<!-- Written by `scratchformer export`: the sections below are rewritten by every export. Edit the "
                   "text above this line. -->")
 POSITIONS = {"sinusoidal": "sinusoidal (as in the paper)", "learned": "learned", "rope": "rotary (RoPE)"}
-# The licence ids a card's metadata may name: the table of https://huggingface.co/docs/hub/repositories-licenses
-# (huggingface/hub-docs, docs/hub/repositories-licenses.md, commit 008d54d), which huggingface_hub does not ship.
-HUB_LICENSES = frozenset("""
-    apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0 bigcode-openrail-m
-    afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda cc cc0-1.0 cc-by-2.0
-    cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0
-    cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 cc-by-nc-sa-2.0 cc-by-nc-sa-3.0 cc-by-nc-sa-4.0 cdla-sharing-1.0
-    cdla-permissive-1.0 cdla-permissive-2.0 wtfpl ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1 agpl-3.0 gfdl gpl
-    gpl-2.0 gpl-3.0 lgpl lgpl-2.1 lgpl-3.0 isc lppl-1.3c ms-pl mpl-2.0 odc-by odbl openrail++ osl-3.0 postgresql
-    ofl-1.1 ncsa unlicense zlib pddl lgpl-lr deepfloyd-if-license llama2 gemma unknown other""".split())
-# A card's language: an ISO 639-1, 639-2 or 639-3 code (huggingface_hub.ModelCardData's documentation), with BCP 47
-# subtags if any ("pt-BR", "zh-Hans"), or one of the Hub's special values.
-LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
-SPECIAL_LANGUAGES = ("code", "multilingual")
 
 USES = """## Uses
 
@@ -255,30 +239,6 @@ def _check_metrics(metrics: Any, at: str) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def check_card_metadata(license: Any = None, language: Any = None, datasets: Any = None) -> None:
-    """Raise :class:`HubError` naming the first metadata value the Hub would not read, before anything is loaded:
-    a licence outside :data:`HUB_LICENSES` (``--license ../../etc/passwd``), a language not of a code's form, a
-    dataset that is not a Hub id (``name`` or ``namespace/name``)."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    if license is not None and license not in HUB_LICENSES:
-        close = difflib.get_close_matches(str(license).lower(), sorted(HUB_LICENSES), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise HubError(f"license {license!r} is not one of the Hub's licence ids: {hint}see "
-                       "https://huggingface.co/docs/hub/repositories-licenses (use 'other' for a licence not listed)")
-    for code in [language] if isinstance(language, str) else language or []:
-        if not isinstance(code, str) or not (LANGUAGE_CODE.fullmatch(code) or code in SPECIAL_LANGUAGES):
-            raise HubError(f"language {code!r} is not a language code: use an ISO 639 code such as 'en' or 'deu' "
-                           f"(with subtags if needed, 'pt-BR'), or one of {', '.join(SPECIAL_LANGUAGES)}")
-    for dataset in datasets or []:
-        try:
-            validate_repo_id(dataset)
-        except (HFValidationError, TypeError) as error:
-            reason = str(error).replace(" Use `repo_type` argument if needed.", "")
-            raise HubError(f"dataset {dataset!r} is not a Hub dataset id (name or namespace/name): {reason}") from None
-
-
 @dataclass(frozen=True)
 class CardOptions:
     """What a user says on the card: the card keyword arguments of :func:`model_card`, ``export`` and ``push``
@@ -307,7 +267,6 @@ def model_card(model: Any, results: list[dict], *, repo_id: str | None, source_c
     from huggingface_hub import ModelCard, ModelCardData
 
     options = CardOptions(**card)
-    check_card_metadata(options.license, options.language, options.datasets)
     source = ModelCard(source_card) if source_card is not None else None
     data = source.data if source is not None else ModelCardData()
     data.model_name = options.model_name

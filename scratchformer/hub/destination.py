@@ -14,8 +14,8 @@ No export deletes or overwrites what it did not create. The rules for ``OUT`` (`
   ``scores.json``, ``onnx/model.onnx``) and those earlier versions wrote (``tokenization_scratchformer.py``), and
   keeps every other file in OUT as it is.
 
-A repo id is ``namespace/name`` as the Hub spells it (huggingface_hub's validator): exactly one slash, letters,
-digits, ``-``, ``_`` and ``.``, no ``..`` or ``--``, at most 96 characters.
+A repo id is what huggingface_hub's validator accepts (``name`` or ``namespace/name``), checked before anything is
+exported.
 """
 
 from __future__ import annotations
@@ -31,12 +31,10 @@ from .layout import EXPORT_FILES, EXPORT_FOLDERS, EXPORT_SIGNATURE, RETIRED_FILE
 
 
 def check_repo_id(repo_id: object) -> str:
-    """``repo_id`` if it is a valid ``namespace/name``, else :class:`HubError` saying what is wrong."""
+    """``repo_id`` if huggingface_hub's ``validate_repo_id`` accepts it, else its words as a :class:`HubError`."""
     from huggingface_hub.errors import HFValidationError
     from huggingface_hub.utils import validate_repo_id
 
-    if not isinstance(repo_id, str) or repo_id.count("/") != 1:
-        raise HubError(f"the repo id must be namespace/name (e.g. alice/scratchformer-small), got {repo_id!r}")
     try:
         validate_repo_id(repo_id)
     except HFValidationError as error:
@@ -47,8 +45,7 @@ def check_repo_id(repo_id: object) -> str:
 def check_destination(out_dir: Path, source: Path | None, overwrite: bool) -> None:
     """Raise :class:`HubError` unless ``out_dir`` may receive an export of ``source`` (see the module docstring).
     Reads the file system, changes nothing."""
-    _resolved(out_dir)  # a loop of symbolic links is refused here, in one line
-    inputs = [] if source is None else [(f"the source folder {source}", _resolved(source))]
+    inputs = [] if source is None else [(f"the source folder {source}", source)]
     files.check_output_folder(out_dir, inputs, error=HubError, name=f"the export folder {out_dir}",
                               why="choose a folder apart from it")
     if not out_dir.is_dir() or not any(out_dir.iterdir()):
@@ -79,15 +76,6 @@ def move_into_place(staging: Path, out_dir: Path) -> None:
     for name in sorted(EXPORT_FOLDERS):
         if (out_dir / name).is_dir() and not any((out_dir / name).iterdir()):
             (out_dir / name).rmdir()
-
-
-def _resolved(path: Path) -> Path:
-    """``path.resolve()``; :class:`HubError` for a loop of symbolic links (Python raises ``RuntimeError`` before
-    3.13, ``OSError`` after)."""
-    try:
-        return path.resolve()
-    except (RuntimeError, OSError) as error:  # RuntimeError("Symlink loop from ...") or OSError(ELOOP)
-        raise HubError(f"{path} is a loop of symbolic links ({error}): choose another folder") from None
 
 
 def _earlier_export_problem(folder: Path) -> str | None:

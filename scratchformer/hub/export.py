@@ -33,10 +33,11 @@ new ones (``drwxr-xr-x`` and ``-rw-r--r--`` under umask 022), as ``mkdir`` and `
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import secrets
 import shutil
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,7 +47,8 @@ from .. import files
 from ..errors import HubError
 from ..integrity import write_checksums
 from ..loading import SHIPPED_ALIASES, pretrained_path
-from .card import CardOptions, check_card_metadata, load_scores, model_card
+from ..models.modeling_scratchformer import AUTO_MAP
+from .card import CardOptions, load_scores, model_card
 from .checks import check_folder
 from .destination import check_destination, check_repo_id, move_into_place
 from .layout import (
@@ -54,7 +56,6 @@ from .layout import (
     ONNX_FILE,
     README,
     SCORES_FILE,
-    config_auto_map,
     is_card_asset,
     require_onnx,
     sentence_transformers_files,
@@ -101,17 +102,23 @@ def export(model_or_folder: Any, out_dir: str | os.PathLike, tokenizer: Any = No
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if repo_id is not None:
         check_repo_id(repo_id)
-    check_card_metadata(options.license, options.language, options.datasets)  # before the model loads
     if source is not None:
         check_source(source)
     with _file_system_errors(out_dir):
         check_destination(out_dir, source, overwrite)
+    try:  # the staging folder goes there, and tokenizers writes only to paths that are text
+        os.fsencode(out_dir.resolve().parent).decode("utf-8")
+    except UnicodeDecodeError:
+        raise HubError(f"cannot export to {out_dir}: the path of the folder it goes in is not valid UTF-8, and the "
+                       "tokenizers library cannot write there; choose a folder whose path is") from None
     model, tokenizer, config_dtype = model_and_tokenizer(model_or_folder, tokenizer, dtype)
     results = _scores(scores, source)
-    model_name = options.model_name or _default_name(repo_id, out_dir)
+    # a folder name that is not UTF-8 (caf\xe9) has no text to title a card with: its bytes are shown as U+FFFD
+    model_name = options.model_name or (repo_id.split("/")[-1] if repo_id else
+                                        os.fsencode(out_dir.resolve().name).decode("utf-8", "replace"))
     readme = model_card(model, results, repo_id=repo_id, source_card=_source_card(source), onnx=onnx,
                         **{**card, "model_name": model_name})
-    with _file_system_errors(out_dir, _bytes_needed(model, onnx)), _export_lock(out_dir):
+    with _file_system_errors(out_dir), _export_lock(out_dir):
         check_destination(out_dir, source, overwrite)  # again, under the lock: another export may have just ended
         _write(model, tokenizer, results, readme, out_dir, source=source, onnx=onnx, config_dtype=config_dtype)
     return out_dir
@@ -130,7 +137,7 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
            onnx: bool, config_dtype: str) -> None:
     """Stage the export beside ``out_dir``, check it, move it into place; the staging folder never survives."""
     target = out_dir.resolve()  # "." or "x/..": the staging folder must be beside OUT, not inside it
-    staging = _make_staging_folder(target)
+    staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))  # a short name, whatever OUT's length
     try:
         if source is not None:  # first, so that every file the export writes itself replaces a same-named asset
             for path in sorted(source.iterdir()):
@@ -138,7 +145,7 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
                     shutil.copyfile(path, staging / path.name)
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        _keep_only_our_code(staging / "config.json", config_auto_map(), dtype=config_dtype)
+        _keep_only_our_code(staging / "config.json", dict(AUTO_MAP), dtype=config_dtype)
         _keep_only_our_code(staging / "tokenizer_config.json", None)
         write_checksums(staging)  # of the weights and the final config.json: load() verifies them
         for name, content in sentence_transformers_files(model.config.d_model, tokenizer.model_max_length).items():
@@ -152,7 +159,7 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
             (staging / SCORES_FILE).write_text(json.dumps({"results": results}, indent=2) + "\n", encoding="utf-8")
         card.save(staging / README)
         check_folder(staging, where=out_dir, checksums=False)  # write_checksums just hashed these weights
-        _give_umask_permissions(staging)
+        _give_umask_permissions(staging, 0o777 & ~files.current_umask())
         move_into_place(staging, target)
     finally:  # also on SIGTERM and SIGHUP (files.signals_end_the_block) and Ctrl-C
         shutil.rmtree(staging, ignore_errors=True)
@@ -162,14 +169,14 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
 def _export_lock(out_dir: Path) -> Iterator[None]:
     """Hold the lock of ``out_dir`` while the block runs, or refuse at once with a :class:`HubError` when another
     export holds it: two exports into one folder would mix their files. The lock is ``filelock``'s (``flock`` on
-    Unix; the system drops it when its process ends, however it ends) on ``.OUT.export.lock`` beside ``OUT``, which
-    is removed while still held, so that no file is left behind. SIGTERM and SIGHUP end the block like Ctrl-C
+    Unix; the system drops it when its process ends, however it ends) on ``.HASH.export.lock`` beside ``OUT`` (HASH:
+    of OUT's name, which may be 255 bytes long itself), which is removed while still held, so that no file is left behind. SIGTERM and SIGHUP end the block like Ctrl-C
     (:func:`scratchformer.files.signals_end_the_block`), so that the staging folder goes too."""
     from filelock import FileLock, Timeout
 
     target = out_dir.resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    path = target.parent / f".{target.name}.export.lock"
+    path = target.parent / f".{hashlib.sha256(os.fsencode(target.name)).hexdigest()[:16]}.export.lock"
     path.touch(exist_ok=True)  # a lock file that cannot be made fails here, not as "held by another export"
     lock = FileLock(str(path), timeout=0)
     try:
@@ -185,39 +192,12 @@ def _export_lock(out_dir: Path) -> Iterator[None]:
         lock.release()
 
 
-def _bytes_needed(model: Any, onnx: bool) -> int:
-    """About how many bytes an export writes, for a full disk's message: the weights as stored (a tied tensor
-    once), the encoder again in float32 for ONNX, and 1 MB for the tokenizer, code, card and configs."""
-    seen, total = set(), 0
-    for tensor in model.state_dict().values():
-        if tensor.data_ptr() not in seen:
-            seen.add(tensor.data_ptr())
-            total += tensor.numel() * tensor.element_size()
-    if onnx:
-        total += 4 * sum(parameter.numel() for parameter in model.get_encoder().parameters())
-    return total + 1_000_000
-
-
-def _make_staging_folder(target: Path) -> Path:
-    """A new, hidden folder beside ``target``, made by ``mkdir`` so that it has the permissions the umask gives
-    (``tempfile.mkdtemp`` makes ``drwx------``, which the export would keep once renamed to OUT)."""
-    for _ in range(100):
-        staging = target.parent / f".{target.name}.export-{secrets.token_hex(4)}"
-        try:
-            staging.mkdir()
-            return staging
-        except FileExistsError:
-            continue
-    raise HubError(f"cannot make a staging folder beside {target}")
-
-
-def _give_umask_permissions(staging: Path) -> None:
-    """Give every file and folder of ``staging`` the permissions new ones get under the umask: the staging folder's
-    own (made by ``mkdir``) for folders, the same without execute bits for files. Libraries may write through
-    private temporary files (``model.safetensors`` came out ``-rw-------``); card assets are copied without their
-    source's mode."""
-    folder_mode = staging.stat().st_mode & 0o777
-    for path in staging.rglob("*"):
+def _give_umask_permissions(staging: Path, folder_mode: int) -> None:
+    """Give ``staging`` (``tempfile.mkdtemp`` makes ``drwx------``) and every file and folder in it the permissions
+    ``mkdir`` and ``cp`` give under the umask: ``folder_mode`` for folders, the same without execute bits for files.
+    Libraries may write through private temporary files (``model.safetensors`` came out ``-rw-------``); card assets
+    are copied without their source's mode."""
+    for path in [staging, *staging.rglob("*")]:
         path.chmod(folder_mode if path.is_dir() else folder_mode & 0o666)
 
 
@@ -247,12 +227,8 @@ def _keep_only_our_code(path: Path, auto_map: dict | None, dtype: str | None = N
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _default_name(repo_id: str | None, out_dir: Path) -> str:
-    return repo_id.split("/")[-1] if repo_id else out_dir.resolve().name
-
-
-def _file_system_errors(out_dir: Path, needed: int | None = None) -> Any:
+def _file_system_errors(out_dir: Path) -> Any:
     """An ``OSError`` (no permission, a file where a folder should be, a full disk) is the caller's to fix: it
     becomes a :class:`HubError` naming the export folder, a refused write said as :func:`scratchformer.files.writing`
-    says it (also where a library reports it without an ``OSError``). ``needed``: about how many bytes it writes."""
-    return files.writing(out_dir, needed, error=HubError, what=f"cannot export to {out_dir}: ", every_os_error=True)
+    says it (also where a library reports it without an ``OSError``)."""
+    return files.writing(out_dir, error=HubError, what=f"cannot export to {out_dir}: ", every_os_error=True)

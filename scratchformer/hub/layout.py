@@ -61,11 +61,6 @@ def require_onnx() -> None:
     require(*ONNX_MODULES, extra="onnx", for_what="the ONNX export (--onnx)")
 
 
-def config_auto_map() -> dict:
-    """The exact ``auto_map`` of an exported ``config.json``: the model classes, nothing for the tokenizer."""
-    return dict(AUTO_MAP)
-
-
 def is_card_asset(name: str) -> bool:
     """Whether a top-level file of the source folder travels with the export's model card (see above)."""
     if name in NOT_CARD_ASSETS or name.startswith("."):

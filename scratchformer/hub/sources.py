@@ -13,7 +13,6 @@ float16 on disk, still loads as float32, whatever ``dtype`` the weights are stor
 from __future__ import annotations
 
 import copy
-import errno
 import json
 import os
 from pathlib import Path
@@ -86,15 +85,9 @@ def check_finite_when_stored(model: Any, dtype: str) -> None:
 
 
 def check_source(source: Path) -> None:
-    """Before anything is read or written: :class:`HubError` in one line when ``source`` is a loop of symbolic links,
-    no folder, or this user may not read it (a parent folder, the folder, or a file the export reads: the message
-    names the path, the user, its owner and mode; :func:`scratchformer.loading.check_readable`)."""
-    try:
-        os.stat(source)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise HubError(f"{source} is a loop of symbolic links, not a model folder: pass a folder saved with "
-                           "save_pretrained") from None
+    """Before anything is read or written: :class:`HubError` in one line when this user may not read ``source`` (a
+    loop of symbolic links, a parent folder, the folder, or a file the export reads;
+    :func:`scratchformer.loading.check_readable` says which) or it is no folder."""
     try:
         check_readable(source, also=lambda name: name == README or is_card_asset(name))
     except ScratchformerError as error:
