@@ -1,21 +1,13 @@
-"""The one error type for a user's mistakes.
+"""The one error type for a user's mistakes, missing optional packages, and secrets kept out of every message.
 
-Everything that is the caller's to fix - a bad option value, a missing or malformed file, a model folder that is not
-one, a tokenizer that does not fit the model - raises a :class:`ScratchformerError` with a message that says what was
-wrong and what to do. It subclasses ``ValueError``, so callers that catch ``ValueError`` keep working. The command
-line catches this family in one place (:func:`scratchformer.cli.main`), prints ``scratchformer <command>: error:
-<message>`` and exits with status 2; anything else is a bug and keeps its traceback.
+Everything that is the caller's to fix raises a :class:`ScratchformerError` (a ``ValueError``) whose message says what
+was wrong and what to do. The command line catches this family in one place (:func:`scratchformer.cli.main`), prints
+``scratchformer <command>: error: <message>`` and exits with status 2; anything else is a bug and keeps its traceback.
+The model core travels with checkpoints and imports nothing of ours, so it raises plain ``ValueError``.
 
-The model core (:mod:`scratchformer.models`) travels with checkpoints and imports nothing of ours, so its config and
-input checks raise plain ``ValueError``; the public entry points of the tooling turn those into this family.
-
-Optional dependencies: a feature that needs a package outside the core install calls :func:`require` before it does
-any work, so that a missing package is one line naming the extra to install (``pip install "scratchformer[train]"``),
-not a ``ModuleNotFoundError`` traceback halfway through a run.
-
-Secrets: :func:`redact` removes tokens and passwords from any text; :func:`no_secrets` keeps them out of the logs of
-a Hub operation and out of every exception it raises or chains (:func:`scrub`), so that a script's traceback shows
-none.
+A feature that needs a package outside the core install calls :func:`require` before it does any work: one line
+naming the extra to install. :func:`redact` removes tokens and passwords from any text; :func:`no_secrets` keeps them
+out of the logs of a Hub operation and out of every exception it raises or chains (:func:`scrub`).
 
 This module imports only the standard library, so that the command line can use it before loading torch.
 """

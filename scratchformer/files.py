@@ -1,34 +1,24 @@
 """Writing files so that nothing a user had is lost, and the file system's refusals as one clear error.
 
-- **Replacing a file**: :func:`replace_file` (a temporary path to write, which then takes the file's place),
-  :func:`write_bytes`, :func:`write_text`, :func:`write_json` and :func:`save_figure`. The new content goes to a
-  temporary file in the same folder (``tempfile.mkstemp``), is flushed to disk, and takes the old file's place in one
-  ``os.replace``: a failure at any moment (a full disk, a kill) leaves the old file as it was and no partial file
-  behind. ``mkstemp`` makes the file ``-rw-------``; before the rename it gets the permissions a plain
-  ``open(path, "w")`` would have left: the old file's, or for a new file ``0o666`` less the umask. A symbolic link is
+- **Replacing a file** (:func:`replace_file`, :func:`write_bytes`, :func:`write_text`, :func:`write_json`,
+  :func:`save_figure`): the new content goes to a temporary file in the same folder, is flushed to disk, and takes the
+  old file's place in one ``os.replace``: a failure at any moment (a full disk, a kill) leaves the old file as it was
+  and no partial file behind. It gets the permissions a plain ``open(path, "w")`` would have left. A symbolic link is
   followed (its target is replaced, the link stays).
-- **Saving several files into a folder**: :func:`save_files_into` runs a library's ``save(folder)``
-  (``save_pretrained``, which writes in place) on a temporary folder inside the target, then moves each file into
-  place with ``os.replace``; a failure leaves the files already there as they were.
+- **Saving several files into a folder** (:func:`save_files_into`): a library's ``save(folder)`` runs on a temporary
+  folder inside the target, then each file moves into place with ``os.replace``.
 - **The file system's refusals** (:func:`storage_error`, :func:`writing`, :func:`reading`) become a
-  :class:`~scratchformer.errors.StorageError` (a ``ScratchformerError`` and an ``OSError``): a full disk names the
-  folder, about how much the write needed and how much is free (``shutil.disk_usage``); a permission denied names
-  the path and the user; a read-only file system says so (also where a permission check is what refused: ``access``
-  says "no" on a read-only mount), and a disk with bytes free but no inode left says that. Libraries report a full disk in their own ways and all
-  are recognised: an ``OSError`` with ``errno.ENOSPC``, ``tokenizers``' bare ``Exception: No space left on device
-  (os error 28)``, safetensors' ``SafetensorError`` with the same words, ``torch.save``'s ``RuntimeError: ...
-  unexpected pos`` (no errno: the free space decides).
-- **Reading only regular files**: :func:`not_a_file` and :func:`check_file` refuse, in one line, a path that is a
-  loop of symbolic links, a named pipe (a read would wait for a writer for ever), a socket, a device or a folder,
-  before anything opens it; :func:`reading` asks it too. Every reader of a user's file asks it (the loader through
-  :func:`scratchformer.loading.check_readable`).
-- **Output folders**: :func:`check_output_folder` is every command's one check of where it writes, before it makes,
-  writes or deletes anything: not a file, a folder this user may write into (:func:`check_writable`), and apart from
-  every input (:func:`overlap`: is, is inside or contains; paths resolved: symbolic links, relative paths).
+  :class:`~scratchformer.errors.StorageError` that says what to do: a full disk names the folder, the space needed and
+  free (and a disk with bytes free but no inode left says that); a permission denied names the path and the user; a
+  read-only file system says so. Libraries that report a full disk in their own ways (tokenizers, safetensors,
+  ``torch.save``) are recognised too.
+- **Reading only regular files** (:func:`not_a_file`, :func:`check_file`): a loop of symbolic links, a named pipe (a
+  read would wait for ever), a socket, a device or a folder where a file is read is one line, before anything opens it.
+- **Output folders** (:func:`check_output_folder`): every command's one check of where it writes, before it makes,
+  writes or deletes anything: a folder this user may write into, apart from every input (:func:`overlap`).
 
-The standard library only (``scratchformer --help`` imports it nowhere: the command line imports it inside a
-command); every layer above :mod:`scratchformer.errors` may use it (the model core excepted: it imports nothing of
-ours, so ``save_pretrained`` stages its own files).
+The standard library only; every layer above :mod:`scratchformer.errors` may use it (the model core excepted: it
+imports nothing of ours, so ``save_pretrained`` stages its own files).
 """
 
 from __future__ import annotations
@@ -63,17 +53,17 @@ T = TypeVar("T")
 
 @contextlib.contextmanager
 def replace_file(path: str | os.PathLike, needed: int | None = None, suffix: str = ".tmp") -> Iterator[Path]:
-    """Yield a temporary path in ``path``'s folder (an empty file, named ``.NAME.XXXXXXXX`` + ``suffix``); write the
-    new content there, and on leaving the block it takes ``path``'s place (see the module docstring). ``needed``
-    (bytes, an estimate) goes into a full disk's message.
-    Any failure deletes the temporary file and leaves ``path`` untouched; a refusal of the file system is a
+    """Yield a temporary path in ``path``'s folder (an empty file, ``.writing-XXXXXXXX`` + ``suffix``: short, so that
+    a name of 255 bytes can be replaced too); write the new content there, and on leaving the block it takes ``path``'s
+    place (see the module docstring). ``needed`` (bytes, an estimate) goes into a full disk's message. Any failure
+    deletes the temporary file and leaves ``path`` untouched; a refusal of the file system is a
     :class:`~scratchformer.errors.StorageError`."""
-    target = _followed(Path(path))
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)  # a link stays a link
     if os.path.isdir(target):  # os.replace would fail late, with "Is a directory"; nothing is written
         raise StorageError(f"cannot write {target}: a folder is in the way, where this file goes; move or rename the "
                            "folder, or write somewhere else", errno.EISDIR, str(target))
     with writing(target, needed):
-        descriptor, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+        descriptor, name = tempfile.mkstemp(prefix=".writing-", suffix=suffix, dir=target.parent)
         os.close(descriptor)
         temporary = Path(name)
         try:
@@ -136,11 +126,6 @@ def current_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
-
-
-def _followed(path: Path) -> Path:
-    """``path``, or the file a symbolic link at ``path`` points to (so that the link stays a link)."""
-    return Path(os.path.realpath(path)) if os.path.islink(path) else path
 
 
 def fsync(path: Path) -> None:
@@ -241,20 +226,11 @@ def writing(path: str | os.PathLike, needed: int | None = None, reading: bool | 
         raise (error or ScratchformerError)(f"{what}{failure or caught}") from caught
 
 
-@contextlib.contextmanager
-def reading(path: str | os.PathLike) -> Iterator[None]:
+def reading(path: str | os.PathLike) -> contextlib.AbstractContextManager[None]:
     """Turn a permission denied while reading ``path`` into a :class:`~scratchformer.errors.StorageError`; before
     that, refuse a ``path`` that is not a regular file (:func:`check_file`): a named pipe would block the read."""
     check_file(path)
-    try:
-        yield
-    except StorageError:
-        raise
-    except Exception as error:
-        failure = storage_error(error, path, reading=True)
-        if failure is None:
-            raise
-        raise failure from error
+    return writing(path, reading=True)
 
 
 def storage_error(error: BaseException, path: str | os.PathLike, needed: int | None = None,
@@ -286,31 +262,25 @@ def read_only(path: str | os.PathLike, number: int = errno.EROFS) -> StorageErro
                         "(or mount it read-write)", number, str(path))
 
 
-def on_read_only_file_system(path: str | os.PathLike) -> bool:
-    """Whether the file system of ``path`` (or of the nearest existing folder above it) is mounted read-only."""
-    try:
-        return bool(os.statvfs(folder_of(path)).f_flag & os.ST_RDONLY)
-    except (OSError, AttributeError):
-        return False
-
-
 def permission_denied(path: str | os.PathLike, reading: bool | None = False, number: int = errno.EACCES
                       ) -> StorageError:
     """``permission denied: user nobody (uid 65534) may not write into /out (a folder of user root (uid 0), mode
     drwxr-xr-x): ...``: for a write, the file when it exists and may not be written, else its folder; ``reading``
     ``None``: not known whether it was a read or a write (``may not access PATH``). A write refused on a read-only
     file system (``os.access`` says "no" there too, for root as well) is said as that instead."""
-    if reading is not True and on_read_only_file_system(path):
+    try:
+        mounted_read_only = bool(os.statvfs(folder_of(path)).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        mounted_read_only = False
+    if reading is not True and mounted_read_only:
         return read_only(path)
-    if reading is None:
-        where, verb, access, advice = Path(path), "access", "", "run as a user who may"
-    elif reading:
-        where, verb, access, advice = Path(path), "read", "read ", "run as a user who may"
-    else:
-        where = _denied_write_target(Path(path))
-        verb = "write" if os.path.isfile(where) else "write into"
-        access, advice = "write ", "choose another place"
-    return StorageError(denied(where, verb, access, advice), number, str(path))
+    if reading is not False:
+        verb = "read" if reading else "access"
+        return StorageError(denied(Path(path), verb, "read " if reading else "", "run as a user who may"), number,
+                            str(path))
+    where = Path(path) if os.path.isfile(path) and not may(path, os.W_OK) else folder_of(path)
+    verb = "write" if os.path.isfile(where) else "write into"
+    return StorageError(denied(where, verb, "write ", "choose another place"), number, str(path))
 
 
 def denied(path: str | os.PathLike, action: str, access: str = "read ", advice: str = "run as a user who may read it"
@@ -319,13 +289,6 @@ def denied(path: str | os.PathLike, action: str, access: str = "read ", advice: 
     PATH (a folder of user root (uid 0), mode drwxr-xr-x): give that user ACCESSaccess (chmod, chown) or ADVICE``."""
     return (f"permission denied: {describe_user()} may not {action} {path}{_owner(path)}: give that user {access}access "
             f"(chmod, chown) or {advice}")
-
-
-def _denied_write_target(path: Path) -> Path:
-    """What refused a write of ``path``: the file itself when it is one and not writable, else its folder."""
-    if os.path.isfile(path) and not may(path, os.W_OK):
-        return path
-    return folder_of(path)
 
 
 def disk_full_message(path: str | os.PathLike, needed: int | None, number: int = errno.ENOSPC) -> str:

@@ -1,12 +1,10 @@
 """Integrity of a saved checkpoint: its files are what was written, whole, and agree with each other.
 
-- **Complete weights**: :func:`safetensors_file_problem`, the one check that a safetensors file is whole (training's
-  checkpoint checks and the Hub folder checks share it).
+- **Complete weights**: :func:`safetensors_file_problem`, the one check that a safetensors file is whole.
 - **Checksums**: safetensors has none, so export and training write :data:`CHECKSUMS` (``checksums.sha256``, in
-  ``sha256sum``'s format: ``sha256sum -c checksums.sha256`` checks it too) beside the weights, covering them,
-  ``config.json`` and the tokenizer's files (:func:`write_checksums`); ``load``, the folder checks and ``--resume``
-  verify every file it lists, and that it lists every weights file (:func:`checksum_problems`,
-  :func:`check_checksums`).
+  ``sha256sum``'s format) beside the weights, covering them, ``config.json`` and the tokenizer's files
+  (:func:`write_checksums`); ``load``, the folder checks and ``--resume`` verify every file it lists, and that it lists
+  every weights file (:func:`checksum_problems`, :func:`check_checksums`).
 - **A config against its weights**: :func:`config_contradicts_weights` names each field of ``config.json`` that
   contradicts the shapes in the weights' headers, before transformers loads anything.
 
@@ -158,10 +156,11 @@ def config_contradicts_weights(source: str, build: Any, config: Any = None, scra
 
             config = ScratchformerConfig.from_pretrained(source)
         with torch.device("meta"):
-            expected = {key: tuple(value.shape) for key, value in build(config).state_dict().items()}
+            built = build(config)
+            expected = {key: tuple(value.shape) for key, value in built.state_dict().items()}
     except Exception:  # an invalid config, a class that cannot be built: from_pretrained says what is wrong
         return None
-    found = _shape_disagreements(expected, stored, config)
+    found = _shape_disagreements(expected, stored, config, getattr(built, "base_model_prefix", ""))
     if scratchformer:
         found.update(_layer_count_disagreements(stored, config, found))
     if not found:
@@ -190,9 +189,9 @@ def _stored_shapes(source: str) -> dict[str, tuple[tuple[int, ...], str]]:
 
 
 def _shape_disagreements(expected: dict[str, tuple[int, ...]], stored: dict[str, tuple[tuple[int, ...], str]],
-                         config: Any) -> dict[str, str]:
+                         config: Any, base: str) -> dict[str, str]:
     """``{field: "d_model is 64 in config.json but 32 in model.safetensors (...)"}``, one entry per field."""
-    prefix, strip = _key_alignment(list(expected), list(stored))
+    prefix, strip = _key_alignment(base, list(expected), stored)
     found: dict[str, str] = {}
     for key, shape in expected.items():
         stored_key = prefix + key[len(strip):] if key.startswith(strip) else None
@@ -212,24 +211,17 @@ def _shape_disagreements(expected: dict[str, tuple[int, ...]], stored: dict[str,
     return found
 
 
-def _key_alignment(model_keys: list[str], stored_keys: list[str]) -> tuple[str, str]:
-    """``(prefix, strip)``: a model key ``strip + rest`` is stored as ``prefix + rest`` (transformers' base-model
-    prefix: the encoder alone is ``encoder.…``, stored in a full checkpoint as ``model.encoder.…``). The pair that
-    matches the most keys."""
-    stored = set(stored_keys)
-    candidates = {("", "")}
-    for model_key in model_keys[:50]:
-        for stored_key in stored_keys:
-            if stored_key.endswith("." + model_key):
-                candidates.add((stored_key[: -len(model_key)], ""))
-            elif model_key.endswith("." + stored_key):
-                candidates.add(("", model_key[: -len(stored_key)]))
+def _key_alignment(base: str, model_keys: list[str], stored: dict) -> tuple[str, str]:
+    """``(prefix, strip)``: a model key ``strip + rest`` is stored as ``prefix + rest``: as is, or with transformers'
+    base-model prefix ``base`` added (the encoder alone, ``encoder.…``, in a full checkpoint's ``model.encoder.…``) or
+    removed. The pair that matches the most keys."""
+    candidates = [("", "")] + ([(base + ".", ""), ("", base + ".")] if base else [])
 
     def matches(candidate: tuple[str, str]) -> int:
         prefix, strip = candidate
         return sum(1 for key in model_keys if key.startswith(strip) and prefix + key[len(strip):] in stored)
 
-    return max(sorted(candidates), key=matches)
+    return max(candidates, key=matches)
 
 
 def _size_field(key: str, size: int, config: Any) -> str | None:

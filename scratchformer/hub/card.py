@@ -219,9 +219,6 @@ def _checked_result(result: Any, at: str) -> dict:
     for key in REQUIRED_SCORE_KEYS:
         if not result.get(key):
             raise HubError(f"{at} needs {key!r}")
-    for key in sorted(SCORE_KEYS - {"metrics"}):
-        if result.get(key) is not None and not isinstance(result[key], str):
-            raise HubError(f"{at}.{key} must be a string, got {result[key]!r}")
     _check_metrics(result.get("metrics"), at)
     return {key: result[key] for key in sorted(result) if result[key] is not None}
 

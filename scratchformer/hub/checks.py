@@ -20,18 +20,12 @@ from .layout import DROPPED_CODE_KEYS, REQUIRED_FILES
 
 
 def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = None, checksums: bool = True) -> None:
-    """Raise :class:`HubError` listing every reason ``folder`` would not load for a Hub user.
-
-    Checks: the required files; no pickled files; ``config.json`` and ``tokenizer_config.json`` parse, the
-    ``auto_map`` of ``config.json`` is exactly ours and ``tokenizer_config.json`` has none (the tokenizer runs no
-    code), neither has ``custom_pipelines``;
-    ``model_type`` is ``scratchformer`` and the checkpoint format is one this code reads; every ``*.safetensors`` file
-    has a valid header and size, and the sha256 that ``checksums.sha256`` lists for it (when there is one); every weight
-    is a float (:func:`~scratchformer.models.modeling_scratchformer.safetensors_problem`). The code files are the
-    package's own (``tests/test_architecture.py`` holds them to torch, transformers and the standard library).
-    ``where`` is the name used in the message; ``checksums=False`` skips re-hashing weights whose checksums were just
-    written from them (the export's own staging folder).
-    """
+    """Raise :class:`HubError` listing every reason ``folder`` would not load for a Hub user: a required file
+    missing, a pickled file, ``config.json`` or ``tokenizer_config.json`` that does not parse, names code other than
+    ours or is not a Scratchformer of a format this code reads, a weights file that is not whole, not floats or not
+    what ``checksums.sha256`` says. ``where`` names the folder in the message; ``checksums=False`` skips re-hashing
+    weights whose checksums were just written (the export's staging folder). The code files are the package's own
+    (``tests/test_hub.py`` holds them to torch, transformers and the standard library)."""
     folder = Path(folder)
     problems = [f"{name} is missing" for name in REQUIRED_FILES if not (folder / name).is_file()]
     problems += _pickle_problems(folder)

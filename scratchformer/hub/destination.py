@@ -1,32 +1,19 @@
 """Where an export may go, decided before any file is touched: the output folder and the Hub repo id.
 
-No export deletes or overwrites what it did not create. The rules for ``OUT`` (``scratchformer export MODEL OUT``):
-
-- OUT is never MODEL, a folder that contains MODEL, or a folder inside MODEL, with or without ``--overwrite``: an
-  export neither writes into its source nor replaces it (``export run/checkpoint-6 run --overwrite`` is refused).
-- OUT may be new, or an empty folder.
-- A non-empty OUT needs ``--overwrite`` and must look like an earlier export: the files every export writes are
-  there (``config.json`` of a scratchformer model, ``README.md``, ``model.safetensors``, ...;
-  :data:`~scratchformer.hub.layout.EXPORT_SIGNATURE`), it has no subfolder but those an export makes (``1_Pooling``,
-  ``onnx``; a training run has ``checkpoint-*``) and no pickled file (a training checkpoint has ``optimizer.pt``).
-  Overwriting replaces the files this export writes (:data:`~scratchformer.hub.layout.EXPORT_FILES` and the source's
-  card assets), removes the files of :data:`~scratchformer.hub.layout.EXPORT_FILES` it does not write this time (a
-  ``scores.json``, ``onnx/model.onnx``) and those earlier versions wrote (``tokenization_scratchformer.py``), and
-  keeps every other file in OUT as it is.
-
-A repo id is what huggingface_hub's validator accepts (``name`` or ``namespace/name``), checked before anything is
-exported.
+No export deletes or overwrites what it did not create. OUT (``scratchformer export MODEL OUT``) is never MODEL, a
+folder that contains MODEL or one inside it (:func:`scratchformer.files.check_output_folder`). It may be new or empty;
+a non-empty OUT needs ``--overwrite`` and must look like an earlier export (:data:`~scratchformer.hub.layout.
+EXPORT_SIGNATURE`, no subfolder but those an export makes). Overwriting replaces the files this export
+writes, removes the export files it does not write this time, and keeps every other file in OUT as it is.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from .. import files
 from ..errors import HubError
-from ..models.modeling_scratchformer import PICKLE_SUFFIXES
 from .layout import EXPORT_FILES, EXPORT_FOLDERS, EXPORT_SIGNATURE, RETIRED_FILES
 
 
@@ -79,18 +66,11 @@ def move_into_place(staging: Path, out_dir: Path) -> None:
 
 
 def _earlier_export_problem(folder: Path) -> str | None:
-    """Why ``folder`` is not an earlier export, or ``None`` if it looks like one."""
-    entries = sorted(folder.iterdir())
-    if subfolders := [path.name for path in entries if path.is_dir() and path.name not in EXPORT_FOLDERS]:
+    """Why ``folder`` is not an earlier export (the files every export writes, our code among them, and no
+    subfolder but an export's: a training run has ``checkpoint-*``), or ``None`` if it looks like one."""
+    if subfolders := [path.name for path in sorted(folder.iterdir())
+                      if path.is_dir() and path.name not in EXPORT_FOLDERS]:
         return f"it has subfolders ({', '.join(subfolders[:5])}), which an export never writes"
-    if pickles := [path.name for path in folder.rglob("*") if path.suffix in PICKLE_SUFFIXES]:
-        return f"it has pickled files ({', '.join(pickles[:5])}), which an export never writes"
     if missing := [name for name in EXPORT_SIGNATURE if not (folder / name).is_file()]:
         return f"it lacks {', '.join(missing)}"
-    try:
-        model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError, AttributeError):
-        return "its config.json is not a readable JSON object"
-    if model_type != "scratchformer":
-        return f"its config.json is for model_type {model_type!r}, not 'scratchformer'"
     return None

@@ -1,34 +1,17 @@
 """``scratchformer export MODEL OUT``: a folder that loads for someone who has only ``torch`` and ``transformers``.
 
-:func:`export` writes
+:func:`export` writes the weights (safetensors only) and ``config.json`` (our ``auto_map`` and nothing else that names
+code, :mod:`scratchformer.hub.layout`), the code files, the tokenizer (no code), ``generation_config.json``, the
+sentence-transformers files (the encoder + mean pooling), ``onnx/model.onnx`` with ``onnx=True``, the model card
+(:mod:`scratchformer.hub.card`) with the source folder's card assets and ``scores.json``, and ``checksums.sha256``
+(:func:`scratchformer.integrity.write_checksums`), which :func:`scratchformer.loading.load` verifies. The weights keep
+the source's dtype unless ``dtype=`` names another (:mod:`scratchformer.hub.sources`).
 
-- ``model.safetensors`` (never a pickle) and ``config.json``, whose ``auto_map`` names ``AutoConfig``, ``AutoModel``
-  (the encoder, for embeddings and ``pipeline("feature-extraction")``), ``AutoModelForSeq2SeqLM``,
-  ``AutoModelForSequenceClassification`` and ``AutoModelForTokenClassification``, and nothing else that names code
-  (see :mod:`scratchformer.hub.layout`); ``checksums.sha256``, the sha256 of the weights
-  (:func:`scratchformer.integrity.write_checksums`), which :func:`scratchformer.loading.load` verifies;
-- the code files (``paper_scratchformer.py``, ``modeling_scratchformer.py``, ``configuration_scratchformer.py``,
-  ``card_scratchformer.py``), flat, importing only torch, transformers, the standard library and each other;
-- ``tokenizer.json`` + ``tokenizer_config.json`` (no code: the built-in fast tokenizer loads them),
-  ``generation_config.json``;
-- the sentence-transformers files (``modules.json``, ``config_sentence_transformers.json``,
-  ``sentence_bert_config.json``, ``1_Pooling/config.json``): the encoder + mean pooling;
-- ``onnx/model.onnx``, the encoder as ONNX, with ``onnx=True`` (:mod:`scratchformer.hub.onnx`);
-- ``README.md``, the model card (:mod:`scratchformer.hub.card`), which keeps the hand-written text and metadata of
-  the source folder's card; the source folder's card assets (``loss_curve.png``, ``senses.json``, licence notices,
-  ...; :func:`~scratchformer.hub.layout.is_card_asset`); and ``scores.json`` when there are scores (so that
-  re-exporting the folder keeps them).
-
-The weights keep the source's dtype (the shipped checkpoint stores float16, and so does its export) unless
-``dtype=`` (``--dtype``) names another; ``config.json`` keeps the source's ``dtype``, what ``from_pretrained`` gives
-(see :mod:`scratchformer.hub.sources`).
-
-It checks the optional packages that ``onnx=True`` needs (``scratchformer[onnx]``), that the source folder is one this
-user may read and no loop of symbolic links (:func:`~scratchformer.hub.sources.check_source`), and where the folder
-goes before it loads anything or touches any file (:mod:`scratchformer.hub.destination`), writes everything into a staging
-folder beside ``OUT``, runs :func:`~scratchformer.hub.checks.check_folder` on it, and only then moves it into place:
-a failed export leaves nothing half-written. The folder and its files get the permissions that the umask gives
-new ones (``drwxr-xr-x`` and ``-rw-r--r--`` under umask 022), as ``mkdir`` and ``cp`` would make them.
+Everything that can be refused is refused before the model loads or a file is touched (the source,
+:func:`~scratchformer.hub.sources.check_source`; where it goes, :mod:`scratchformer.hub.destination`). The export is
+written into a staging folder beside ``OUT``, checked (:func:`~scratchformer.hub.checks.check_folder`), and only then
+moved into place: a failed export leaves nothing half-written. The folder and its files get the permissions that the
+umask gives new ones, as ``mkdir`` and ``cp`` would make them.
 """
 
 from __future__ import annotations

@@ -29,11 +29,8 @@ OUTPUT_NAMES = ("last_hidden_state",)
 
 
 class EncoderForExport(torch.nn.Module):
-    """What is traced: a float32 copy of a model's encoder, returning ``last_hidden_state`` only.
-
-    The copy's cached sinusoidal position table is cleared: a cached table would be traced as a constant of its
-    current length, and longer inputs would then index past its end.
-    """
+    """What is traced: a float32 copy of a model's encoder, returning ``last_hidden_state`` only. Its cached
+    sinusoidal position table is cleared: traced as a constant of its length, longer inputs would index past it."""
 
     def __init__(self, model: Any):
         super().__init__()
@@ -47,13 +44,8 @@ class EncoderForExport(torch.nn.Module):
 
 
 def export_onnx(model: Any, path: str | Path, example: dict | None = None) -> Path:
-    """Write the encoder of ``model`` (any Scratchformer model) to ``path`` as one self-contained ONNX file.
-
-    ``example`` is a tokenizer batch (``input_ids``, ``attention_mask``) to trace with; the default is a padded
-    batch of two texts. Batch size and length are dynamic. Raises
-    :class:`~scratchformer.errors.MissingDependencyError` naming ``scratchformer[onnx]`` when the exporter's
-    packages are not installed.
-    """
+    """Write the encoder of ``model`` (any Scratchformer model) to ``path`` as one self-contained ONNX file, traced
+    on ``example`` (a tokenizer batch; by default a padded batch of two texts), with dynamic batch size and length."""
     require_onnx()
     if example is None:
         example = {"input_ids": torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]),

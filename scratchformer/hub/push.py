@@ -1,8 +1,8 @@
 """``scratchformer push MODEL REPO_ID``: export a model and upload the folder to the Hub in one commit.
 
 The token and the endpoint come from ``HF_TOKEN`` / ``HF_ENDPOINT`` (or the stored login) unless given. Every way an
-upload can fail that is the user's to fix - no token, a refused request, an unreachable or silent Hub, offline mode -
-is a :class:`HubError` that says which step failed and what to check.
+upload can fail that is the user's to fix - no token, a refused request, an unreachable or silent Hub, offline mode
+(huggingface_hub's words) - is a :class:`HubError` that says which step failed and what to check.
 
 No secret reaches the output: every message (the server's words, the endpoint, the library's errors) goes through
 :func:`scratchformer.errors.redact`, which removes the token in use, ``hf_...`` tokens, ``Authorization`` values and
@@ -58,13 +58,9 @@ def push(
     endpoint: str | None = None,
     **export_options: Any,
 ) -> Any:
-    """Export ``model_or_folder`` (see :func:`~scratchformer.hub.export`) and upload it to ``repo_id`` in one commit.
-
-    ``repo_id`` is checked before anything else happens. The export is staged in a fresh temporary folder, which is removed afterwards. The token defaults to ``HF_TOKEN`` (or the stored
-    ``hf auth login``) and the endpoint to ``HF_ENDPOINT`` (or https://huggingface.co). The repo is created if
-    needed (``private`` applies only then). Returns the ``huggingface_hub.CommitInfo`` (``.commit_url``, ``.oid``).
-    Raises :class:`HubError` for a bad repo id, a missing token, a refused request or an unreachable Hub.
-    """
+    """Export ``model_or_folder`` (see :func:`~scratchformer.hub.export`) into a temporary folder and upload it to
+    ``repo_id`` in one commit, creating the repo if needed (``private`` applies only then). The token defaults to
+    ``HF_TOKEN`` (or the stored login), the endpoint to ``HF_ENDPOINT``. Returns the ``huggingface_hub.CommitInfo``."""
     from huggingface_hub import constants, get_token
 
     from .. import __version__
@@ -99,7 +95,7 @@ def time_limit(folder: Path) -> float:
 def _upload(folder: Path, repo_id: str, *, private: bool, message: str, token: str, endpoint: str) -> Any:
     """Create the repo if needed and commit ``folder`` to it, naming the step that failed in the error (redacted)."""
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+    from huggingface_hub.errors import HfHubHTTPError
 
     api = HfApi(endpoint=endpoint, token=token)
     step = f"creating the repository {repo_id}"
@@ -107,8 +103,6 @@ def _upload(folder: Path, repo_id: str, *, private: bool, message: str, token: s
         repo = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
         step = f"uploading to {repo.repo_id} (the repository exists; nothing was committed)"
         return api.upload_folder(repo_id=repo.repo_id, folder_path=folder, repo_type="model", commit_message=message)
-    except OfflineModeIsEnabled as error:
-        raise HubError("HF_HUB_OFFLINE is set, so uploads are disabled: unset it to push") from error
     except HfHubHTTPError as error:
         raise HubError(redact(_refusal(error, endpoint, step), token)) from None
     except Exception as error:

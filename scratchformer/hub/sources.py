@@ -139,10 +139,7 @@ def _load_folder(source: Path, with_tokenizer: bool, dtype: str | None) -> tuple
     """The model of ``source`` with its weights in the dtype they are stored in (``dtype`` where that is not one), its
     tokenizer when ``with_tokenizer``, and the dtype its config names; the caller casts to ``dtype``. ``export`` has
     run :func:`check_source` on it before the output folder was checked."""
-    has_tokenizer = (source / "tokenizer.json").is_file()
-    if with_tokenizer and not has_tokenizer:
-        raise HubError("no tokenizer: pass tokenizer= (--tokenizer) or put tokenizer.json in the model folder; the "
-                       "exported folder must hold one for Hub users")
+    has_tokenizer = with_tokenizer and (source / "tokenizer.json").is_file()
     stored = stored_dtype(source)
     load_as = stored or dtype  # as stored, so that a cast to dtype is checked (check_finite_when_stored); None (mixed
     # or no weights): the loader's default, float32
@@ -151,8 +148,6 @@ def _load_folder(source: Path, with_tokenizer: bool, dtype: str | None) -> tuple
         if has_tokenizer:
             return (*load(source, task="seq2seq", dtype=load_as, strict=True), config_dtype)
         return load_model(source, task="seq2seq", dtype=load_as, strict=True), None, config_dtype
-    except HubError:
-        raise
     except ScratchformerError as error:
         raise HubError(f"cannot export {source}: {error}") from error
 
@@ -162,7 +157,8 @@ def _tokenizer(tokenizer: Any) -> Any:
     from ..models import ScratchformerTokenizer
 
     if tokenizer is None:
-        raise HubError("no tokenizer: pass tokenizer= (--tokenizer); the exported folder must hold one for Hub users")
+        raise HubError("no tokenizer: pass tokenizer= (--tokenizer) or put tokenizer.json in the model folder; the "
+                       "exported folder must hold one for Hub users")
     if isinstance(tokenizer, (str, os.PathLike)):
         try:
             check_readable(tokenizer)  # a named pipe for tokenizer.json would block the read: one line instead
@@ -176,6 +172,5 @@ def _tokenizer(tokenizer: Any) -> Any:
             raise HubError(f"cannot load the tokenizer in {tokenizer}: {error}") from error
     if type(tokenizer).__name__ != "ScratchformerTokenizer":
         raise HubError(f"the tokenizer must be a ScratchformerTokenizer (it writes a tokenizer_config.json that loads "
-                       f"without code), got "
-                       f"{type(tokenizer).__name__}")
+                       f"without code), got {type(tokenizer).__name__}")
     return tokenizer
