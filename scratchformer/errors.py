@@ -44,16 +44,12 @@ class HubError(ScratchformerError):
 
 class MissingDependencyError(ScratchformerError, ImportError):
     """An optional package that a feature needs is not installed; the message names the extra that installs it.
-
     Also an ``ImportError``, so code that treats a missing optional package as ``ImportError`` keeps working."""
 
 
 class StorageError(ScratchformerError, OSError):
-    """The file system refused a read or a write: disk full, permission denied, a read-only file system. The message
-    names the folder and what to do (:mod:`scratchformer.files` writes it).
-
-    Also an ``OSError`` with the operating system's ``errno`` and ``filename``, so code that catches ``OSError``
-    keeps working."""
+    """The file system refused a read or a write (disk full, permission denied, read-only); the message names the
+    folder and what to do. Also an ``OSError`` with ``errno`` and ``filename``, for code that catches ``OSError``."""
 
     def __init__(self, message: str, errno: int | None = None, filename: str | None = None):
         super().__init__(message)
@@ -75,13 +71,9 @@ def missing_modules(*modules: str) -> list[str]:
 
 
 def require(*modules: str, extra: str, for_what: str) -> None:
-    """Raise :class:`MissingDependencyError` unless every module in ``modules`` can be imported.
-
-    ``require("sacrebleu", extra="train", for_what="BLEU/chrF in seq2seq training")`` raises, when sacrebleu is
-    missing: ``BLEU/chrF in seq2seq training needs sacrebleu, which is not installed: pip install
-    "scratchformer[train]"``. Call it before any work starts. It only looks the modules up (no import), so it
-    costs microseconds.
-    """
+    """Raise :class:`MissingDependencyError` unless every module in ``modules`` can be imported (looked up, not
+    imported: microseconds, so call it before any work). Example: ``require("sacrebleu", extra="train",
+    for_what="BLEU")`` says ``BLEU needs sacrebleu, which is not installed: pip install "scratchformer[train]"``."""
     missing = missing_modules(*modules)
     if missing:
         names = " and ".join(_DISTRIBUTIONS.get(name, name) for name in missing)

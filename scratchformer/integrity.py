@@ -32,10 +32,9 @@ CHECKSUMMED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "
 
 
 def safetensors_file_problem(path: str | os.PathLike) -> str | None:
-    """Why ``path`` is not a complete safetensors file, or ``None``: the one integrity check of a weights file, for
-    training's checkpoints (is a checkpoint complete?) and the Hub folder checks. ``safetensors.safe_open`` parses the
-    header and checks that its tensors cover the rest of the file exactly, so a file cut short (a killed save, a
-    broken download), one with bytes appended or with a garbled header is found without reading any tensor."""
+    """Why ``path`` is not a complete safetensors file, or ``None``. ``safe_open`` parses the header and checks that
+    its tensors cover the rest of the file exactly: a file cut short, with bytes appended or a garbled header is found
+    without reading any tensor."""
     from safetensors import SafetensorError, safe_open
 
     path = Path(path)

@@ -45,12 +45,13 @@ def check_destination(out_dir: Path, source: Path | None, overwrite: bool) -> No
                        f"{problem}. Choose a new folder (nothing was changed)")
 
 
-def move_into_place(staging: Path, out_dir: Path) -> None:
-    """Put the checked export in ``staging`` at ``out_dir``, which :func:`check_destination` accepted. A new folder is
-    the staging folder renamed; into an existing one (empty, or an earlier export) the files are moved one by one,
-    replacing only the files this export writes and removing only export files it does not write this time. The
-    folder itself is never removed (it may be someone's working directory)."""
-    if not out_dir.exists():
+def move_into_place(staging: Path, out_dir: Path, new: bool) -> None:
+    """Put the checked export in ``staging`` at ``out_dir``, which :func:`check_destination` accepted. A ``new``
+    folder is the staging folder renamed (which fails, and mixes nothing, where another export made ``out_dir``
+    meanwhile); into an existing one (empty, or an earlier export) the files are moved one by one, replacing only the
+    files this export writes and removing only export files it does not write this time. The folder itself is never
+    removed (it may be someone's working directory)."""
+    if new:
         staging.rename(out_dir)
         return
     written = {path.relative_to(staging).as_posix() for path in staging.rglob("*") if path.is_file()}

@@ -16,13 +16,11 @@ umask gives new ones, as ``mkdir`` and ``cp`` would make them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,9 +99,9 @@ def export(model_or_folder: Any, out_dir: str | os.PathLike, tokenizer: Any = No
                                         os.fsencode(out_dir.resolve().name).decode("utf-8", "replace"))
     readme = model_card(model, results, repo_id=repo_id, source_card=_source_card(source), onnx=onnx,
                         **{**card, "model_name": model_name})
-    with _file_system_errors(out_dir), _export_lock(out_dir):
-        check_destination(out_dir, source, overwrite)  # again, under the lock: another export may have just ended
-        _write(model, tokenizer, results, readme, out_dir, source=source, onnx=onnx, config_dtype=config_dtype)
+    with _file_system_errors(out_dir), files.signals_end_the_block():  # SIGTERM, SIGHUP: the staging folder goes
+        _write(model, tokenizer, results, readme, out_dir, source=source, onnx=onnx, config_dtype=config_dtype,
+               overwrite=overwrite)
     return out_dir
 
 
@@ -117,9 +115,10 @@ def _scores(scores: Any, source: Path | None) -> list[dict]:
 
 
 def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: Path, *, source: Path | None,
-           onnx: bool, config_dtype: str) -> None:
+           onnx: bool, config_dtype: str, overwrite: bool) -> None:
     """Stage the export beside ``out_dir``, check it, move it into place; the staging folder never survives."""
     target = out_dir.resolve()  # "." or "x/..": the staging folder must be beside OUT, not inside it
+    target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))  # a short name, whatever OUT's length
     try:
         if source is not None:  # first, so that every file the export writes itself replaces a same-named asset
@@ -130,7 +129,7 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
         tokenizer.save_pretrained(staging)
         _keep_only_our_code(staging / "config.json", dict(AUTO_MAP), dtype=config_dtype)
         _keep_only_our_code(staging / "tokenizer_config.json", None)
-        write_checksums(staging)  # of the weights and the final config.json: load() verifies them
+        write_checksums(staging)  # of the weights, the final config.json and the tokenizer: load() verifies them
         for name, content in sentence_transformers_files(model.config.d_model, tokenizer.model_max_length).items():
             (staging / name).parent.mkdir(exist_ok=True)
             (staging / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
@@ -143,36 +142,10 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
         card.save(staging / README)
         check_folder(staging, where=out_dir, checksums=False)  # write_checksums just hashed these weights
         _give_umask_permissions(staging, 0o777 & ~files.current_umask())
-        move_into_place(staging, target)
+        check_destination(out_dir, source, overwrite)  # again: another export may have written OUT meanwhile
+        move_into_place(staging, target, new=not target.exists())
     finally:  # also on SIGTERM and SIGHUP (files.signals_end_the_block) and Ctrl-C
         shutil.rmtree(staging, ignore_errors=True)
-
-
-@contextmanager
-def _export_lock(out_dir: Path) -> Iterator[None]:
-    """Hold the lock of ``out_dir`` while the block runs, or refuse at once with a :class:`HubError` when another
-    export holds it: two exports into one folder would mix their files. The lock is ``filelock``'s (``flock`` on
-    Unix; the system drops it when its process ends, however it ends) on ``.HASH.export.lock`` beside ``OUT`` (HASH:
-    of OUT's name, which may be 255 bytes long itself), which is removed while still held, so that no file is left behind. SIGTERM and SIGHUP end the block like Ctrl-C
-    (:func:`scratchformer.files.signals_end_the_block`), so that the staging folder goes too."""
-    from filelock import FileLock, Timeout
-
-    target = out_dir.resolve()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    path = target.parent / f".{hashlib.sha256(os.fsencode(target.name)).hexdigest()[:16]}.export.lock"
-    path.touch(exist_ok=True)  # a lock file that cannot be made fails here, not as "held by another export"
-    lock = FileLock(str(path), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise HubError(f"{out_dir} is being written by another export (it holds {path}); wait for it to end or "
-                       "choose another folder") from None
-    try:
-        with files.signals_end_the_block():
-            yield
-    finally:
-        path.unlink(missing_ok=True)  # before the release: a waiting export then locks a new file, never this one
-        lock.release()
 
 
 def _give_umask_permissions(staging: Path, folder_mode: int) -> None:
