@@ -1,15 +1,9 @@
 """The one error type for a user's mistakes, missing optional packages, and secrets kept out of every message.
 
-Everything that is the caller's to fix raises a :class:`ScratchformerError` (a ``ValueError``) whose message says what
-was wrong and what to do. The command line catches this family in one place (:func:`scratchformer.cli.main`), prints
-``scratchformer <command>: error: <message>`` and exits with status 2; anything else is a bug and keeps its traceback.
-The model core travels with checkpoints and imports nothing of ours, so it raises plain ``ValueError``.
-
-A feature that needs a package outside the core install calls :func:`require` before it does any work: one line
-naming the extra to install. :func:`redact` removes tokens and passwords from any text; :func:`no_secrets` keeps them
-out of the logs of a Hub operation and out of every exception it raises or chains (:func:`scrub`).
-
-This module imports only the standard library, so that the command line can use it before loading torch.
+A :class:`ScratchformerError` (a ``ValueError``) says what was wrong and what to do; the command line turns it into
+one line and exit status 2, in one place (:func:`scratchformer.cli.main`). :func:`require` names the extra that
+installs a missing package before any work. :func:`redact` and :func:`no_secrets` keep tokens and passwords out of
+messages, Hub logs and every chained exception. The standard library only: the command line uses it before torch.
 """
 
 from __future__ import annotations
@@ -114,10 +108,8 @@ def tokens_in_use() -> set[str]:
 
 
 def redact(text: object, *secrets: str | None) -> str:
-    """``text`` without secrets, for anything printed, logged or raised: each of ``secrets`` (the token in use) and
-    the tokens in use (:func:`tokens_in_use`) wherever they appear, and by their shape: the ``user:password@`` of
-    URLs, ``Authorization`` headers and ``Bearer``/``Basic`` values, ``hf_...`` tokens and ``token=``-like query
-    parameters. Each becomes ``***``."""
+    """``text`` with ``***`` for each of ``secrets``, the tokens in use, and what has a secret's shape
+    (``user:password@``, ``Authorization`` and ``Bearer``/``Basic`` values, ``hf_...``, ``?token=``)."""
     text = str(text)
     known = {*secrets, *tokens_in_use()}
     for secret in sorted((secret for secret in known if secret and len(secret) >= 4), key=len, reverse=True):
@@ -143,10 +135,8 @@ def quoted(value: object, limit: int = 80) -> str:
 
 
 def scrub(error: BaseException, *secrets: str | None) -> BaseException:
-    """Redact, in place, ``error`` and every exception it chains (``__cause__``, ``__context__``, an exception
-    group's members): their arguments, notes and text attributes. A library's error that still shows a secret
-    afterwards (a message built elsewhere) is cut from the chain. Returns ``error``: a traceback printed from it
-    (a script's, a log's) shows no token."""
+    """Redact, in place, ``error`` and every exception it chains (arguments, notes, text attributes), so that a
+    traceback printed from it shows no token; one that still shows a secret afterwards is cut from the chain."""
     pending, seen = [error], set()
     while pending:
         current = pending.pop()
@@ -173,9 +163,8 @@ _OS_ERROR_TEXT = ("strerror", "filename", "filename2")
 
 
 def _scrub_one(error: BaseException, secrets: tuple[str | None, ...]) -> None:
-    """The arguments, notes and attributes of one exception, redacted: text (an ``OSError``'s ``strerror`` and
-    ``filename``, a Hub error's ``server_message``) in place, and an object whose text shows a secret (an http
-    client's request, whose URL carries ``?token=``) replaced by its redacted text."""
+    """The arguments, notes and attributes of one exception, redacted; an object whose text shows a secret (an http
+    request, whose URL carries ``?token=``) is replaced by its redacted text."""
     try:
         error.args = tuple(redact(arg, *secrets) if isinstance(arg, str) or _leaks(arg, secrets) else arg
                            for arg in error.args)
@@ -199,9 +188,8 @@ def _leaks(value: object, secrets: tuple[str | None, ...]) -> bool:
 
 @contextlib.contextmanager
 def no_secrets(*secrets: str | None) -> Iterator[None]:
-    """For a block (or, as a decorator, a function) that talks to the Hub: what the http libraries log is redacted
-    (a filter on each of :data:`HUB_LOGGERS` and their children, whichever handler writes the record), and an
-    exception that leaves it is scrubbed (:func:`scrub`) before it goes on."""
+    """For a block (or a decorated function) that talks to the Hub: what :data:`HUB_LOGGERS` log is redacted, and
+    an exception that leaves it is scrubbed (:func:`scrub`)."""
     redacting = _Redact(secrets)
     names = [name for name in [*HUB_LOGGERS, *logging.root.manager.loggerDict] if name.split(".")[0] in HUB_LOGGERS]
     loggers = [logging.getLogger(name) for name in dict.fromkeys(names)]

@@ -1,14 +1,8 @@
-"""Integrity of a saved checkpoint: its files are what was written, whole, and agree with each other.
+"""Integrity of a saved checkpoint, run by :mod:`scratchformer.loading` (which re-exports these names).
 
-- **Complete weights**: :func:`safetensors_file_problem`, the one check that a safetensors file is whole.
-- **Checksums**: safetensors has none, so export and training write :data:`CHECKSUMS` (``checksums.sha256``, in
-  ``sha256sum``'s format) beside the weights, covering them, ``config.json`` and the tokenizer's files
-  (:func:`write_checksums`); ``load``, the folder checks and ``--resume`` verify every file it lists, and that it lists
-  every weights file (:func:`checksum_problems`, :func:`check_checksums`).
-- **A config against its weights**: :func:`config_contradicts_weights` names each field of ``config.json`` that
-  contradicts the shapes in the weights' headers, before transformers loads anything.
-
-Below :mod:`scratchformer.loading`, which runs these checks and re-exports their names.
+A safetensors file is whole (:func:`safetensors_file_problem`); its files are what was written (:data:`CHECKSUMS`,
+``sha256sum``'s format, over the weights, the config and the tokenizer, and listing every weights file, since
+safetensors has no checksum); ``config.json`` agrees with the weights' shapes (:func:`config_contradicts_weights`).
 """
 
 from __future__ import annotations
@@ -66,12 +60,9 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 def write_checksums(folder: str | os.PathLike) -> Path:
-    """Write :data:`CHECKSUMS` in ``folder``: the sha256 of each ``*.safetensors`` file in it and of
-    :data:`CHECKSUMMED_FILES` that are there (``config.json``: a head count edited with the shapes unchanged would
-    load silently; the tokenizer: another tokenizer's ids would run through the weights without a word), one
-    ``<sha256>  <name>`` line each, by name (``sha256sum -c checksums.sha256`` checks them too). Call it once the
-    weights, the config and the tokenizer are final; export and training do. The file is replaced atomically and
-    gets the permissions the umask gives."""
+    """Write :data:`CHECKSUMS` in ``folder``, once the files are final: a ``<sha256>  <name>`` line for each weights
+    file and each of :data:`CHECKSUMMED_FILES` there (an edited head count keeps the weights' shapes, and another
+    tokenizer's ids run through the weights without a word: only a checksum tells)."""
     folder = Path(folder)
     paths = [*folder.glob("*.safetensors"), *(folder / name for name in CHECKSUMMED_FILES if (folder / name).is_file())]
     lines = [f"{file_sha256(path)}  {path.name}\n" for path in sorted(paths, key=lambda path: path.name)]
@@ -79,12 +70,8 @@ def write_checksums(folder: str | os.PathLike) -> Path:
 
 
 def checksum_problems(folder: str | os.PathLike) -> list[str]:
-    """What :data:`CHECKSUMS` in ``folder`` says is wrong: a listed file whose sha256 differs (damaged, or changed
-    after the checksums were written), a line that is not a checksum of a file in ``folder``, or a weights file
-    (``*.safetensors``) it does not list: a manifest that leaves the weights out protects nothing, and would let
-    damaged weights load behind it. Empty when all agree or when the folder has no :data:`CHECKSUMS` (written before
-    checksums existed, or by hand). A listed file that is missing is left to the loader, whose message says what a
-    folder lacks."""
+    """What :data:`CHECKSUMS` in ``folder`` (if there is one) says is wrong: a listed file whose sha256 differs, a line
+    that is no checksum of a file here, or a weights file it does not list (damaged weights would load behind it)."""
     folder = Path(folder)
     manifest = folder / CHECKSUMS
     if not manifest.is_file():
@@ -137,13 +124,10 @@ _LAYER_INDEX = re.compile(r"(?:^|\.)(encoder|decoder)\.layers\.(\d+)\.")
 
 def config_contradicts_weights(source: str, build: Any, config: Any = None, scratchformer: bool = False
                                ) -> str | None:
-    """Where the ``config.json`` of the folder ``source`` contradicts the shapes of its weights, as one line naming
-    each field and both sizes (``d_model is 64 in config.json but 32 in model.safetensors (...)``), or ``None``.
-
-    Reads only the safetensors headers and builds the model on the ``meta`` device (no memory, no weights), so it
-    runs before transformers, whose own report of the same is a table on stderr and a ``RuntimeError``.
-    ``build(config)`` makes the model; ``config`` defaults to the folder's :class:`ScratchformerConfig`. Anything
-    it cannot read is left to ``from_pretrained``, which names it."""
+    """Where the ``config.json`` of the folder ``source`` contradicts its weights' shapes, as one line naming each
+    field and both sizes (``d_model is 64 in config.json but 32 in model.safetensors (...)``), or ``None``. Reads the
+    headers and builds ``build(config)`` on the ``meta`` device, so it runs before transformers, whose own report is a
+    table on stderr and a ``RuntimeError``."""
     import torch
 
     stored = _stored_shapes(source)

@@ -1,8 +1,5 @@
-"""``scratchformer export``: a self-contained Hub-ready folder (:mod:`scratchformer.hub`).
-
-OUT is never MODEL, inside MODEL or around it; ``--overwrite`` replaces only an earlier export (the rule is in
-:mod:`scratchformer.hub.destination` and in ``--help``). The card options are shared with ``scratchformer push``.
-"""
+"""``scratchformer export``: a self-contained Hub-ready folder (:mod:`scratchformer.hub`); the card options are shared
+with ``scratchformer push``."""
 
 from __future__ import annotations
 

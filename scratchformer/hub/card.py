@@ -1,22 +1,10 @@
-"""The model card of an export (``README.md``) and the measured scores it reports.
+"""The model card of an export (``README.md``) and the measured scores it reports (``scores.json``, ``docs/hub.md``).
 
-Scores come from ``scores=`` or from ``scores.json`` in the source folder, in this form (see ``docs/hub.md``)::
-
-    {"results": [{"task": "translation", "dataset": "kjv-web", "dataset_name": "KJV -> WEB", "split": "test",
-                  "metrics": {"bleu": 21.4, "chrf": 48.9}, "source": "sacrebleu 2.5 (13a)"}]}
-
-A card is YAML metadata (library, licence, tags, pipeline tag, metrics and a ``model-index`` of the scores) and two
-parts of text, split by :data:`GENERATED_MARK`:
-
-- **the hand-written part**: ``description=``, else the text of the source folder's ``README.md`` (the part above the
-  mark, when that card came from an earlier export), else a default paragraph. An export keeps it as it is.
-- **the generated part**, rewritten by every export: the architecture, intended uses, limitations, the training
-  data and their licences (``data_sources=``), usage snippets, the scores table and the citation of the paper.
-
-The metadata of a source card is kept too (``base_model``, ``widget``, ...), with ours written over it: library,
-pipeline tag, tags (merged), and the ``model-index`` when there are scores. Licence, languages and datasets come
-from the arguments when given, else from the source card, as given: the Hub says, when the card is pushed, which
-value it does not read. ``datasets`` are Hub dataset ids: the card never invents them from score names.
+A card is YAML metadata and two parts of text, split by :data:`GENERATED_MARK`: the hand-written part
+(``description=``, else the source card's text above the mark, else a default paragraph), which an export keeps, and
+the generated part, which every export rewrites. The source card's metadata is kept, with ours written over it;
+licence, languages and datasets are written as given (the Hub says, when the card is pushed, what it does not read),
+and ``datasets`` are never invented from score names.
 """
 
 from __future__ import annotations
@@ -30,6 +18,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from .. import files
 from ..errors import HubError
 from ..models.card_scratchformer import PAPER_CITATION
 
@@ -184,12 +173,8 @@ batch = tokenizer([$text], padding=True, return_tensors="np")
 
 
 def load_scores(scores: str | os.PathLike | Mapping | Sequence) -> list[dict]:
-    """Read and validate measured scores: ``{"results": [...]}`` or the list itself, from a JSON file or in memory.
-
-    Each result: ``task`` (Hub task id, e.g. ``"translation"``), ``dataset`` (dataset id), ``metrics``
-    (``{"bleu": 21.4, ...}``) and optionally ``task_name``, ``dataset_name``, ``split``, ``config``, ``source``
-    (how it was measured), ``source_url``. Raises :class:`HubError` naming the first bad field.
-    """
+    """Measured scores, ``{"results": [...]}`` or the list itself, from a JSON file or in memory: each result has a
+    ``task``, a ``dataset`` and ``metrics`` (:data:`SCORE_KEYS`: the rest). :class:`HubError` names the first bad field."""
     where = "scores"
     if isinstance(scores, (str, os.PathLike)):
         where, scores = str(scores), _read_scores_file(Path(scores))
@@ -200,11 +185,10 @@ def load_scores(scores: str | os.PathLike | Mapping | Sequence) -> list[dict]:
 
 
 def _read_scores_file(path: Path) -> Any:
+    files.check_file(path, HubError)  # a named pipe would block the read
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise HubError(f"the scores file {path} does not exist") from None
-    except OSError as error:
+    except OSError as error:  # "[Errno 2] No such file or directory", ...
         raise HubError(f"cannot read the scores file {path}: {error}") from None
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
         raise HubError(f"the scores file {path} is not valid JSON: {error}") from None
@@ -255,12 +239,8 @@ class CardOptions:
 
 def model_card(model: Any, results: list[dict], *, repo_id: str | None, source_card: str | None = None,
                onnx: bool = False, **card: Any) -> Any:
-    """The ``README.md`` of an export, as a ``huggingface_hub.ModelCard`` (YAML metadata + markdown).
-
-    ``card`` holds the fields of :class:`CardOptions`. ``source_card`` is the text of the source folder's
-    ``README.md``: its hand-written part and its metadata are kept (see the module docstring); ``onnx`` adds the
-    ONNX snippet.
-    """
+    """The ``README.md`` of an export, a ``huggingface_hub.ModelCard``: ``card`` holds the fields of
+    :class:`CardOptions`, ``source_card`` the text of the source folder's card (kept: see above)."""
     from huggingface_hub import ModelCard, ModelCardData
 
     options = CardOptions(**card)

@@ -1,9 +1,7 @@
 """Would this folder load for a Hub user? :func:`check_folder` lists every reason it would not.
 
 Every export ends with this check, before the folder is moved into place; it also tells what is wrong with a folder
-made by hand. The policies it applies are the model core's: the pickle list and ``auto_map``
-(:mod:`scratchformer.models.modeling_scratchformer`) and the checkpoint-format rule
-(:func:`~scratchformer.models.configuration_scratchformer.checkpoint_format_problem`).
+made by hand. Its policies are the model core's (pickles, ``auto_map``, the checkpoint format).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Where an export may go, decided before any file is touched: the output folder and the Hub repo id.
+"""Where an export may go, decided before any file is touched: no export deletes or overwrites what it did not create.
 
-No export deletes or overwrites what it did not create. OUT (``scratchformer export MODEL OUT``) is never MODEL, a
-folder that contains MODEL or one inside it (:func:`scratchformer.files.check_output_folder`). It may be new or empty;
-a non-empty OUT needs ``--overwrite`` and must look like an earlier export (:data:`~scratchformer.hub.layout.
-EXPORT_SIGNATURE`, no subfolder but those an export makes). Overwriting replaces the files this export
-writes, removes the export files it does not write this time, and keeps every other file in OUT as it is.
+OUT is never MODEL, inside it or around it. It may be new or empty; a non-empty OUT needs ``--overwrite`` and must
+look like an earlier export, and then only the files an export writes are replaced or removed.
 """
 
 from __future__ import annotations
@@ -46,11 +43,9 @@ def check_destination(out_dir: Path, source: Path | None, overwrite: bool) -> No
 
 
 def move_into_place(staging: Path, out_dir: Path, new: bool) -> None:
-    """Put the checked export in ``staging`` at ``out_dir``, which :func:`check_destination` accepted. A ``new``
-    folder is the staging folder renamed (which fails, and mixes nothing, where another export made ``out_dir``
-    meanwhile); into an existing one (empty, or an earlier export) the files are moved one by one, replacing only the
-    files this export writes and removing only export files it does not write this time. The folder itself is never
-    removed (it may be someone's working directory)."""
+    """Put the checked export in ``staging`` at ``out_dir``: a ``new`` folder is ``staging`` renamed (which fails,
+    mixing nothing, where another export made it meanwhile); into an existing one the files are moved one by one, and
+    the export files this export does not write are removed. The folder itself stays (it may be a working directory)."""
     if new:
         staging.rename(out_dir)
         return

@@ -1,17 +1,8 @@
 """``scratchformer export MODEL OUT``: a folder that loads for someone who has only ``torch`` and ``transformers``.
 
-:func:`export` writes the weights (safetensors only) and ``config.json`` (our ``auto_map`` and nothing else that names
-code, :mod:`scratchformer.hub.layout`), the code files, the tokenizer (no code), ``generation_config.json``, the
-sentence-transformers files (the encoder + mean pooling), ``onnx/model.onnx`` with ``onnx=True``, the model card
-(:mod:`scratchformer.hub.card`) with the source folder's card assets and ``scores.json``, and ``checksums.sha256``
-(:func:`scratchformer.integrity.write_checksums`), which :func:`scratchformer.loading.load` verifies. The weights keep
-the source's dtype unless ``dtype=`` names another (:mod:`scratchformer.hub.sources`).
-
-Everything that can be refused is refused before the model loads or a file is touched (the source,
-:func:`~scratchformer.hub.sources.check_source`; where it goes, :mod:`scratchformer.hub.destination`). The export is
-written into a staging folder beside ``OUT``, checked (:func:`~scratchformer.hub.checks.check_folder`), and only then
-moved into place: a failed export leaves nothing half-written. The folder and its files get the permissions that the
-umask gives new ones, as ``mkdir`` and ``cp`` would make them.
+Everything that can be refused is refused before the model loads or a file is touched. The export is written into a
+staging folder beside ``OUT``, checksummed, checked (:func:`~scratchformer.hub.checks.check_folder`) and only then
+moved into place: a failed export leaves nothing half-written. What it writes is in ``docs/hub.md``.
 """
 
 from __future__ import annotations
@@ -47,29 +38,21 @@ from .sources import check_source, model_and_tokenizer
 def export(model_or_folder: Any, out_dir: str | os.PathLike, tokenizer: Any = None, *,
            scores: str | os.PathLike | Mapping | Sequence | None = None, repo_id: str | None = None,
            onnx: bool = False, dtype: Any = None, overwrite: bool = False, **card: Any) -> Path:
-    """Write a self-contained, Hub-ready folder for a ``ScratchformerForConditionalGeneration``.
+    """Write a self-contained, Hub-ready folder for a ``ScratchformerForConditionalGeneration``; returns it. A
+    :class:`HubError` leaves ``out_dir`` as it was.
 
     Args:
-        model_or_folder: the model, or a folder saved with ``save_pretrained`` (safetensors weights, optionally the
-            tokenizer files, ``scores.json``, a hand-written ``README.md`` and the files it shows).
+        model_or_folder: the model, or a folder saved with ``save_pretrained`` (with, optionally, the tokenizer,
+            ``scores.json``, a hand-written ``README.md`` and the files it shows).
         out_dir: the folder to write: new or empty, never the source folder, inside it or around it.
-        tokenizer: a ``ScratchformerTokenizer`` or a folder holding one; by default the tokenizer of the source folder.
-        scores: measured scores (a path to a JSON file, or its content, see :func:`~scratchformer.hub.load_scores`);
-            by default ``scores.json`` of the source folder, if any.
-        repo_id: the Hub repo (``namespace/name``) the folder is meant for, used in the card's snippets.
-        onnx: also write ``onnx/model.onnx``, the encoder (needs ``scratchformer[onnx]``: onnx, onnxscript,
-            onnxruntime; checked before anything is loaded or written).
-        dtype: the dtype to store the weights in (one of :data:`scratchformer.models.SAVE_DTYPES`); by default the
-            source's. ``config.json`` keeps the source's ``dtype`` either way (what ``from_pretrained`` gives).
-        overwrite: replace an earlier export in ``out_dir``: only the files an export writes are replaced or
-            removed, and only if ``out_dir`` looks like an earlier export (the rule is in
-            :mod:`scratchformer.hub.destination`); other files in it are kept.
-        card: the model card's contents, the fields of :class:`~scratchformer.hub.card.CardOptions` (``model_name``,
-            ``license``, ``language``, ``datasets``, ``tags``, ``pipeline_tag``, ``description``, ``example_text``,
-            ``data_sources``).
-
-    Returns the folder. Raises :class:`HubError` when something is missing or inconsistent; then ``out_dir`` is as it
-    was.
+        tokenizer: a ``ScratchformerTokenizer`` or a folder holding one; by default the source folder's.
+        scores: measured scores (a JSON file or its content, :func:`~scratchformer.hub.load_scores`); by default
+            the source folder's ``scores.json``, if any.
+        repo_id: the Hub repo the folder is meant for, used in the card's snippets.
+        onnx: also write ``onnx/model.onnx``, the encoder (needs ``scratchformer[onnx]``).
+        dtype: the dtype to store the weights in (:data:`scratchformer.models.SAVE_DTYPES`); by default the source's.
+        overwrite: replace an earlier export in ``out_dir`` (:mod:`scratchformer.hub.destination`).
+        card: the fields of :class:`~scratchformer.hub.card.CardOptions` (``model_name``, ``license``, ...).
     """
     options = CardOptions(**card)  # an unknown card option is a TypeError, as an unknown keyword always was
     if onnx:
@@ -109,8 +92,6 @@ def _scores(scores: Any, source: Path | None) -> list[dict]:
     """The measured scores for the card: ``scores``, else the source folder's ``scores.json``, else none."""
     if scores is None and source is not None and (source / SCORES_FILE).is_file():
         scores = source / SCORES_FILE
-    if isinstance(scores, (str, os.PathLike)):
-        files.check_file(scores, HubError)  # a named pipe would block the read
     return load_scores(scores) if scores is not None else []
 
 
@@ -149,10 +130,8 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
 
 
 def _give_umask_permissions(staging: Path, folder_mode: int) -> None:
-    """Give ``staging`` (``tempfile.mkdtemp`` makes ``drwx------``) and every file and folder in it the permissions
-    ``mkdir`` and ``cp`` give under the umask: ``folder_mode`` for folders, the same without execute bits for files.
-    Libraries may write through private temporary files (``model.safetensors`` came out ``-rw-------``); card assets
-    are copied without their source's mode."""
+    """Give ``staging`` and everything in it the permissions ``mkdir`` and ``cp`` give under the umask
+    (``folder_mode``; files without execute bits): ``mkdtemp`` and safetensors make private ones (``-rw-------``)."""
     for path in [staging, *staging.rglob("*")]:
         path.chmod(folder_mode if path.is_dir() else folder_mode & 0o666)
 
@@ -168,10 +147,9 @@ def _source_card(source: Path | None) -> str | None:
 
 
 def _keep_only_our_code(path: Path, auto_map: dict | None, dtype: str | None = None) -> None:
-    """Set the ``auto_map`` of a saved JSON config to exactly ours (none: no entry) and drop every other key that
-    names code: a config loaded from someone else's folder may carry entries
-    (``"attacker/repo--modeling_evil.EvilModel"``) that ``save_pretrained`` writes back, and Hub users would run that
-    code. ``dtype`` replaces the ``dtype`` that ``save_pretrained`` wrote (the dtype of the weights in memory)."""
+    """Set the ``auto_map`` of a saved JSON config to exactly ours (``None``: none) and drop every other key that
+    names code, which a config loaded from someone else's folder may carry; ``dtype`` replaces the one
+    ``save_pretrained`` wrote (the dtype of the weights in memory)."""
     data = json.loads(path.read_text(encoding="utf-8"))
     data.pop("auto_map", None)
     if auto_map is not None:
@@ -184,7 +162,6 @@ def _keep_only_our_code(path: Path, auto_map: dict | None, dtype: str | None = N
 
 
 def _file_system_errors(out_dir: Path) -> Any:
-    """An ``OSError`` (no permission, a file where a folder should be, a full disk) is the caller's to fix: it
-    becomes a :class:`HubError` naming the export folder, a refused write said as :func:`scratchformer.files.writing`
-    says it (also where a library reports it without an ``OSError``)."""
+    """An ``OSError`` (no permission, a file where a folder should be, a full disk) as a :class:`HubError` naming
+    the export folder, a refused write said as :func:`scratchformer.files.writing` says it."""
     return files.writing(out_dir, error=HubError, what=f"cannot export to {out_dir}: ", every_os_error=True)

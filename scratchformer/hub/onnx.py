@@ -1,15 +1,8 @@
-"""The encoder as ONNX (``scratchformer export --onnx``): ``onnx/model.onnx``, dynamic batch size and length.
+"""The encoder as ONNX (``scratchformer export --onnx``): ``onnx/model.onnx``, where transformers.js and Optimum look.
 
-Inputs ``input_ids`` and ``attention_mask`` (int64, ``(batch, sequence)``), output ``last_hidden_state`` (float32,
-``(batch, sequence, d_model)``): what ``AutoModel`` (the encoder) gives. ONNX Runtime runs it (``tests/test_onnx.py``
-checks it against PyTorch); ``onnx/model.onnx`` is where transformers.js and Optimum look for a model's ONNX file,
-but neither has been run on it here.
-
-Only the dynamo exporter (``torch.onnx.export(..., dynamo=True)``, which needs ``onnxscript``) is used. The legacy
-TorchScript exporter runs without complaint on this model but records the shapes of the example input: the graph it
-writes gives wrong outputs, or fails, for other lengths. The dynamo exporter traces the sinusoidal position table as
-a function of the input length, so any length works; the export runs on a float32 copy of the encoder whose cached
-position table is cleared, so the model passed in is left as it was.
+Inputs ``input_ids`` and ``attention_mask`` (int64), output ``last_hidden_state`` (float32), batch size and length
+dynamic. Only the dynamo exporter is used: the legacy TorchScript exporter records the example's shapes, and its graph
+gives wrong outputs for other lengths. The export runs on a float32 copy, so the model passed in is left as it was.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """``scratchformer push MODEL REPO_ID``: export a model and upload the folder to the Hub in one commit.
 
-The token and the endpoint come from ``HF_TOKEN`` / ``HF_ENDPOINT`` (or the stored login) unless given. Every way an
-upload can fail that is the user's to fix - no token, a refused request, an unreachable or silent Hub, offline mode
-(huggingface_hub's words) - is a :class:`HubError` that says which step failed and what to check.
-
-No secret reaches the output: every message (the server's words, the endpoint, the library's errors) goes through
-:func:`scratchformer.errors.redact`, which removes the token in use, ``hf_...`` tokens, ``Authorization`` values and
-the ``user:password@`` of an endpoint, and the upload runs under :func:`scratchformer.errors.no_secrets`: what
-huggingface_hub logs meanwhile, and any exception that leaves it (chained ones too), are redacted the same way.
-
-Every request is bounded. huggingface_hub's own http client waits for ever by default, so while the push runs its
-client (made by huggingface_hub's ``set_client_factory`` knob, from the factory already set) gets timeouts: at most
-:data:`CONNECT_TIMEOUT` seconds to connect and :data:`REQUEST_TIMEOUT` seconds without progress in a read or a write
-(a slow upload that keeps sending is never cut). A Hub that accepts the connection and never answers is one line
-after :data:`REQUEST_TIMEOUT` seconds, with the endpoint named.
-
-Those limits bound each request, not the whole (huggingface_hub retries, and a server that sends one byte every few
-seconds never trips them), so the upload as a whole has a time limit too (:func:`time_limit`: 120 s, plus one second
-per 100 kB of the folder, :func:`scratchformer.loading.transfer_limit`): past it, no further request is sent, the
-open connections are shut, and the push is one line (:func:`scratchformer.loading.within`).
+Every way an upload can fail that is the user's to fix is a :class:`HubError` naming the step and what to check. No
+secret reaches the output: messages go through :func:`~scratchformer.errors.redact`, and the upload runs under
+:func:`~scratchformer.errors.no_secrets` (huggingface_hub's logs, every exception and what it chains). Every request
+is bounded (huggingface_hub's client waits for ever by default): :data:`CONNECT_TIMEOUT` and :data:`REQUEST_TIMEOUT`
+without progress; and since a server that sends one byte every few seconds, or huggingface_hub's retries, outlast
+those, the upload as a whole has a time limit (:func:`scratchformer.loading.transfer_limit` of the folder's size),
+past which the open connections are shut and the push is one line.
 """
 
 from __future__ import annotations
@@ -74,7 +62,8 @@ def push(
     # SIGTERM and SIGHUP end the block like Ctrl-C, so that the staged export (22 MB for the shipped model) goes too
     with files.signals_end_the_block(), tempfile.TemporaryDirectory(prefix="scratchformer-push-") as tmp:
         folder = export(model_or_folder, Path(tmp) / "export", tokenizer, repo_id=repo_id, **export_options)
-        limit, connections = time_limit(folder), Connections()
+        size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+        limit, connections = transfer_limit(size), Connections()
         with no_secrets(token), _bounded_requests(connections):
             try:
                 return within(limit, lambda: _upload(folder, repo_id, private=private, message=message, token=token,
@@ -85,11 +74,6 @@ def push(
                     f"{describe_limit(limit)}: the Hub answers too slowly or not at all. Check the network "
                     f"connection, proxy settings and HF_ENDPOINT, and look at the repository {repo_id} before pushing "
                     "again", token)) from None
-
-
-def time_limit(folder: Path) -> float:
-    """Seconds the upload of ``folder`` may take in all (:func:`scratchformer.loading.transfer_limit` of its size)."""
-    return transfer_limit(sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()))
 
 
 def _upload(folder: Path, repo_id: str, *, private: bool, message: str, token: str, endpoint: str) -> Any:

@@ -1,13 +1,9 @@
-"""What an export reads: the encoder-decoder and its tokenizer, from memory or from a folder.
+"""What an export reads: the encoder-decoder and its tokenizer, from memory or from a folder (through the one loader,
+:func:`scratchformer.loading.load`), checked to fit each other; every refusal is a :class:`HubError`.
 
-A folder loads through the one loader, :func:`scratchformer.loading.load` (our own classes, never the folder's code;
-safetensors only; every weight of the encoder-decoder present), and the tokenizer must fit the model
-(:func:`scratchformer.loading.check_tokenizer_matches`). Every refusal is a :class:`HubError`.
-
-The weights keep the dtype they have in the source (the shipped checkpoint stores float16: its export does too)
-unless ``dtype`` asks for another. The ``dtype`` of the exported ``config.json``, what ``from_pretrained`` gives by
-default, is the source's (:attr:`Source.config_dtype`): the shipped checkpoint's config says float32, so its export,
-float16 on disk, still loads as float32, whatever ``dtype`` the weights are stored in.
+The weights keep the dtype they have in the source unless ``dtype`` asks for another; the exported ``config.json``
+keeps the source's ``dtype`` (what ``from_pretrained`` gives), so the float16 shipped checkpoint still loads as
+float32, as its config says.
 """
 
 from __future__ import annotations
@@ -38,10 +34,9 @@ class Source(NamedTuple):
 
 
 def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any = None) -> Source:
-    """The model, tokenizer and config dtype to export, checked: the full encoder-decoder and a
-    ``ScratchformerTokenizer`` that matches it. ``tokenizer`` (an instance or a folder) replaces the one in the
-    model's folder. ``dtype`` (one of :data:`DTYPES`) is the dtype to store the weights in; by default the source's.
-    A model passed in memory is never changed: another dtype is a converted copy."""
+    """The model, tokenizer and config dtype to export: the full encoder-decoder and a ``ScratchformerTokenizer``
+    that matches it (``tokenizer`` replaces the folder's), the weights in ``dtype`` (a copy: a model passed in memory
+    is never changed)."""
     dtype = _checked_dtype(dtype)
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if source is None:
