@@ -22,7 +22,7 @@ from .. import files
 from ..errors import HubError, no_secrets, one_line
 from ..loading import describe_limit, is_network_error, redact, transfer_limit, within
 from .destination import check_repo_id
-from .export import export
+from .export import export, require_onnx
 
 TOKEN_HELP = ("set HF_TOKEN to a token with write access (https://huggingface.co/settings/tokens) or run "
               "`hf auth login`")
@@ -54,6 +54,8 @@ def push(
     from .. import __version__
 
     check_repo_id(repo_id)  # before the staging folder is made
+    if export_options.get("onnx"):
+        require_onnx()  # before the token is looked for
     endpoint = endpoint or constants.ENDPOINT
     token = token or get_token()
     if not token:
