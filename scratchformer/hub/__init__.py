@@ -1,7 +1,14 @@
-"""Hub-ready export and upload: :func:`export`, :func:`push`, :func:`check_folder` and the model card.
+"""Hub-ready export and upload: a folder that loads for someone who has only torch and transformers.
 
-``scratchformer.hub.export`` and ``scratchformer.hub.push`` are the functions; their modules stay importable by their
-full names.
+- :mod:`scratchformer.hub.export` stages, writes, checks and moves an export into place; what it reads is
+  :mod:`scratchformer.hub.sources`, where it may go :mod:`scratchformer.hub.destination`, what it holds
+  :mod:`scratchformer.hub.layout`, its card :mod:`scratchformer.hub.card`, its encoder as ONNX
+  :mod:`scratchformer.hub.onnx`.
+- :mod:`scratchformer.hub.checks`: would this folder load for a Hub user?
+- :mod:`scratchformer.hub.push`: export to a temporary folder and upload it in one commit.
+
+``scratchformer.hub.export`` and ``scratchformer.hub.push`` are then the functions below; their modules stay
+importable by their full names.
 """
 
 from ..errors import HubError
