@@ -1,23 +1,9 @@
-"""The one error type for a user's mistakes.
+"""The one error type for a user's mistakes, missing optional packages, and secrets kept out of every message.
 
-Everything that is the caller's to fix - a bad option value, a missing or malformed file, a model folder that is not
-one, a tokenizer that does not fit the model - raises a :class:`ScratchformerError` with a message that says what was
-wrong and what to do. It subclasses ``ValueError``, so callers that catch ``ValueError`` keep working. The command
-line catches this family in one place (:func:`scratchformer.cli.main`), prints ``scratchformer <command>: error:
-<message>`` and exits with status 2; anything else is a bug and keeps its traceback.
-
-The model core (:mod:`scratchformer.models`) travels with checkpoints and imports nothing of ours, so its config and
-input checks raise plain ``ValueError``; the public entry points of the tooling turn those into this family.
-
-Optional dependencies: a feature that needs a package outside the core install calls :func:`require` before it does
-any work, so that a missing package is one line naming the extra to install (``pip install "scratchformer[train]"``),
-not a ``ModuleNotFoundError`` traceback halfway through a run.
-
-Secrets: :func:`redact` removes tokens and passwords from any text; :func:`no_secrets` keeps them out of the logs of
-a Hub operation and out of every exception it raises or chains (:func:`scrub`), so that a script's traceback shows
-none.
-
-This module imports only the standard library, so that the command line can use it before loading torch.
+A :class:`ScratchformerError` (a ``ValueError``) says what was wrong and what to do; the command line turns it into
+one line and exit status 2, in one place (:func:`scratchformer.cli.main`). :func:`require` names the extra that
+installs a missing package before any work. :func:`redact` and :func:`no_secrets` keep tokens and passwords out of
+messages, Hub logs and every chained exception. The standard library only: the command line uses it before torch.
 """
 
 from __future__ import annotations
@@ -52,16 +38,12 @@ class HubError(ScratchformerError):
 
 class MissingDependencyError(ScratchformerError, ImportError):
     """An optional package that a feature needs is not installed; the message names the extra that installs it.
-
     Also an ``ImportError``, so code that treats a missing optional package as ``ImportError`` keeps working."""
 
 
 class StorageError(ScratchformerError, OSError):
-    """The file system refused a read or a write: disk full, permission denied, a read-only file system. The message
-    names the folder and what to do (:mod:`scratchformer.files` writes it).
-
-    Also an ``OSError`` with the operating system's ``errno`` and ``filename``, so code that catches ``OSError``
-    keeps working."""
+    """The file system refused a read or a write (disk full, permission denied, read-only); the message names the
+    folder and what to do. Also an ``OSError`` with ``errno`` and ``filename``, for code that catches ``OSError``."""
 
     def __init__(self, message: str, errno: int | None = None, filename: str | None = None):
         super().__init__(message)
@@ -83,13 +65,9 @@ def missing_modules(*modules: str) -> list[str]:
 
 
 def require(*modules: str, extra: str, for_what: str) -> None:
-    """Raise :class:`MissingDependencyError` unless every module in ``modules`` can be imported.
-
-    ``require("sacrebleu", extra="train", for_what="BLEU/chrF in seq2seq training")`` raises, when sacrebleu is
-    missing: ``BLEU/chrF in seq2seq training needs sacrebleu, which is not installed: pip install
-    "scratchformer[train]"``. Call it before any work starts. It only looks the modules up (no import), so it
-    costs microseconds.
-    """
+    """Raise :class:`MissingDependencyError` unless every module in ``modules`` can be imported (looked up, not
+    imported: microseconds, so call it before any work). Example: ``require("sacrebleu", extra="train",
+    for_what="BLEU")`` says ``BLEU needs sacrebleu, which is not installed: pip install "scratchformer[train]"``."""
     missing = missing_modules(*modules)
     if missing:
         names = " and ".join(_DISTRIBUTIONS.get(name, name) for name in missing)
@@ -130,10 +108,8 @@ def tokens_in_use() -> set[str]:
 
 
 def redact(text: object, *secrets: str | None) -> str:
-    """``text`` without secrets, for anything printed, logged or raised: each of ``secrets`` (the token in use) and
-    the tokens in use (:func:`tokens_in_use`) wherever they appear, and by their shape: the ``user:password@`` of
-    URLs, ``Authorization`` headers and ``Bearer``/``Basic`` values, ``hf_...`` tokens and ``token=``-like query
-    parameters. Each becomes ``***``."""
+    """``text`` with ``***`` for each of ``secrets``, the tokens in use, and what has a secret's shape
+    (``user:password@``, ``Authorization`` and ``Bearer``/``Basic`` values, ``hf_...``, ``?token=``)."""
     text = str(text)
     known = {*secrets, *tokens_in_use()}
     for secret in sorted((secret for secret in known if secret and len(secret) >= 4), key=len, reverse=True):
@@ -159,10 +135,8 @@ def quoted(value: object, limit: int = 80) -> str:
 
 
 def scrub(error: BaseException, *secrets: str | None) -> BaseException:
-    """Redact, in place, ``error`` and every exception it chains (``__cause__``, ``__context__``, an exception
-    group's members): their arguments, notes and text attributes. A library's error that still shows a secret
-    afterwards (a message built elsewhere) is cut from the chain. Returns ``error``: a traceback printed from it
-    (a script's, a log's) shows no token."""
+    """Redact, in place, ``error`` and every exception it chains (arguments, notes, text attributes), so that a
+    traceback printed from it shows no token; one that still shows a secret afterwards is cut from the chain."""
     pending, seen = [error], set()
     while pending:
         current = pending.pop()
@@ -189,9 +163,8 @@ _OS_ERROR_TEXT = ("strerror", "filename", "filename2")
 
 
 def _scrub_one(error: BaseException, secrets: tuple[str | None, ...]) -> None:
-    """The arguments, notes and attributes of one exception, redacted: text (an ``OSError``'s ``strerror`` and
-    ``filename``, a Hub error's ``server_message``) in place, and an object whose text shows a secret (an http
-    client's request, whose URL carries ``?token=``) replaced by its redacted text."""
+    """The arguments, notes and attributes of one exception, redacted; an object whose text shows a secret (an http
+    request, whose URL carries ``?token=``) is replaced by its redacted text."""
     try:
         error.args = tuple(redact(arg, *secrets) if isinstance(arg, str) or _leaks(arg, secrets) else arg
                            for arg in error.args)
@@ -215,9 +188,8 @@ def _leaks(value: object, secrets: tuple[str | None, ...]) -> bool:
 
 @contextlib.contextmanager
 def no_secrets(*secrets: str | None) -> Iterator[None]:
-    """For a block (or, as a decorator, a function) that talks to the Hub: what the http libraries log is redacted
-    (a filter on each of :data:`HUB_LOGGERS` and their children, whichever handler writes the record), and an
-    exception that leaves it is scrubbed (:func:`scrub`) before it goes on."""
+    """For a block (or a decorated function) that talks to the Hub: what :data:`HUB_LOGGERS` log is redacted, and
+    an exception that leaves it is scrubbed (:func:`scrub`)."""
     redacting = _Redact(secrets)
     names = [name for name in [*HUB_LOGGERS, *logging.root.manager.loggerDict] if name.split(".")[0] in HUB_LOGGERS]
     loggers = [logging.getLogger(name) for name in dict.fromkeys(names)]

@@ -1,34 +1,12 @@
 """Writing files so that nothing a user had is lost, and the file system's refusals as one clear error.
 
-- **Replacing a file**: :func:`replace_file` (a temporary path to write, which then takes the file's place),
-  :func:`write_bytes`, :func:`write_text`, :func:`write_json` and :func:`save_figure`. The new content goes to a
-  temporary file in the same folder (``tempfile.mkstemp``), is flushed to disk, and takes the old file's place in one
-  ``os.replace``: a failure at any moment (a full disk, a kill) leaves the old file as it was and no partial file
-  behind. ``mkstemp`` makes the file ``-rw-------``; before the rename it gets the permissions a plain
-  ``open(path, "w")`` would have left: the old file's, or for a new file ``0o666`` less the umask. A symbolic link is
-  followed (its target is replaced, the link stays).
-- **Saving several files into a folder**: :func:`save_files_into` runs a library's ``save(folder)``
-  (``save_pretrained``, which writes in place) on a temporary folder inside the target, then moves each file into
-  place with ``os.replace``; a failure leaves the files already there as they were.
-- **The file system's refusals** (:func:`storage_error`, :func:`writing`, :func:`reading`) become a
-  :class:`~scratchformer.errors.StorageError` (a ``ScratchformerError`` and an ``OSError``): a full disk names the
-  folder, about how much the write needed and how much is free (``shutil.disk_usage``); a permission denied names
-  the path and the user; a read-only file system says so (also where a permission check is what refused: ``access``
-  says "no" on a read-only mount), and a disk with bytes free but no inode left says that. Libraries report a full disk in their own ways and all
-  are recognised: an ``OSError`` with ``errno.ENOSPC``, ``tokenizers``' bare ``Exception: No space left on device
-  (os error 28)``, safetensors' ``SafetensorError`` with the same words, ``torch.save``'s ``RuntimeError: ...
-  unexpected pos`` (no errno: the free space decides).
-- **Reading only regular files**: :func:`not_a_file` and :func:`check_file` refuse, in one line, a path that is a
-  loop of symbolic links, a named pipe (a read would wait for a writer for ever), a socket, a device or a folder,
-  before anything opens it; :func:`reading` asks it too. Every reader of a user's file asks it (the loader through
-  :func:`scratchformer.loading.check_readable`).
-- **Output folders**: :func:`check_output_folder` is every command's one check of where it writes, before it makes,
-  writes or deletes anything: not a file, a folder this user may write into (:func:`check_writable`), and apart from
-  every input (:func:`overlap`: is, is inside or contains; paths resolved: symbolic links, relative paths).
-
-The standard library only (``scratchformer --help`` imports it nowhere: the command line imports it inside a
-command); every layer above :mod:`scratchformer.errors` may use it (the model core excepted: it imports nothing of
-ours, so ``save_pretrained`` stages its own files).
+A replaced file (:func:`replace_file`, :func:`write_json`, ...; :func:`save_files_into` for a library's ``save``) is
+written beside its place, flushed, and renamed over it: whole or untouched, with the permissions a plain ``open``
+would give. A refusal of the file system (:func:`writing`, :func:`storage_error`) is a
+:class:`~scratchformer.errors.StorageError` that says what to do: a full disk (as every library reports it) names the
+folder and the space, a permission denied the path and the user. A file read is a regular file (:func:`check_file`:
+a named pipe would block the read), and an output folder is writable and apart from every input
+(:func:`check_output_folder`). The standard library only; the model core imports nothing of ours.
 """
 
 from __future__ import annotations
@@ -63,17 +41,14 @@ T = TypeVar("T")
 
 @contextlib.contextmanager
 def replace_file(path: str | os.PathLike, needed: int | None = None, suffix: str = ".tmp") -> Iterator[Path]:
-    """Yield a temporary path in ``path``'s folder (an empty file, named ``.NAME.XXXXXXXX`` + ``suffix``); write the
-    new content there, and on leaving the block it takes ``path``'s place (see the module docstring). ``needed``
-    (bytes, an estimate) goes into a full disk's message.
-    Any failure deletes the temporary file and leaves ``path`` untouched; a refusal of the file system is a
-    :class:`~scratchformer.errors.StorageError`."""
-    target = _followed(Path(path))
+    """Yield a temporary path beside ``path`` (a short name, so that a 255-byte name can be replaced too) to write;
+    on leaving the block it takes ``path``'s place. Any failure deletes it and leaves ``path`` untouched."""
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)  # a link stays a link
     if os.path.isdir(target):  # os.replace would fail late, with "Is a directory"; nothing is written
         raise StorageError(f"cannot write {target}: a folder is in the way, where this file goes; move or rename the "
                            "folder, or write somewhere else", errno.EISDIR, str(target))
     with writing(target, needed):
-        descriptor, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+        descriptor, name = tempfile.mkstemp(prefix=".writing-", suffix=suffix, dir=target.parent)
         os.close(descriptor)
         temporary = Path(name)
         try:
@@ -138,11 +113,6 @@ def current_umask() -> int:
     return mask
 
 
-def _followed(path: Path) -> Path:
-    """``path``, or the file a symbolic link at ``path`` points to (so that the link stays a link)."""
-    return Path(os.path.realpath(path)) if os.path.islink(path) else path
-
-
 def fsync(path: Path) -> None:
     """Flush ``path``'s content to disk, so that the rename never publishes an empty file after a power cut."""
     descriptor = os.open(path, os.O_RDONLY)
@@ -158,10 +128,8 @@ def fsync(path: Path) -> None:
 
 
 def save_files_into(folder: str | os.PathLike, save: Callable[[Path], T], needed: int | None = None) -> T:
-    """Run ``save(staging)`` on a temporary folder inside ``folder`` (created with its parents), then move each file
-    it wrote into ``folder`` with ``os.replace``; returns what ``save`` returned. A failure leaves the files already
-    in ``folder`` as they were, and nothing of the staging folder; a refusal of the file system is a
-    :class:`~scratchformer.errors.StorageError` (``needed``: bytes, an estimate for its message)."""
+    """Run ``save(staging)`` on a temporary folder inside ``folder``, then move each file it wrote into place; a
+    failure leaves the files already in ``folder`` as they were. Returns what ``save`` returned."""
     folder = Path(folder)
     with writing(folder, needed):
         folder.mkdir(parents=True, exist_ok=True)
@@ -194,11 +162,9 @@ def _move_into(source: Path, target: Path) -> None:
 
 @contextlib.contextmanager
 def signals_end_the_block(names: tuple[str, ...] = ("SIGTERM", "SIGHUP")) -> Iterator[None]:
-    """While the block runs, SIGTERM and SIGHUP (``kill``, a closed terminal) raise ``SystemExit(128 + signal)``
-    where they would have ended the process on the spot, as Ctrl-C raises ``KeyboardInterrupt``: the block's own
-    cleanup (``finally``: a staging folder removed) runs, then the process ends with the status a shell gives a
-    killed command. Only the main thread may set handlers; elsewhere, and for a signal that something already
-    handles, nothing changes. The earlier handlers come back when the block ends."""
+    """While the block runs, SIGTERM and SIGHUP raise ``SystemExit(128 + signal)`` as Ctrl-C raises
+    ``KeyboardInterrupt``, so that the block's cleanup (a staging folder removed) runs before the process ends. Only
+    in the main thread, and for a signal nothing else handles."""
     import signal
     import threading
 
@@ -222,11 +188,9 @@ def signals_end_the_block(names: tuple[str, ...] = ("SIGTERM", "SIGHUP")) -> Ite
 def writing(path: str | os.PathLike, needed: int | None = None, reading: bool | None = False, *,
             error: type[ScratchformerError] | None = None, what: str = "", every_os_error: bool = False,
             named_by_error: bool = False) -> Iterator[None]:
-    """Turn a refusal of the file system while writing ``path`` (a file, or a folder being written into; ``reading``
-    as in :func:`storage_error`) into a :class:`~scratchformer.errors.StorageError`; anything else goes through
-    unchanged. The caller's own error type: ``error``, with ``what`` before the message, carries the refusal instead
-    (and, with ``every_os_error``, any other ``OSError``); ``named_by_error``: the message names the file the error
-    names, where it names one."""
+    """Turn a refusal of the file system while writing ``path`` into a :class:`~scratchformer.errors.StorageError`
+    (or ``error``, with ``what`` before the message; with ``every_os_error``, any ``OSError`` too); anything else goes
+    through. ``named_by_error``: the message names the file the error names."""
     try:
         yield
     except Exception as caught:
@@ -241,27 +205,17 @@ def writing(path: str | os.PathLike, needed: int | None = None, reading: bool | 
         raise (error or ScratchformerError)(f"{what}{failure or caught}") from caught
 
 
-@contextlib.contextmanager
-def reading(path: str | os.PathLike) -> Iterator[None]:
+def reading(path: str | os.PathLike) -> contextlib.AbstractContextManager[None]:
     """Turn a permission denied while reading ``path`` into a :class:`~scratchformer.errors.StorageError`; before
     that, refuse a ``path`` that is not a regular file (:func:`check_file`): a named pipe would block the read."""
     check_file(path)
-    try:
-        yield
-    except StorageError:
-        raise
-    except Exception as error:
-        failure = storage_error(error, path, reading=True)
-        if failure is None:
-            raise
-        raise failure from error
+    return writing(path, reading=True)
 
 
 def storage_error(error: BaseException, path: str | os.PathLike, needed: int | None = None,
                   reading: bool | None = False) -> StorageError | None:
-    """``error`` (raised while writing, or with ``reading`` reading, ``path``; ``reading=None``: either) as a
-    :class:`~scratchformer.errors.StorageError` when the file system refused (full, denied, read-only), else
-    ``None``."""
+    """``error`` (writing ``path``; ``reading``: reading it; ``None``: either) as a ``StorageError`` when the file
+    system refused (full, denied, read-only), else ``None``."""
     if isinstance(error, StorageError):
         return error
     number = error_number(error)
@@ -286,31 +240,23 @@ def read_only(path: str | os.PathLike, number: int = errno.EROFS) -> StorageErro
                         "(or mount it read-write)", number, str(path))
 
 
-def on_read_only_file_system(path: str | os.PathLike) -> bool:
-    """Whether the file system of ``path`` (or of the nearest existing folder above it) is mounted read-only."""
-    try:
-        return bool(os.statvfs(folder_of(path)).f_flag & os.ST_RDONLY)
-    except (OSError, AttributeError):
-        return False
-
-
 def permission_denied(path: str | os.PathLike, reading: bool | None = False, number: int = errno.EACCES
                       ) -> StorageError:
-    """``permission denied: user nobody (uid 65534) may not write into /out (a folder of user root (uid 0), mode
-    drwxr-xr-x): ...``: for a write, the file when it exists and may not be written, else its folder; ``reading``
-    ``None``: not known whether it was a read or a write (``may not access PATH``). A write refused on a read-only
-    file system (``os.access`` says "no" there too, for root as well) is said as that instead."""
-    if reading is not True and on_read_only_file_system(path):
+    """``permission denied: user nobody (uid 65534) may not write into /out (a folder of user root ...): ...``; a
+    write refused on a read-only file system (``os.access`` says "no" there, even for root) is said as that."""
+    try:
+        mounted_read_only = bool(os.statvfs(folder_of(path)).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        mounted_read_only = False
+    if reading is not True and mounted_read_only:
         return read_only(path)
-    if reading is None:
-        where, verb, access, advice = Path(path), "access", "", "run as a user who may"
-    elif reading:
-        where, verb, access, advice = Path(path), "read", "read ", "run as a user who may"
-    else:
-        where = _denied_write_target(Path(path))
-        verb = "write" if os.path.isfile(where) else "write into"
-        access, advice = "write ", "choose another place"
-    return StorageError(denied(where, verb, access, advice), number, str(path))
+    if reading is not False:
+        verb = "read" if reading else "access"
+        return StorageError(denied(Path(path), verb, "read " if reading else "", "run as a user who may"), number,
+                            str(path))
+    where = Path(path) if os.path.isfile(path) and not may(path, os.W_OK) else folder_of(path)
+    verb = "write" if os.path.isfile(where) else "write into"
+    return StorageError(denied(where, verb, "write ", "choose another place"), number, str(path))
 
 
 def denied(path: str | os.PathLike, action: str, access: str = "read ", advice: str = "run as a user who may read it"
@@ -319,13 +265,6 @@ def denied(path: str | os.PathLike, action: str, access: str = "read ", advice: 
     PATH (a folder of user root (uid 0), mode drwxr-xr-x): give that user ACCESSaccess (chmod, chown) or ADVICE``."""
     return (f"permission denied: {describe_user()} may not {action} {path}{_owner(path)}: give that user {access}access "
             f"(chmod, chown) or {advice}")
-
-
-def _denied_write_target(path: Path) -> Path:
-    """What refused a write of ``path``: the file itself when it is one and not writable, else its folder."""
-    if os.path.isfile(path) and not may(path, os.W_OK):
-        return path
-    return folder_of(path)
 
 
 def disk_full_message(path: str | os.PathLike, needed: int | None, number: int = errno.ENOSPC) -> str:
@@ -384,11 +323,11 @@ def free_inodes(folder: str | os.PathLike) -> int | None:
 
 def human_size(size: int) -> str:
     """``1234567`` -> ``'1.2 MB'`` (decimal units, as ``df -H`` shows them)."""
-    for unit in ("bytes", "kB", "MB", "GB", "TB"):
-        if size < 1000 or unit == "TB":
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if size < 1000:
             return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
         size /= 1000
-    return f"{size:.1f} TB"  # not reached
+    return f"{size:.1f} TB"
 
 
 def describe_user(uid: int | None = None) -> str:
@@ -429,9 +368,8 @@ _NOT_FILES = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO: a
 
 
 def not_a_file(path: str | os.PathLike) -> str | None:
-    """Why ``path`` cannot be read as a file (``/m/config.json is a named pipe (FIFO) ..., not a regular file``), or
-    ``None`` for a regular file (through symbolic links) and for a path that does not exist (the caller says what is
-    missing). Only ``stat`` is asked: nothing is opened, so a named pipe cannot block."""
+    """Why ``path`` cannot be read as a file (``... is a named pipe (FIFO ...), not a regular file``), or ``None``
+    (a regular file, or nothing there). Only ``stat`` is asked: a named pipe cannot block."""
     try:
         mode = os.stat(path).st_mode
     except OSError as error:
@@ -459,16 +397,16 @@ def check_file(path: str | os.PathLike, error: type[ScratchformerError] = Scratc
 def check_output_folder(output: str | os.PathLike, inputs: Iterable[tuple[str, str | os.PathLike]] = (), *,
                         writes: Iterable[str] | None = None, error: type[ScratchformerError] = ScratchformerError,
                         name: str | None = None, why: str = "choose another folder") -> Path:
-    """The one check of an output folder, before anything is made, written or deleted; raises ``error`` in one line
-    (``name``, by default the path, says which folder). ``output`` may not be a file, nor overlap an input
-    (``inputs``: ``(what, path)``, ``what`` as the message names it): without ``writes`` it may not be, lie inside or
-    contain one (a command that deletes there); with ``writes`` (the names written there) it may not be one, nor may
-    those files. The nearest existing folder must be one this user may write into (:func:`permission_denied`)."""
+    """The one check of an output folder, before anything is made, written or deleted (``error`` in one line): no
+    file, writable, and apart from the ``inputs`` (``(what, path)``): without ``writes`` it may not be, lie inside or
+    contain one; with ``writes`` (the names written there) it may not be one, nor may those files."""
     folder, name = Path(output), name or str(output)
     if isinstance(output, str) and not output.strip():  # Path("") is the working folder
         raise error(f"{name}: an empty name is no folder; give a folder to write into")
-    if folder.exists() and not folder.is_dir():
+    if folder.is_file():
         raise error(f"{name} is a file, not a folder; give a folder to write into")
+    if (problem := not_a_file(folder)) and not folder.is_dir():  # a loop of symbolic links, a named pipe, ...
+        raise error(f"{problem}; give a folder to write into")
     written = [] if writes is None else list(writes)
     for what, path in inputs:
         relation = overlap(folder, path)
@@ -495,10 +433,8 @@ def may(path: str | os.PathLike, mode: int) -> bool:
 
 
 def overlap(output: str | os.PathLike, source: str | os.PathLike) -> str | None:
-    """How the output folder ``output`` overlaps the input ``source`` (a file or a folder): ``"is"``,
-    ``"is inside"`` or ``"contains"``; ``None`` when they are apart. Paths are resolved (symbolic links, ``..``,
-    relative paths), and two existing paths that are the same file count as the same. A path this user may not look
-    at counts as what its name says (the command that reads it says why it cannot)."""
+    """How the output folder ``output`` overlaps the input ``source``: ``"is"``, ``"is inside"``, ``"contains"`` or
+    ``None``, with paths resolved (links, ``..``) and two names of one file the same."""
     out, src = _resolved(output), _resolved(source)
     if out == src or (os.path.exists(out) and os.path.exists(src) and os.path.samefile(out, src)):
         return "is"

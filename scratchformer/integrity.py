@@ -1,15 +1,8 @@
-"""Integrity of a saved checkpoint: its files are what was written, whole, and agree with each other.
+"""Integrity of a saved checkpoint, run by :mod:`scratchformer.loading` (which re-exports these names).
 
-- **Complete weights**: :func:`safetensors_file_problem`, the one check that a safetensors file is whole (training's
-  checkpoint checks and the Hub folder checks share it).
-- **Checksums**: safetensors has none, so export and training write :data:`CHECKSUMS` (``checksums.sha256``, in
-  ``sha256sum``'s format: ``sha256sum -c checksums.sha256`` checks it too) beside the weights, covering them and
-  ``config.json`` (:func:`write_checksums`); ``load``, the folder checks and ``--resume`` verify every file it lists
-  (:func:`checksum_problems`, :func:`check_checksums`).
-- **A config against its weights**: :func:`config_contradicts_weights` names each field of ``config.json`` that
-  contradicts the shapes in the weights' headers, before transformers loads anything.
-
-Below :mod:`scratchformer.loading`, which runs these checks and re-exports their names.
+A safetensors file is whole (:func:`safetensors_file_problem`); its files are what was written (:data:`CHECKSUMS`,
+``sha256sum``'s format, over the weights, the config and the tokenizer, and listing every weights file, since
+safetensors has no checksum); ``config.json`` agrees with the weights' shapes (:func:`config_contradicts_weights`).
 """
 
 from __future__ import annotations
@@ -25,15 +18,17 @@ from .files import write_text
 
 # the integrity manifest written beside the weights: "<sha256>  <file name>" per line, as sha256sum writes it
 CHECKSUMS = "checksums.sha256"
-# what checksums.sha256 lists beside the weights (*.safetensors): the config that says what the weights mean
-CHECKSUMMED_FILES = ("config.json",)
+# what checksums.sha256 lists beside the weights (*.safetensors), where present: the config that says what the
+# weights mean, and the tokenizer that says what their ids mean (older manifests list the weights, or the weights and
+# the config, only: they still check what they list)
+CHECKSUMMED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                     "added_tokens.json")
 
 
 def safetensors_file_problem(path: str | os.PathLike) -> str | None:
-    """Why ``path`` is not a complete safetensors file, or ``None``: the one integrity check of a weights file, for
-    training's checkpoints (is a checkpoint complete?) and the Hub folder checks. ``safetensors.safe_open`` parses the
-    header and checks that its tensors cover the rest of the file exactly, so a file cut short (a killed save, a
-    broken download), one with bytes appended or with a garbled header is found without reading any tensor."""
+    """Why ``path`` is not a complete safetensors file, or ``None``. ``safe_open`` parses the header and checks that
+    its tensors cover the rest of the file exactly: a file cut short, with bytes appended or a garbled header is found
+    without reading any tensor."""
     from safetensors import SafetensorError, safe_open
 
     path = Path(path)
@@ -65,11 +60,9 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 def write_checksums(folder: str | os.PathLike) -> Path:
-    """Write :data:`CHECKSUMS` in ``folder``: the sha256 of each ``*.safetensors`` file in it and of
-    :data:`CHECKSUMMED_FILES` (``config.json``: a head count edited with the shapes unchanged would load silently),
-    one ``<sha256>  <name>`` line each, by name (``sha256sum -c checksums.sha256`` checks them too). Call it once the
-    weights and the config are final; export and training do. The file is replaced atomically and gets the
-    permissions the umask gives. An older manifest that lists the weights only still checks what it lists."""
+    """Write :data:`CHECKSUMS` in ``folder``, once the files are final: a ``<sha256>  <name>`` line for each weights
+    file and each of :data:`CHECKSUMMED_FILES` there (an edited head count keeps the weights' shapes, and another
+    tokenizer's ids run through the weights without a word: only a checksum tells)."""
     folder = Path(folder)
     paths = [*folder.glob("*.safetensors"), *(folder / name for name in CHECKSUMMED_FILES if (folder / name).is_file())]
     lines = [f"{file_sha256(path)}  {path.name}\n" for path in sorted(paths, key=lambda path: path.name)]
@@ -77,10 +70,8 @@ def write_checksums(folder: str | os.PathLike) -> Path:
 
 
 def checksum_problems(folder: str | os.PathLike) -> list[str]:
-    """What :data:`CHECKSUMS` in ``folder`` says is wrong: a listed file whose sha256 differs (damaged, or changed
-    after the checksums were written), or a line that is not a checksum of a file in ``folder``. Empty when all
-    agree or when the folder has no :data:`CHECKSUMS` (written before checksums existed, or by hand). A listed file
-    that is missing is left to the loader, whose message says what a folder lacks."""
+    """What :data:`CHECKSUMS` in ``folder`` (if there is one) says is wrong: a listed file whose sha256 differs, a line
+    that is no checksum of a file here, or a weights file it does not list (damaged weights would load behind it)."""
     folder = Path(folder)
     manifest = folder / CHECKSUMS
     if not manifest.is_file():
@@ -89,7 +80,7 @@ def checksum_problems(folder: str | os.PathLike) -> list[str]:
         lines = manifest.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:
         return [f"{CHECKSUMS} cannot be read ({error})"]
-    problems = []
+    problems, listed = [], set()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -97,11 +88,15 @@ def checksum_problems(folder: str | os.PathLike) -> list[str]:
         name = match.group(2) if match else ""
         if not match or name in (".", "..") or "/" in name or "\\" in name:
             problems.append(f"line {number} of {CHECKSUMS} is not '<sha256>  <file in this folder>': {line[:80]!r}")
-        elif not (folder / name).is_file():
-            continue  # missing, not damaged: the loader (or the folder check) says what is missing
-        elif (actual := file_sha256(folder / name)) != match.group(1).lower():
+            continue
+        listed.add(name)
+        # a listed file that is missing is not damaged: the loader (or the folder check) says what is missing
+        if (folder / name).is_file() and (actual := file_sha256(folder / name)) != match.group(1).lower():
             problems.append(f"{name} is damaged: its sha256 is {actual[:16]}..., {CHECKSUMS} lists "
                             f"{match.group(1).lower()[:16]}...")
+    unlisted = sorted(path.name for path in folder.glob("*.safetensors") if path.name not in listed)
+    if unlisted:
+        problems.append(f"{CHECKSUMS} lists no checksum for {', '.join(unlisted)}, so damage to it would go unnoticed")
     return problems
 
 
@@ -129,13 +124,10 @@ _LAYER_INDEX = re.compile(r"(?:^|\.)(encoder|decoder)\.layers\.(\d+)\.")
 
 def config_contradicts_weights(source: str, build: Any, config: Any = None, scratchformer: bool = False
                                ) -> str | None:
-    """Where the ``config.json`` of the folder ``source`` contradicts the shapes of its weights, as one line naming
-    each field and both sizes (``d_model is 64 in config.json but 32 in model.safetensors (...)``), or ``None``.
-
-    Reads only the safetensors headers and builds the model on the ``meta`` device (no memory, no weights), so it
-    runs before transformers, whose own report of the same is a table on stderr and a ``RuntimeError``.
-    ``build(config)`` makes the model; ``config`` defaults to the folder's :class:`ScratchformerConfig`. Anything
-    it cannot read is left to ``from_pretrained``, which names it."""
+    """Where the ``config.json`` of the folder ``source`` contradicts its weights' shapes, as one line naming each
+    field and both sizes (``d_model is 64 in config.json but 32 in model.safetensors (...)``), or ``None``. Reads the
+    headers and builds ``build(config)`` on the ``meta`` device, so it runs before transformers, whose own report is a
+    table on stderr and a ``RuntimeError``."""
     import torch
 
     stored = _stored_shapes(source)
@@ -147,10 +139,11 @@ def config_contradicts_weights(source: str, build: Any, config: Any = None, scra
 
             config = ScratchformerConfig.from_pretrained(source)
         with torch.device("meta"):
-            expected = {key: tuple(value.shape) for key, value in build(config).state_dict().items()}
+            built = build(config)
+            expected = {key: tuple(value.shape) for key, value in built.state_dict().items()}
     except Exception:  # an invalid config, a class that cannot be built: from_pretrained says what is wrong
         return None
-    found = _shape_disagreements(expected, stored, config)
+    found = _shape_disagreements(expected, stored, config, getattr(built, "base_model_prefix", ""))
     if scratchformer:
         found.update(_layer_count_disagreements(stored, config, found))
     if not found:
@@ -179,9 +172,9 @@ def _stored_shapes(source: str) -> dict[str, tuple[tuple[int, ...], str]]:
 
 
 def _shape_disagreements(expected: dict[str, tuple[int, ...]], stored: dict[str, tuple[tuple[int, ...], str]],
-                         config: Any) -> dict[str, str]:
+                         config: Any, base: str) -> dict[str, str]:
     """``{field: "d_model is 64 in config.json but 32 in model.safetensors (...)"}``, one entry per field."""
-    prefix, strip = _key_alignment(list(expected), list(stored))
+    prefix, strip = _key_alignment(base, list(expected), stored)
     found: dict[str, str] = {}
     for key, shape in expected.items():
         stored_key = prefix + key[len(strip):] if key.startswith(strip) else None
@@ -201,24 +194,17 @@ def _shape_disagreements(expected: dict[str, tuple[int, ...]], stored: dict[str,
     return found
 
 
-def _key_alignment(model_keys: list[str], stored_keys: list[str]) -> tuple[str, str]:
-    """``(prefix, strip)``: a model key ``strip + rest`` is stored as ``prefix + rest`` (transformers' base-model
-    prefix: the encoder alone is ``encoder.…``, stored in a full checkpoint as ``model.encoder.…``). The pair that
-    matches the most keys."""
-    stored = set(stored_keys)
-    candidates = {("", "")}
-    for model_key in model_keys[:50]:
-        for stored_key in stored_keys:
-            if stored_key.endswith("." + model_key):
-                candidates.add((stored_key[: -len(model_key)], ""))
-            elif model_key.endswith("." + stored_key):
-                candidates.add(("", model_key[: -len(stored_key)]))
+def _key_alignment(base: str, model_keys: list[str], stored: dict) -> tuple[str, str]:
+    """``(prefix, strip)``: a model key ``strip + rest`` is stored as ``prefix + rest``: as is, or with transformers'
+    base-model prefix ``base`` added (the encoder alone, ``encoder.…``, in a full checkpoint's ``model.encoder.…``) or
+    removed. The pair that matches the most keys."""
+    candidates = [("", "")] + ([(base + ".", ""), ("", base + ".")] if base else [])
 
     def matches(candidate: tuple[str, str]) -> int:
         prefix, strip = candidate
         return sum(1 for key in model_keys if key.startswith(strip) and prefix + key[len(strip):] in stored)
 
-    return max(sorted(candidates), key=matches)
+    return max(candidates, key=matches)
 
 
 def _size_field(key: str, size: int, config: Any) -> str | None:

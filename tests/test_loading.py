@@ -731,8 +731,9 @@ def test_training_writes_checksums_and_weights_other_users_may_read(tmp_path):
     out = Path(args.output_dir)
     for folder in (out, out / "checkpoint-2"):
         weights = folder / "model.safetensors"
-        assert (folder / "checksums.sha256").read_text() == (f"{file_sha256(folder / 'config.json')}  config.json\n"
-                                                             f"{file_sha256(weights)}  model.safetensors\n"), folder
+        assert (folder / "checksums.sha256").read_text() == "".join(  # the weights, the config, the tokenizer
+            f"{file_sha256(folder / name)}  {name}\n" for name in ("config.json", "model.safetensors", "tokenizer.json",
+                                                                   "tokenizer_config.json")), folder
         assert checksum_problems(folder) == []
         assert weights.stat().st_mode & 0o777 == (folder / "config.json").stat().st_mode & 0o777 == 0o644, folder
     data = bytearray((out / "model.safetensors").read_bytes())

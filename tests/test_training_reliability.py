@@ -363,7 +363,8 @@ def test_a_checkpoint_that_fails_its_checksums_is_skipped_on_resume_and_never_si
     older = tmp_path / "older" / "checkpoint-4"  # checksums.sha256 as written before it listed config.json
     shutil.copytree(damaged, older)
     manifest = (older / CHECKSUMS).read_text().splitlines()
-    assert [line.split()[1] for line in manifest] == ["config.json", "model.safetensors"]
+    assert [line.split()[1] for line in manifest] == ["config.json", "model.safetensors", "tokenizer.json",
+                                                     "tokenizer_config.json"]
     (older / CHECKSUMS).write_text(manifest[1] + "\n")
     assert checkpoint_problems(older, loadable=True) == []
     if damage == "a flipped bit in the weights":

@@ -1,8 +1,5 @@
-"""``scratchformer export``: a self-contained Hub-ready folder (:mod:`scratchformer.hub`).
-
-OUT is never MODEL, inside MODEL or around it; ``--overwrite`` replaces only an earlier export (the rule is in
-:mod:`scratchformer.hub.destination` and in ``--help``). The card options are shared with ``scratchformer push``.
-"""
+"""``scratchformer export``: a self-contained Hub-ready folder (:mod:`scratchformer.hub`); the card options are shared
+with ``scratchformer push``."""
 
 from __future__ import annotations
 
@@ -13,8 +10,8 @@ from . import add_command
 DTYPES = ("float32", "float16", "bfloat16")  # scratchformer.models.SAVE_DTYPES (not imported: it loads torch)
 
 OVERWRITE_HELP = (
-    "replace an earlier export in OUT. OUT must look like one (every file an export writes, config.json of a "
-    "scratchformer model, no subfolder, nothing pickled); only the files an export writes are replaced or removed, "
+    "replace an earlier export in OUT. OUT must look like one (every file an export writes, our model code among "
+    "them, no subfolder); only the files an export writes are replaced or removed, "
     "any other file in OUT is kept. OUT may never be MODEL, a folder inside MODEL or a folder that contains it")
 
 

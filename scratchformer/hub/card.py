@@ -1,37 +1,24 @@
-"""The model card of an export (``README.md``) and the measured scores it reports.
+"""The model card of an export (``README.md``) and the measured scores it reports (``scores.json``, ``docs/hub.md``).
 
-Scores come from ``scores=`` or from ``scores.json`` in the source folder, in this form (see ``docs/hub.md``)::
-
-    {"results": [{"task": "translation", "dataset": "kjv-web", "dataset_name": "KJV -> WEB", "split": "test",
-                  "metrics": {"bleu": 21.4, "chrf": 48.9}, "source": "sacrebleu 2.5 (13a)"}]}
-
-A card is YAML metadata (library, licence, tags, pipeline tag, metrics and a ``model-index`` of the scores) and two
-parts of text, split by :data:`GENERATED_MARK`:
-
-- **the hand-written part**: ``description=``, else the text of the source folder's ``README.md`` (the part above the
-  mark, when that card came from an earlier export), else a default paragraph. An export keeps it as it is.
-- **the generated part**, rewritten by every export: the architecture, intended uses, limitations, the training
-  data and their licences (``data_sources=``), usage snippets, the scores table and the citation of the paper.
-
-The metadata of a source card is kept too (``base_model``, ``widget``, ...), with ours written over it: library,
-pipeline tag, tags (merged), and the ``model-index`` when there are scores. Licence, languages and datasets come
-from the arguments when given, else from the source card. ``datasets`` must be Hub dataset ids: the card never
-invents them from score names.
+A card is YAML metadata and two parts of text, split by :data:`GENERATED_MARK`: the hand-written part
+(``description=``, else the source card's text above the mark, else a default paragraph), which an export keeps, and
+the generated part, which every export rewrites. The source card's metadata is kept, with ours written over it;
+licence, languages and datasets are written as given (the Hub says, when the card is pushed, what it does not read),
+and ``datasets`` are never invented from score names.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from typing import Any
 
+from .. import files
 from ..errors import HubError
 from ..models.card_scratchformer import PAPER_CITATION
 
@@ -51,20 +38,6 @@ DEFAULT_DESCRIPTION = (
 GENERATED_MARK = ("<!-- Written by `scratchformer export`: the sections below are rewritten by every export. Edit the "
                   "text above this line. -->")
 POSITIONS = {"sinusoidal": "sinusoidal (as in the paper)", "learned": "learned", "rope": "rotary (RoPE)"}
-# The licence ids a card's metadata may name: the table of https://huggingface.co/docs/hub/repositories-licenses
-# (huggingface/hub-docs, docs/hub/repositories-licenses.md, commit 008d54d), which huggingface_hub does not ship.
-HUB_LICENSES = frozenset("""
-    apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0 bigcode-openrail-m
-    afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda cc cc0-1.0 cc-by-2.0
-    cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0
-    cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 cc-by-nc-sa-2.0 cc-by-nc-sa-3.0 cc-by-nc-sa-4.0 cdla-sharing-1.0
-    cdla-permissive-1.0 cdla-permissive-2.0 wtfpl ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1 agpl-3.0 gfdl gpl
-    gpl-2.0 gpl-3.0 lgpl lgpl-2.1 lgpl-3.0 isc lppl-1.3c ms-pl mpl-2.0 odc-by odbl openrail++ osl-3.0 postgresql
-    ofl-1.1 ncsa unlicense zlib pddl lgpl-lr deepfloyd-if-license llama2 gemma unknown other""".split())
-# A card's language: an ISO 639-1, 639-2 or 639-3 code (huggingface_hub.ModelCardData's documentation), with BCP 47
-# subtags if any ("pt-BR", "zh-Hans"), or one of the Hub's special values.
-LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
-SPECIAL_LANGUAGES = ("code", "multilingual")
 
 USES = """## Uses
 
@@ -200,12 +173,8 @@ batch = tokenizer([$text], padding=True, return_tensors="np")
 
 
 def load_scores(scores: str | os.PathLike | Mapping | Sequence) -> list[dict]:
-    """Read and validate measured scores: ``{"results": [...]}`` or the list itself, from a JSON file or in memory.
-
-    Each result: ``task`` (Hub task id, e.g. ``"translation"``), ``dataset`` (dataset id), ``metrics``
-    (``{"bleu": 21.4, ...}``) and optionally ``task_name``, ``dataset_name``, ``split``, ``config``, ``source``
-    (how it was measured), ``source_url``. Raises :class:`HubError` naming the first bad field.
-    """
+    """Measured scores, ``{"results": [...]}`` or the list itself, from a JSON file or in memory: each result has a
+    ``task``, a ``dataset`` and ``metrics`` (:data:`SCORE_KEYS`: the rest). :class:`HubError` names the first bad field."""
     where = "scores"
     if isinstance(scores, (str, os.PathLike)):
         where, scores = str(scores), _read_scores_file(Path(scores))
@@ -216,11 +185,10 @@ def load_scores(scores: str | os.PathLike | Mapping | Sequence) -> list[dict]:
 
 
 def _read_scores_file(path: Path) -> Any:
+    files.check_file(path, HubError)  # a named pipe would block the read
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise HubError(f"the scores file {path} does not exist") from None
-    except OSError as error:
+    except OSError as error:  # "[Errno 2] No such file or directory", ...
         raise HubError(f"cannot read the scores file {path}: {error}") from None
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
         raise HubError(f"the scores file {path} is not valid JSON: {error}") from None
@@ -235,9 +203,6 @@ def _checked_result(result: Any, at: str) -> dict:
     for key in REQUIRED_SCORE_KEYS:
         if not result.get(key):
             raise HubError(f"{at} needs {key!r}")
-    for key in sorted(SCORE_KEYS - {"metrics"}):
-        if result.get(key) is not None and not isinstance(result[key], str):
-            raise HubError(f"{at}.{key} must be a string, got {result[key]!r}")
     _check_metrics(result.get("metrics"), at)
     return {key: result[key] for key in sorted(result) if result[key] is not None}
 
@@ -253,30 +218,6 @@ def _check_metrics(metrics: Any, at: str) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # The card
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def check_card_metadata(license: Any = None, language: Any = None, datasets: Any = None) -> None:
-    """Raise :class:`HubError` naming the first metadata value the Hub would not read, before anything is loaded:
-    a licence outside :data:`HUB_LICENSES` (``--license ../../etc/passwd``), a language not of a code's form, a
-    dataset that is not a Hub id (``name`` or ``namespace/name``)."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    if license is not None and license not in HUB_LICENSES:
-        close = difflib.get_close_matches(str(license).lower(), sorted(HUB_LICENSES), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise HubError(f"license {license!r} is not one of the Hub's licence ids: {hint}see "
-                       "https://huggingface.co/docs/hub/repositories-licenses (use 'other' for a licence not listed)")
-    for code in [language] if isinstance(language, str) else language or []:
-        if not isinstance(code, str) or not (LANGUAGE_CODE.fullmatch(code) or code in SPECIAL_LANGUAGES):
-            raise HubError(f"language {code!r} is not a language code: use an ISO 639 code such as 'en' or 'deu' "
-                           f"(with subtags if needed, 'pt-BR'), or one of {', '.join(SPECIAL_LANGUAGES)}")
-    for dataset in datasets or []:
-        try:
-            validate_repo_id(dataset)
-        except (HFValidationError, TypeError) as error:
-            reason = str(error).replace(" Use `repo_type` argument if needed.", "")
-            raise HubError(f"dataset {dataset!r} is not a Hub dataset id (name or namespace/name): {reason}") from None
 
 
 @dataclass(frozen=True)
@@ -298,16 +239,11 @@ class CardOptions:
 
 def model_card(model: Any, results: list[dict], *, repo_id: str | None, source_card: str | None = None,
                onnx: bool = False, **card: Any) -> Any:
-    """The ``README.md`` of an export, as a ``huggingface_hub.ModelCard`` (YAML metadata + markdown).
-
-    ``card`` holds the fields of :class:`CardOptions`. ``source_card`` is the text of the source folder's
-    ``README.md``: its hand-written part and its metadata are kept (see the module docstring); ``onnx`` adds the
-    ONNX snippet.
-    """
+    """The ``README.md`` of an export, a ``huggingface_hub.ModelCard``: ``card`` holds the fields of
+    :class:`CardOptions`, ``source_card`` the text of the source folder's card (kept: see above)."""
     from huggingface_hub import ModelCard, ModelCardData
 
     options = CardOptions(**card)
-    check_card_metadata(options.license, options.language, options.datasets)
     source = ModelCard(source_card) if source_card is not None else None
     data = source.data if source is not None else ModelCardData()
     data.model_name = options.model_name

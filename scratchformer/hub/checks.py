@@ -1,41 +1,29 @@
 """Would this folder load for a Hub user? :func:`check_folder` lists every reason it would not.
 
 Every export ends with this check, before the folder is moved into place; it also tells what is wrong with a folder
-made by hand. The policies it applies are the model core's: the pickle list and ``auto_map``
-(:mod:`scratchformer.models.modeling_scratchformer`) and the checkpoint-format rule
-(:func:`~scratchformer.models.configuration_scratchformer.checkpoint_format_problem`).
+made by hand. Its policies are the model core's (pickles, ``auto_map``, the checkpoint format).
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import os
-import sys
 from pathlib import Path
 
 from ..errors import HubError
 from ..integrity import checksum_problems, safetensors_file_problem
 from ..models.configuration_scratchformer import checkpoint_format_problem
-from ..models.modeling_scratchformer import PICKLE_SUFFIXES, safetensors_problem
-from .layout import DROPPED_CODE_KEYS, REQUIRED_FILES, config_auto_map
-
-# huggingface_hub comes with transformers (a hard dependency): the model code uses it to upload
-ALLOWED_IMPORTS = frozenset({"torch", "transformers", "huggingface_hub", *sys.stdlib_module_names})
+from ..models.modeling_scratchformer import AUTO_MAP, PICKLE_SUFFIXES, safetensors_problem
+from .layout import DROPPED_CODE_KEYS, REQUIRED_FILES
 
 
 def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = None, checksums: bool = True) -> None:
-    """Raise :class:`HubError` listing every reason ``folder`` would not load for a Hub user.
-
-    Checks: the required files; no pickled files; ``config.json`` and ``tokenizer_config.json`` parse, the
-    ``auto_map`` of ``config.json`` is exactly ours and ``tokenizer_config.json`` has none (the tokenizer runs no
-    code), neither has ``custom_pipelines``;
-    ``model_type`` is ``scratchformer`` and the checkpoint format is one this code reads; every ``*.safetensors`` file
-    has a valid header and size, and the sha256 that ``checksums.sha256`` lists for it (when there is one); every weight
-    is a float (:func:`~scratchformer.models.modeling_scratchformer.safetensors_problem`); the code files import only
-    torch, transformers, the standard library and sibling files (single-dot). ``where`` is the name used in the message; ``checksums=False`` skips re-hashing weights
-    whose checksums were just written from them (the export's own staging folder).
-    """
+    """Raise :class:`HubError` listing every reason ``folder`` would not load for a Hub user: a required file
+    missing, a pickled file, ``config.json`` or ``tokenizer_config.json`` that does not parse, names code other than
+    ours or is not a Scratchformer of a format this code reads, a weights file that is not whole, not floats or not
+    what ``checksums.sha256`` says. ``where`` names the folder in the message; ``checksums=False`` skips re-hashing
+    weights whose checksums were just written (the export's staging folder). The code files are the package's own
+    (``tests/test_hub.py`` holds them to torch, transformers and the standard library)."""
     folder = Path(folder)
     problems = [f"{name} is missing" for name in REQUIRED_FILES if not (folder / name).is_file()]
     problems += _pickle_problems(folder)
@@ -48,9 +36,6 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
     if weights and (problem := safetensors_problem(folder)):
         problems.append(problem)  # weights that are not floats
     problems += checksum_problems(folder) if checksums else []  # checksums.sha256, when there is one
-    siblings = {path.stem for path in folder.glob("*.py")}
-    for path in sorted(folder.glob("*.py")):
-        problems += _import_problems(path, siblings)
     if problems:
         raise HubError(f"{where or folder} would not load for Hub users: " + "; ".join(problems))
 
@@ -67,7 +52,7 @@ def _config_problems(config: dict) -> list[str]:
     fmt = config.get("scratchformer_format", 1)
     if problem := checkpoint_format_problem(fmt):
         problems.append(f"config.json: scratchformer_format={fmt!r}: {problem}")
-    return problems + _remote_code_problems("config.json", config, config_auto_map())
+    return problems + _remote_code_problems("config.json", config, dict(AUTO_MAP))
 
 
 def _remote_code_problems(name: str, data: dict, expected: dict) -> list[str]:
@@ -101,29 +86,3 @@ def _read_json(path: Path, problems: list[str]) -> dict | None:
         problems.append(f"{path.name} must hold a JSON object")
         return None
     return data
-
-
-def _import_problems(path: Path, siblings: set[str]) -> list[str]:
-    """What in a code file would not import for a Hub user who has torch and transformers only."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=path.name)
-    except SyntaxError as error:
-        return [f"{path.name} does not parse: {error}"]
-    problems = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level > 0:
-            problems += _relative_import_problems(node, path.name, siblings)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            problems += [f"{path.name}:{node.lineno}: imports {module!r}, which Hub users may not have (allowed: "
-                         "torch, transformers, huggingface_hub, the standard library)"
-                         for module in modules if module.split(".")[0] not in ALLOWED_IMPORTS]
-    return problems
-
-
-def _relative_import_problems(node: ast.ImportFrom, name: str, siblings: set[str]) -> list[str]:
-    if node.level != 1 or not node.module or "." in node.module:
-        return [f"{name}:{node.lineno}: only `from .sibling import name` loads as remote code"]
-    if node.module not in siblings:
-        return [f"{name}:{node.lineno}: imports .{node.module}, but {node.module}.py is missing"]
-    return []

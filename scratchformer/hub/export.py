@@ -1,44 +1,17 @@
 """``scratchformer export MODEL OUT``: a folder that loads for someone who has only ``torch`` and ``transformers``.
 
-:func:`export` writes
-
-- ``model.safetensors`` (never a pickle) and ``config.json``, whose ``auto_map`` names ``AutoConfig``, ``AutoModel``
-  (the encoder, for embeddings and ``pipeline("feature-extraction")``), ``AutoModelForSeq2SeqLM``,
-  ``AutoModelForSequenceClassification`` and ``AutoModelForTokenClassification``, and nothing else that names code
-  (see :mod:`scratchformer.hub.layout`); ``checksums.sha256``, the sha256 of the weights
-  (:func:`scratchformer.integrity.write_checksums`), which :func:`scratchformer.loading.load` verifies;
-- the code files (``paper_scratchformer.py``, ``modeling_scratchformer.py``, ``configuration_scratchformer.py``,
-  ``card_scratchformer.py``), flat, importing only torch, transformers, the standard library and each other;
-- ``tokenizer.json`` + ``tokenizer_config.json`` (no code: the built-in fast tokenizer loads them),
-  ``generation_config.json``;
-- the sentence-transformers files (``modules.json``, ``config_sentence_transformers.json``,
-  ``sentence_bert_config.json``, ``1_Pooling/config.json``): the encoder + mean pooling;
-- ``onnx/model.onnx``, the encoder as ONNX, with ``onnx=True`` (:mod:`scratchformer.hub.onnx`);
-- ``README.md``, the model card (:mod:`scratchformer.hub.card`), which keeps the hand-written text and metadata of
-  the source folder's card; the source folder's card assets (``loss_curve.png``, ``senses.json``, licence notices,
-  ...; :func:`~scratchformer.hub.layout.is_card_asset`); and ``scores.json`` when there are scores (so that
-  re-exporting the folder keeps them).
-
-The weights keep the source's dtype (the shipped checkpoint stores float16, and so does its export) unless
-``dtype=`` (``--dtype``) names another; ``config.json`` keeps the source's ``dtype``, what ``from_pretrained`` gives
-(see :mod:`scratchformer.hub.sources`).
-
-It checks the optional packages that ``onnx=True`` needs (``scratchformer[onnx]``), that the source folder is one this
-user may read and no loop of symbolic links (:func:`~scratchformer.hub.sources.check_source`), and where the folder
-goes before it loads anything or touches any file (:mod:`scratchformer.hub.destination`), writes everything into a staging
-folder beside ``OUT``, runs :func:`~scratchformer.hub.checks.check_folder` on it, and only then moves it into place:
-a failed export leaves nothing half-written. The folder and its files get the permissions that the umask gives
-new ones (``drwxr-xr-x`` and ``-rw-r--r--`` under umask 022), as ``mkdir`` and ``cp`` would make them.
+Everything that can be refused is refused before the model loads or a file is touched. The export is written into a
+staging folder beside ``OUT``, checksummed, checked (:func:`~scratchformer.hub.checks.check_folder`) and only then
+moved into place: a failed export leaves nothing half-written. What it writes is in ``docs/hub.md``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +19,8 @@ from .. import files
 from ..errors import HubError
 from ..integrity import write_checksums
 from ..loading import SHIPPED_ALIASES, pretrained_path
-from .card import CardOptions, check_card_metadata, load_scores, model_card
+from ..models.modeling_scratchformer import AUTO_MAP
+from .card import CardOptions, load_scores, model_card
 from .checks import check_folder
 from .destination import check_destination, check_repo_id, move_into_place
 from .layout import (
@@ -54,7 +28,6 @@ from .layout import (
     ONNX_FILE,
     README,
     SCORES_FILE,
-    config_auto_map,
     is_card_asset,
     require_onnx,
     sentence_transformers_files,
@@ -65,29 +38,21 @@ from .sources import check_source, model_and_tokenizer
 def export(model_or_folder: Any, out_dir: str | os.PathLike, tokenizer: Any = None, *,
            scores: str | os.PathLike | Mapping | Sequence | None = None, repo_id: str | None = None,
            onnx: bool = False, dtype: Any = None, overwrite: bool = False, **card: Any) -> Path:
-    """Write a self-contained, Hub-ready folder for a ``ScratchformerForConditionalGeneration``.
+    """Write a self-contained, Hub-ready folder for a ``ScratchformerForConditionalGeneration``; returns it. A
+    :class:`HubError` leaves ``out_dir`` as it was.
 
     Args:
-        model_or_folder: the model, or a folder saved with ``save_pretrained`` (safetensors weights, optionally the
-            tokenizer files, ``scores.json``, a hand-written ``README.md`` and the files it shows).
+        model_or_folder: the model, or a folder saved with ``save_pretrained`` (with, optionally, the tokenizer,
+            ``scores.json``, a hand-written ``README.md`` and the files it shows).
         out_dir: the folder to write: new or empty, never the source folder, inside it or around it.
-        tokenizer: a ``ScratchformerTokenizer`` or a folder holding one; by default the tokenizer of the source folder.
-        scores: measured scores (a path to a JSON file, or its content, see :func:`~scratchformer.hub.load_scores`);
-            by default ``scores.json`` of the source folder, if any.
-        repo_id: the Hub repo (``namespace/name``) the folder is meant for, used in the card's snippets.
-        onnx: also write ``onnx/model.onnx``, the encoder (needs ``scratchformer[onnx]``: onnx, onnxscript,
-            onnxruntime; checked before anything is loaded or written).
-        dtype: the dtype to store the weights in (one of :data:`scratchformer.models.SAVE_DTYPES`); by default the
-            source's. ``config.json`` keeps the source's ``dtype`` either way (what ``from_pretrained`` gives).
-        overwrite: replace an earlier export in ``out_dir``: only the files an export writes are replaced or
-            removed, and only if ``out_dir`` looks like an earlier export (the rule is in
-            :mod:`scratchformer.hub.destination`); other files in it are kept.
-        card: the model card's contents, the fields of :class:`~scratchformer.hub.card.CardOptions` (``model_name``,
-            ``license``, ``language``, ``datasets``, ``tags``, ``pipeline_tag``, ``description``, ``example_text``,
-            ``data_sources``).
-
-    Returns the folder. Raises :class:`HubError` when something is missing or inconsistent; then ``out_dir`` is as it
-    was.
+        tokenizer: a ``ScratchformerTokenizer`` or a folder holding one; by default the source folder's.
+        scores: measured scores (a JSON file or its content, :func:`~scratchformer.hub.load_scores`); by default
+            the source folder's ``scores.json``, if any.
+        repo_id: the Hub repo the folder is meant for, used in the card's snippets.
+        onnx: also write ``onnx/model.onnx``, the encoder (needs ``scratchformer[onnx]``).
+        dtype: the dtype to store the weights in (:data:`scratchformer.models.SAVE_DTYPES`); by default the source's.
+        overwrite: replace an earlier export in ``out_dir`` (:mod:`scratchformer.hub.destination`).
+        card: the fields of :class:`~scratchformer.hub.card.CardOptions` (``model_name``, ``license``, ...).
     """
     options = CardOptions(**card)  # an unknown card option is a TypeError, as an unknown keyword always was
     if onnx:
@@ -101,19 +66,25 @@ def export(model_or_folder: Any, out_dir: str | os.PathLike, tokenizer: Any = No
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if repo_id is not None:
         check_repo_id(repo_id)
-    check_card_metadata(options.license, options.language, options.datasets)  # before the model loads
     if source is not None:
         check_source(source)
     with _file_system_errors(out_dir):
         check_destination(out_dir, source, overwrite)
+    try:  # the staging folder goes there, and tokenizers writes only to paths that are text
+        os.fsencode(out_dir.resolve().parent).decode("utf-8")
+    except UnicodeDecodeError:
+        raise HubError(f"cannot export to {out_dir}: the path of the folder it goes in is not valid UTF-8, and the "
+                       "tokenizers library cannot write there; choose a folder whose path is") from None
     model, tokenizer, config_dtype = model_and_tokenizer(model_or_folder, tokenizer, dtype)
     results = _scores(scores, source)
-    model_name = options.model_name or _default_name(repo_id, out_dir)
+    # a folder name that is not UTF-8 (caf\xe9) has no text to title a card with: its bytes are shown as U+FFFD
+    model_name = options.model_name or (repo_id.split("/")[-1] if repo_id else
+                                        os.fsencode(out_dir.resolve().name).decode("utf-8", "replace"))
     readme = model_card(model, results, repo_id=repo_id, source_card=_source_card(source), onnx=onnx,
                         **{**card, "model_name": model_name})
-    with _file_system_errors(out_dir, _bytes_needed(model, onnx)), _export_lock(out_dir):
-        check_destination(out_dir, source, overwrite)  # again, under the lock: another export may have just ended
-        _write(model, tokenizer, results, readme, out_dir, source=source, onnx=onnx, config_dtype=config_dtype)
+    with _file_system_errors(out_dir), files.signals_end_the_block():  # SIGTERM, SIGHUP: the staging folder goes
+        _write(model, tokenizer, results, readme, out_dir, source=source, onnx=onnx, config_dtype=config_dtype,
+               overwrite=overwrite)
     return out_dir
 
 
@@ -121,16 +92,15 @@ def _scores(scores: Any, source: Path | None) -> list[dict]:
     """The measured scores for the card: ``scores``, else the source folder's ``scores.json``, else none."""
     if scores is None and source is not None and (source / SCORES_FILE).is_file():
         scores = source / SCORES_FILE
-    if isinstance(scores, (str, os.PathLike)):
-        files.check_file(scores, HubError)  # a named pipe would block the read
     return load_scores(scores) if scores is not None else []
 
 
 def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: Path, *, source: Path | None,
-           onnx: bool, config_dtype: str) -> None:
+           onnx: bool, config_dtype: str, overwrite: bool) -> None:
     """Stage the export beside ``out_dir``, check it, move it into place; the staging folder never survives."""
     target = out_dir.resolve()  # "." or "x/..": the staging folder must be beside OUT, not inside it
-    staging = _make_staging_folder(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))  # a short name, whatever OUT's length
     try:
         if source is not None:  # first, so that every file the export writes itself replaces a same-named asset
             for path in sorted(source.iterdir()):
@@ -138,9 +108,9 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
                     shutil.copyfile(path, staging / path.name)
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        _keep_only_our_code(staging / "config.json", config_auto_map(), dtype=config_dtype)
+        _keep_only_our_code(staging / "config.json", dict(AUTO_MAP), dtype=config_dtype)
         _keep_only_our_code(staging / "tokenizer_config.json", None)
-        write_checksums(staging)  # of the weights and the final config.json: load() verifies them
+        write_checksums(staging)  # of the weights, the final config.json and the tokenizer: load() verifies them
         for name, content in sentence_transformers_files(model.config.d_model, tokenizer.model_max_length).items():
             (staging / name).parent.mkdir(exist_ok=True)
             (staging / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
@@ -152,72 +122,17 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
             (staging / SCORES_FILE).write_text(json.dumps({"results": results}, indent=2) + "\n", encoding="utf-8")
         card.save(staging / README)
         check_folder(staging, where=out_dir, checksums=False)  # write_checksums just hashed these weights
-        _give_umask_permissions(staging)
-        move_into_place(staging, target)
+        _give_umask_permissions(staging, 0o777 & ~files.current_umask())
+        check_destination(out_dir, source, overwrite)  # again: another export may have written OUT meanwhile
+        move_into_place(staging, target, new=not target.exists())
     finally:  # also on SIGTERM and SIGHUP (files.signals_end_the_block) and Ctrl-C
         shutil.rmtree(staging, ignore_errors=True)
 
 
-@contextmanager
-def _export_lock(out_dir: Path) -> Iterator[None]:
-    """Hold the lock of ``out_dir`` while the block runs, or refuse at once with a :class:`HubError` when another
-    export holds it: two exports into one folder would mix their files. The lock is ``filelock``'s (``flock`` on
-    Unix; the system drops it when its process ends, however it ends) on ``.OUT.export.lock`` beside ``OUT``, which
-    is removed while still held, so that no file is left behind. SIGTERM and SIGHUP end the block like Ctrl-C
-    (:func:`scratchformer.files.signals_end_the_block`), so that the staging folder goes too."""
-    from filelock import FileLock, Timeout
-
-    target = out_dir.resolve()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    path = target.parent / f".{target.name}.export.lock"
-    path.touch(exist_ok=True)  # a lock file that cannot be made fails here, not as "held by another export"
-    lock = FileLock(str(path), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise HubError(f"{out_dir} is being written by another export (it holds {path}); wait for it to end or "
-                       "choose another folder") from None
-    try:
-        with files.signals_end_the_block():
-            yield
-    finally:
-        path.unlink(missing_ok=True)  # before the release: a waiting export then locks a new file, never this one
-        lock.release()
-
-
-def _bytes_needed(model: Any, onnx: bool) -> int:
-    """About how many bytes an export writes, for a full disk's message: the weights as stored (a tied tensor
-    once), the encoder again in float32 for ONNX, and 1 MB for the tokenizer, code, card and configs."""
-    seen, total = set(), 0
-    for tensor in model.state_dict().values():
-        if tensor.data_ptr() not in seen:
-            seen.add(tensor.data_ptr())
-            total += tensor.numel() * tensor.element_size()
-    if onnx:
-        total += 4 * sum(parameter.numel() for parameter in model.get_encoder().parameters())
-    return total + 1_000_000
-
-
-def _make_staging_folder(target: Path) -> Path:
-    """A new, hidden folder beside ``target``, made by ``mkdir`` so that it has the permissions the umask gives
-    (``tempfile.mkdtemp`` makes ``drwx------``, which the export would keep once renamed to OUT)."""
-    for _ in range(100):
-        staging = target.parent / f".{target.name}.export-{secrets.token_hex(4)}"
-        try:
-            staging.mkdir()
-            return staging
-        except FileExistsError:
-            continue
-    raise HubError(f"cannot make a staging folder beside {target}")
-
-
-def _give_umask_permissions(staging: Path) -> None:
-    """Give every file and folder of ``staging`` the permissions new ones get under the umask: the staging folder's
-    own (made by ``mkdir``) for folders, the same without execute bits for files. Libraries may write through
-    private temporary files (``model.safetensors`` came out ``-rw-------``); card assets are copied without their
-    source's mode."""
-    folder_mode = staging.stat().st_mode & 0o777
-    for path in staging.rglob("*"):
+def _give_umask_permissions(staging: Path, folder_mode: int) -> None:
+    """Give ``staging`` and everything in it the permissions ``mkdir`` and ``cp`` give under the umask
+    (``folder_mode``; files without execute bits): ``mkdtemp`` and safetensors make private ones (``-rw-------``)."""
+    for path in [staging, *staging.rglob("*")]:
         path.chmod(folder_mode if path.is_dir() else folder_mode & 0o666)
 
 
@@ -232,10 +147,9 @@ def _source_card(source: Path | None) -> str | None:
 
 
 def _keep_only_our_code(path: Path, auto_map: dict | None, dtype: str | None = None) -> None:
-    """Set the ``auto_map`` of a saved JSON config to exactly ours (none: no entry) and drop every other key that
-    names code: a config loaded from someone else's folder may carry entries
-    (``"attacker/repo--modeling_evil.EvilModel"``) that ``save_pretrained`` writes back, and Hub users would run that
-    code. ``dtype`` replaces the ``dtype`` that ``save_pretrained`` wrote (the dtype of the weights in memory)."""
+    """Set the ``auto_map`` of a saved JSON config to exactly ours (``None``: none) and drop every other key that
+    names code, which a config loaded from someone else's folder may carry; ``dtype`` replaces the one
+    ``save_pretrained`` wrote (the dtype of the weights in memory)."""
     data = json.loads(path.read_text(encoding="utf-8"))
     data.pop("auto_map", None)
     if auto_map is not None:
@@ -247,12 +161,7 @@ def _keep_only_our_code(path: Path, auto_map: dict | None, dtype: str | None = N
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _default_name(repo_id: str | None, out_dir: Path) -> str:
-    return repo_id.split("/")[-1] if repo_id else out_dir.resolve().name
-
-
-def _file_system_errors(out_dir: Path, needed: int | None = None) -> Any:
-    """An ``OSError`` (no permission, a file where a folder should be, a full disk) is the caller's to fix: it
-    becomes a :class:`HubError` naming the export folder, a refused write said as :func:`scratchformer.files.writing`
-    says it (also where a library reports it without an ``OSError``). ``needed``: about how many bytes it writes."""
-    return files.writing(out_dir, needed, error=HubError, what=f"cannot export to {out_dir}: ", every_os_error=True)
+def _file_system_errors(out_dir: Path) -> Any:
+    """An ``OSError`` (no permission, a file where a folder should be, a full disk) as a :class:`HubError` naming
+    the export folder, a refused write said as :func:`scratchformer.files.writing` says it."""
+    return files.writing(out_dir, error=HubError, what=f"cannot export to {out_dir}: ", every_os_error=True)

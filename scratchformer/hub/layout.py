@@ -1,12 +1,8 @@
-"""What an exported folder holds: the file names, the remote-code entries and the sentence-transformers files that
-:func:`~scratchformer.hub.export` writes and :func:`~scratchformer.hub.check_folder` verifies, described once.
+"""What an exported folder holds, described once for :func:`~scratchformer.hub.export` and
+:func:`~scratchformer.hub.check_folder`: file names, the sentence-transformers files, and what may name code.
 
-The ``auto_map`` of ``config.json`` is the model core's (:data:`~scratchformer.models.modeling_scratchformer.
-AUTO_MAP`). The tokenizer has none: ``tokenizer_config.json`` loads as transformers' built-in ``TokenizersBackend``
-for Hub users (see :mod:`scratchformer.models.tokenization_scratchformer`), so only the model code travels. Nothing
-else that names code may travel with an export: a config loaded from someone else's folder can carry foreign
-``auto_map`` entries or ``custom_pipelines`` (e.g. ``"attacker/repo--modeling_evil.EvilModel"``), which
-``trust_remote_code=True`` would run for Hub users.
+Only the model core's ``auto_map`` travels (the tokenizer has none). A config loaded from someone else's folder can
+carry foreign ``auto_map`` entries or ``custom_pipelines``, which ``trust_remote_code=True`` would run for Hub users.
 """
 
 from __future__ import annotations
@@ -61,11 +57,6 @@ def require_onnx() -> None:
     require(*ONNX_MODULES, extra="onnx", for_what="the ONNX export (--onnx)")
 
 
-def config_auto_map() -> dict:
-    """The exact ``auto_map`` of an exported ``config.json``: the model classes, nothing for the tokenizer."""
-    return dict(AUTO_MAP)
-
-
 def is_card_asset(name: str) -> bool:
     """Whether a top-level file of the source folder travels with the export's model card (see above)."""
     if name in NOT_CARD_ASSETS or name.startswith("."):
@@ -76,10 +67,8 @@ def is_card_asset(name: str) -> bool:
 
 
 def sentence_transformers_files(d_model: int, max_seq_length: int) -> dict[str, object]:
-    """The JSON content of :data:`SENTENCE_TRANSFORMERS_FILES`: a Transformer module (``AutoModel``: the encoder)
-    followed by **mean pooling over the real tokens**, the pooling of
-    :func:`~scratchformer.models.modeling_scratchformer.mean_over_tokens`. Written in the format every
-    sentence-transformers release reads (2.x to 6.x), as all-MiniLM-L6-v2 has it."""
+    """The content of :data:`SENTENCE_TRANSFORMERS_FILES`: the encoder (``AutoModel``) and mean pooling over the real
+    tokens, in the format every sentence-transformers release reads (2.x to 6.x), as all-MiniLM-L6-v2 has it."""
     return {
         "modules.json": [
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},

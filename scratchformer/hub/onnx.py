@@ -1,15 +1,8 @@
-"""The encoder as ONNX (``scratchformer export --onnx``): ``onnx/model.onnx``, dynamic batch size and length.
+"""The encoder as ONNX (``scratchformer export --onnx``): ``onnx/model.onnx``, where transformers.js and Optimum look.
 
-Inputs ``input_ids`` and ``attention_mask`` (int64, ``(batch, sequence)``), output ``last_hidden_state`` (float32,
-``(batch, sequence, d_model)``): what ``AutoModel`` (the encoder) gives. ONNX Runtime runs it (``tests/test_onnx.py``
-checks it against PyTorch); ``onnx/model.onnx`` is where transformers.js and Optimum look for a model's ONNX file,
-but neither has been run on it here.
-
-Only the dynamo exporter (``torch.onnx.export(..., dynamo=True)``, which needs ``onnxscript``) is used. The legacy
-TorchScript exporter runs without complaint on this model but records the shapes of the example input: the graph it
-writes gives wrong outputs, or fails, for other lengths. The dynamo exporter traces the sinusoidal position table as
-a function of the input length, so any length works; the export runs on a float32 copy of the encoder whose cached
-position table is cleared, so the model passed in is left as it was.
+Inputs ``input_ids`` and ``attention_mask`` (int64), output ``last_hidden_state`` (float32), batch size and length
+dynamic. Only the dynamo exporter is used: the legacy TorchScript exporter records the example's shapes, and its graph
+gives wrong outputs for other lengths. The export runs on a float32 copy, so the model passed in is left as it was.
 """
 
 from __future__ import annotations
@@ -29,11 +22,8 @@ OUTPUT_NAMES = ("last_hidden_state",)
 
 
 class EncoderForExport(torch.nn.Module):
-    """What is traced: a float32 copy of a model's encoder, returning ``last_hidden_state`` only.
-
-    The copy's cached sinusoidal position table is cleared: a cached table would be traced as a constant of its
-    current length, and longer inputs would then index past its end.
-    """
+    """What is traced: a float32 copy of a model's encoder, returning ``last_hidden_state`` only. Its cached
+    sinusoidal position table is cleared: traced as a constant of its length, longer inputs would index past it."""
 
     def __init__(self, model: Any):
         super().__init__()
@@ -47,13 +37,8 @@ class EncoderForExport(torch.nn.Module):
 
 
 def export_onnx(model: Any, path: str | Path, example: dict | None = None) -> Path:
-    """Write the encoder of ``model`` (any Scratchformer model) to ``path`` as one self-contained ONNX file.
-
-    ``example`` is a tokenizer batch (``input_ids``, ``attention_mask``) to trace with; the default is a padded
-    batch of two texts. Batch size and length are dynamic. Raises
-    :class:`~scratchformer.errors.MissingDependencyError` naming ``scratchformer[onnx]`` when the exporter's
-    packages are not installed.
-    """
+    """Write the encoder of ``model`` (any Scratchformer model) to ``path`` as one self-contained ONNX file, traced
+    on ``example`` (a tokenizer batch; by default a padded batch of two texts), with dynamic batch size and length."""
     require_onnx()
     if example is None:
         example = {"input_ids": torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]),

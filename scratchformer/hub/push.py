@@ -1,33 +1,18 @@
 """``scratchformer push MODEL REPO_ID``: export a model and upload the folder to the Hub in one commit.
 
-The token and the endpoint come from ``HF_TOKEN`` / ``HF_ENDPOINT`` (or the stored login) unless given. Every way an
-upload can fail that is the user's to fix - no token, a refused request, an unreachable or silent Hub, offline mode -
-is a :class:`HubError` that says which step failed and what to check.
-
-No secret reaches the output: every message (the server's words, the endpoint, the library's errors) goes through
-:func:`scratchformer.errors.redact`, which removes the token in use, ``hf_...`` tokens, ``Authorization`` values and
-the ``user:password@`` of an endpoint, and the upload runs under :func:`scratchformer.errors.no_secrets`: what
-huggingface_hub logs meanwhile, and any exception that leaves it (chained ones too), are redacted the same way.
-
-Every request is bounded. huggingface_hub's own http client waits for ever by default, so while the push runs its
-client (made by huggingface_hub's ``set_client_factory`` knob, from the factory already set) gets timeouts: at most
-:data:`CONNECT_TIMEOUT` seconds to connect and :data:`REQUEST_TIMEOUT` seconds without progress in a read or a write
-(a slow upload that keeps sending is never cut). huggingface_hub retries some requests (up to five times, with
-back-off); a push also gives up once tries have failed for :data:`RETRY_BUDGET` seconds in a row. A Hub that accepts
-the connection and never answers is one line after :data:`REQUEST_TIMEOUT` seconds, with the endpoint named.
-
-Those limits bound each step, not the whole: a server that sends one byte every few seconds never trips them. So the
-upload as a whole has a time limit too (:func:`time_limit`: 120 s, plus one second per 100 kB of the folder,
-:func:`scratchformer.loading.transfer_limit`): past it, no further request is sent, the open connections are shut,
-and the push is one line (:func:`scratchformer.loading.within`).
+Every way an upload can fail that is the user's to fix is a :class:`HubError` naming the step and what to check. No
+secret reaches the output: messages go through :func:`~scratchformer.errors.redact`, and the upload runs under
+:func:`~scratchformer.errors.no_secrets` (huggingface_hub's logs, every exception and what it chains). Every request
+is bounded (huggingface_hub's client waits for ever by default): :data:`CONNECT_TIMEOUT` and :data:`REQUEST_TIMEOUT`
+without progress; and since a server that sends one byte every few seconds, or huggingface_hub's retries, outlast
+those, the upload as a whole has a time limit (:func:`scratchformer.loading.transfer_limit` of the folder's size),
+past which the open connections are shut and the push is one line.
 """
 
 from __future__ import annotations
 
 import socket
 import tempfile
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -44,9 +29,6 @@ TOKEN_HELP = ("set HF_TOKEN to a token with write access (https://huggingface.co
 # seconds a Hub request may take to connect, and to make progress in each read or write once connected
 CONNECT_TIMEOUT = 10.0
 REQUEST_TIMEOUT = 20.0
-# seconds of failed tries in a row (timeouts, refused or dropped connections) after which a push gives up, whatever
-# retries huggingface_hub has left; each retry's timeouts are cut to what is left of it
-RETRY_BUDGET = 30.0
 # how long an upload past its time limit (loading.transfer_limit) has to stop, once its connections are shut
 STOP_GRACE = 10.0
 HTTP_HINTS = {401: "the token was rejected: check HF_TOKEN",
@@ -64,22 +46,16 @@ def push(
     endpoint: str | None = None,
     **export_options: Any,
 ) -> Any:
-    """Export ``model_or_folder`` (see :func:`~scratchformer.hub.export`) and upload it to ``repo_id`` in one commit.
-
-    ``repo_id`` must be ``namespace/name``; it is checked before anything else happens, and so are the packages
-    that ``onnx=True`` needs. The export is staged in a
-    fresh temporary folder, which is removed afterwards. The token defaults to ``HF_TOKEN`` (or the stored
-    ``hf auth login``) and the endpoint to ``HF_ENDPOINT`` (or https://huggingface.co). The repo is created if
-    needed (``private`` applies only then). Returns the ``huggingface_hub.CommitInfo`` (``.commit_url``, ``.oid``).
-    Raises :class:`HubError` for a bad repo id, a missing token, a refused request or an unreachable Hub.
-    """
+    """Export ``model_or_folder`` (see :func:`~scratchformer.hub.export`) into a temporary folder and upload it to
+    ``repo_id`` in one commit, creating the repo if needed (``private`` applies only then). The token defaults to
+    ``HF_TOKEN`` (or the stored login), the endpoint to ``HF_ENDPOINT``. Returns the ``huggingface_hub.CommitInfo``."""
     from huggingface_hub import constants, get_token
 
     from .. import __version__
 
-    check_repo_id(repo_id)
+    check_repo_id(repo_id)  # before the staging folder is made
     if export_options.get("onnx"):
-        require_onnx()
+        require_onnx()  # before the token is looked for
     endpoint = endpoint or constants.ENDPOINT
     token = token or get_token()
     if not token:
@@ -88,11 +64,12 @@ def push(
     # SIGTERM and SIGHUP end the block like Ctrl-C, so that the staged export (22 MB for the shipped model) goes too
     with files.signals_end_the_block(), tempfile.TemporaryDirectory(prefix="scratchformer-push-") as tmp:
         folder = export(model_or_folder, Path(tmp) / "export", tokenizer, repo_id=repo_id, **export_options)
-        limit, budget = time_limit(folder), RetryBudget(RETRY_BUDGET)
-        with no_secrets(token), _bounded_requests(budget):
+        size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+        limit, connections = transfer_limit(size), Connections()
+        with no_secrets(token), _bounded_requests(connections):
             try:
                 return within(limit, lambda: _upload(folder, repo_id, private=private, message=message, token=token,
-                                                     endpoint=endpoint), stop=budget.stop, grace=STOP_GRACE)
+                                                     endpoint=endpoint), stop=connections.stop, grace=STOP_GRACE)
             except TimeoutError:
                 raise HubError(redact(
                     f"the push to the Hub at {endpoint} did not finish within its time limit of "
@@ -101,15 +78,10 @@ def push(
                     "again", token)) from None
 
 
-def time_limit(folder: Path) -> float:
-    """Seconds the upload of ``folder`` may take in all (:func:`scratchformer.loading.transfer_limit` of its size)."""
-    return transfer_limit(sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()))
-
-
 def _upload(folder: Path, repo_id: str, *, private: bool, message: str, token: str, endpoint: str) -> Any:
     """Create the repo if needed and commit ``folder`` to it, naming the step that failed in the error (redacted)."""
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+    from huggingface_hub.errors import HfHubHTTPError
 
     api = HfApi(endpoint=endpoint, token=token)
     step = f"creating the repository {repo_id}"
@@ -117,13 +89,8 @@ def _upload(folder: Path, repo_id: str, *, private: bool, message: str, token: s
         repo = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
         step = f"uploading to {repo.repo_id} (the repository exists; nothing was committed)"
         return api.upload_folder(repo_id=repo.repo_id, folder_path=folder, repo_type="model", commit_message=message)
-    except OfflineModeIsEnabled as error:
-        raise HubError("HF_HUB_OFFLINE is set, so uploads are disabled: unset it to push") from error
     except HfHubHTTPError as error:
         raise HubError(redact(_refusal(error, endpoint, step), token)) from None
-    except OutOfRetries as error:
-        raise HubError(redact(f"the Hub at {endpoint} did not answer while {step}: {error}. Check the network "
-                              "connection, proxy settings and HF_ENDPOINT", token)) from None
     except Exception as error:
         if not is_network_error(error):
             raise
@@ -146,20 +113,11 @@ def _refusal(error: Any, endpoint: str, step: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class OutOfRetries(HubError):
-    """Raised from inside a request when tries have failed for longer than the retry budget (not an http error,
-    so huggingface_hub's back-off does not retry it)."""
+class Connections:
+    """The connections of a push, seen through the http client's ``request`` hook, so that a push past its time
+    limit can be stopped (:meth:`stop`)."""
 
-
-class RetryBudget:
-    """The time a push may spend on failed tries in a row, counted per thread (huggingface_hub retries a request in
-    the thread that sent it): a request sent while the thread's previous one got no response (it failed: a timeout,
-    a refused or dropped connection) continues a failing streak, and a response ends it. Used as the http client's
-    ``request`` and ``response`` event hooks."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self._thread = threading.local()
+    def __init__(self) -> None:
         self.stopped = False
         self._sockets: list[Any] = []
 
@@ -171,44 +129,26 @@ class RetryBudget:
             with suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
 
-    def _trace(self, earlier: Callable[[str, dict], Any] | None) -> Callable[[str, dict], Any]:
-        """The http core's ``trace`` extension of a request: notes the socket of each new connection."""
+    def on_request(self, request: Any) -> None:
+        """Refuse a request once stopped (a ``HubError``: huggingface_hub does not retry it); else note the socket
+        of each new connection, through the http core's ``trace`` extension."""
+        if self.stopped:
+            raise HubError("the upload's time limit has passed")
+        earlier = request.extensions.get("trace")
+
         def trace(event: str, info: dict) -> Any:
             if event.endswith("connect_tcp.complete") and info.get("return_value") is not None:
                 connection = info["return_value"].get_extra_info("socket")
                 if connection is not None:
                     self._sockets.append(connection)
             return earlier(event, info) if earlier is not None else None
-        return trace
 
-    def on_request(self, request: Any) -> None:
-        if self.stopped:
-            raise OutOfRetries("the upload's time limit has passed")
-        request.extensions["trace"] = self._trace(request.extensions.get("trace"))
-        now = time.monotonic()
-        state = self._thread
-        sent = getattr(state, "sent", None)
-        if sent is not None:  # the previous request of this thread never got a response
-            state.failing_since = getattr(state, "failing_since", None) or sent
-            state.tries = getattr(state, "tries", 1) + 1
-            left = self.seconds - (now - state.failing_since)
-            if left <= 0:
-                state.sent = None
-                raise OutOfRetries(f"{state.tries - 1} tries failed in {now - state.failing_since:.0f} s (timeouts: "
-                                   f"{CONNECT_TIMEOUT:g} s to connect, {REQUEST_TIMEOUT:g} s without progress)")
-            limits = request.extensions.get("timeout") or {}  # this try may not outlast the budget either
-            request.extensions["timeout"] = {kind: left if value is None else min(value, left)
-                                             for kind, value in limits.items()}
-        state.sent = now
-
-    def on_response(self, response: Any) -> None:
-        self._thread.sent = self._thread.failing_since = None
-        self._thread.tries = 1
+        request.extensions["trace"] = trace
 
 
 @contextmanager
-def _bounded_requests(budget: RetryBudget) -> Iterator[None]:
-    """While the block runs, huggingface_hub's http client has timeouts and ``budget``'s hooks. It is made with
+def _bounded_requests(connections: Connections) -> Iterator[None]:
+    """While the block runs, huggingface_hub's http client has timeouts and ``connections``' hook. It is made with
     huggingface_hub's own knob, ``set_client_factory``, from the factory already set (a user's proxy or
     certificates stay), and that factory is put back afterwards."""
     from huggingface_hub import set_client_factory
@@ -219,9 +159,8 @@ def _bounded_requests(budget: RetryBudget) -> Iterator[None]:
     def bounded_client() -> Any:
         client = previous()
         client.timeout = type(client.timeout)(REQUEST_TIMEOUT, connect=CONNECT_TIMEOUT)
-        hooks = client.event_hooks
-        client.event_hooks = {"request": [*hooks.get("request", []), budget.on_request],
-                              "response": [*hooks.get("response", []), budget.on_response]}
+        client.event_hooks = {**client.event_hooks,
+                              "request": [*client.event_hooks.get("request", []), connections.on_request]}
         return client
 
     set_client_factory(bounded_client)

@@ -1,19 +1,14 @@
-"""What an export reads: the encoder-decoder and its tokenizer, from memory or from a folder.
+"""What an export reads: the encoder-decoder and its tokenizer, from memory or from a folder (through the one loader,
+:func:`scratchformer.loading.load`), checked to fit each other; every refusal is a :class:`HubError`.
 
-A folder loads through the one loader, :func:`scratchformer.loading.load` (our own classes, never the folder's code;
-safetensors only; every weight of the encoder-decoder present), and the tokenizer must fit the model
-(:func:`scratchformer.loading.check_tokenizer_matches`). Every refusal is a :class:`HubError`.
-
-The weights keep the dtype they have in the source (the shipped checkpoint stores float16: its export does too)
-unless ``dtype`` asks for another. The ``dtype`` of the exported ``config.json``, what ``from_pretrained`` gives by
-default, is the source's (:attr:`Source.config_dtype`): the shipped checkpoint's config says float32, so its export,
-float16 on disk, still loads as float32, whatever ``dtype`` the weights are stored in.
+The weights keep the dtype they have in the source unless ``dtype`` asks for another; the exported ``config.json``
+keeps the source's ``dtype`` (what ``from_pretrained`` gives), so the float16 shipped checkpoint still loads as
+float32, as its config says.
 """
 
 from __future__ import annotations
 
 import copy
-import errno
 import json
 import os
 from pathlib import Path
@@ -39,10 +34,9 @@ class Source(NamedTuple):
 
 
 def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any = None) -> Source:
-    """The model, tokenizer and config dtype to export, checked: the full encoder-decoder and a
-    ``ScratchformerTokenizer`` that matches it. ``tokenizer`` (an instance or a folder) replaces the one in the
-    model's folder. ``dtype`` (one of :data:`DTYPES`) is the dtype to store the weights in; by default the source's.
-    A model passed in memory is never changed: another dtype is a converted copy."""
+    """The model, tokenizer and config dtype to export: the full encoder-decoder and a ``ScratchformerTokenizer``
+    that matches it (``tokenizer`` replaces the folder's), the weights in ``dtype`` (a copy: a model passed in memory
+    is never changed)."""
     dtype = _checked_dtype(dtype)
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if source is None:
@@ -86,15 +80,9 @@ def check_finite_when_stored(model: Any, dtype: str) -> None:
 
 
 def check_source(source: Path) -> None:
-    """Before anything is read or written: :class:`HubError` in one line when ``source`` is a loop of symbolic links,
-    no folder, or this user may not read it (a parent folder, the folder, or a file the export reads: the message
-    names the path, the user, its owner and mode; :func:`scratchformer.loading.check_readable`)."""
-    try:
-        os.stat(source)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise HubError(f"{source} is a loop of symbolic links, not a model folder: pass a folder saved with "
-                           "save_pretrained") from None
+    """Before anything is read or written: :class:`HubError` in one line when this user may not read ``source`` (a
+    loop of symbolic links, a parent folder, the folder, or a file the export reads;
+    :func:`scratchformer.loading.check_readable` says which) or it is no folder."""
     try:
         check_readable(source, also=lambda name: name == README or is_card_asset(name))
     except ScratchformerError as error:
@@ -146,10 +134,7 @@ def _load_folder(source: Path, with_tokenizer: bool, dtype: str | None) -> tuple
     """The model of ``source`` with its weights in the dtype they are stored in (``dtype`` where that is not one), its
     tokenizer when ``with_tokenizer``, and the dtype its config names; the caller casts to ``dtype``. ``export`` has
     run :func:`check_source` on it before the output folder was checked."""
-    has_tokenizer = (source / "tokenizer.json").is_file()
-    if with_tokenizer and not has_tokenizer:
-        raise HubError("no tokenizer: pass tokenizer= (--tokenizer) or put tokenizer.json in the model folder; the "
-                       "exported folder must hold one for Hub users")
+    has_tokenizer = with_tokenizer and (source / "tokenizer.json").is_file()
     stored = stored_dtype(source)
     load_as = stored or dtype  # as stored, so that a cast to dtype is checked (check_finite_when_stored); None (mixed
     # or no weights): the loader's default, float32
@@ -158,8 +143,6 @@ def _load_folder(source: Path, with_tokenizer: bool, dtype: str | None) -> tuple
         if has_tokenizer:
             return (*load(source, task="seq2seq", dtype=load_as, strict=True), config_dtype)
         return load_model(source, task="seq2seq", dtype=load_as, strict=True), None, config_dtype
-    except HubError:
-        raise
     except ScratchformerError as error:
         raise HubError(f"cannot export {source}: {error}") from error
 
@@ -169,7 +152,8 @@ def _tokenizer(tokenizer: Any) -> Any:
     from ..models import ScratchformerTokenizer
 
     if tokenizer is None:
-        raise HubError("no tokenizer: pass tokenizer= (--tokenizer); the exported folder must hold one for Hub users")
+        raise HubError("no tokenizer: pass tokenizer= (--tokenizer) or put tokenizer.json in the model folder; the "
+                       "exported folder must hold one for Hub users")
     if isinstance(tokenizer, (str, os.PathLike)):
         try:
             check_readable(tokenizer)  # a named pipe for tokenizer.json would block the read: one line instead
@@ -183,6 +167,5 @@ def _tokenizer(tokenizer: Any) -> Any:
             raise HubError(f"cannot load the tokenizer in {tokenizer}: {error}") from error
     if type(tokenizer).__name__ != "ScratchformerTokenizer":
         raise HubError(f"the tokenizer must be a ScratchformerTokenizer (it writes a tokenizer_config.json that loads "
-                       f"without code), got "
-                       f"{type(tokenizer).__name__}")
+                       f"without code), got {type(tokenizer).__name__}")
     return tokenizer
