@@ -264,8 +264,8 @@ def check_readable(path: str | os.PathLike, also: Callable[[str], bool] | None =
 def locate(name: str | Path, download: bool = True) -> tuple[str, dict[str, Any]]:
     """``(source, options)``: the folder or Hub id that ``name`` stands for, once something is known to be there,
     and the ``from_pretrained`` arguments that read it (:func:`hub_options`; ``download=False``: the Hub is only
-    asked). A command finds all its names so before the first load; where nothing is there, one line with the
-    nearest name. A name that is no alias and no path, and one huggingface_hub takes for a repo id, is a Hub id."""
+    asked). It loads nothing, so a command finds all its names first. A name that is no alias and no path, but a
+    repo id to huggingface_hub, is a Hub id. Where nothing is there: one line, with the nearest name."""
     if str(name) == RANDOM_SCRATCHFORMER:
         return str(name), {}
     source = resolve(name)
@@ -314,7 +314,7 @@ def hub_options(source: str, download: bool = True) -> dict[str, Any]:
             raise _no_model(source, f"{not_cached}, nor on the Hub at {constants.ENDPOINT} (a private repo "
                                     "needs a token: hf auth login)") from error
         if not is_network_error(error):
-            return {}
+            return {}  # another answer (gated, ...): transformers asks again and says what the Hub answered
         raise ScratchformerError(redact(
             f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} to download {source!r}{_nearest(source)} "
             f"({type(error).__name__}: {one_line(error)}), and it is not in the cache: {OFFLINE_HINT}")) from None
