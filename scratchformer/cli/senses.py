@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_command, model_help
+from . import add_command, checked_models, model_help
 
 
 def _senses_command(args: argparse.Namespace) -> int:
+    models = checked_models(args.model, defaults=not args.model)  # before torch loads: a typo costs a second
     from ..analysis.senses import run_senses
 
     run_senses(
         args.data,
-        args.model or ["minilm"],
+        models,
         output=args.output,
         pooling=args.pooling,
         group_by=args.group_by,
@@ -31,7 +32,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--model",
         action="append",
-        help=model_help("a model to evaluate (default: minilm)"),
+        help=model_help("a model to evaluate (default: small, and minilm where the [reference] extra is installed)"),
     )
     parser.add_argument("--pooling", default="mean", choices=["mean", "first", "last"], help="sub-token pooling")
     parser.add_argument("--group-by", default="lemma", choices=("lemma", "lemma_pos"),
