@@ -149,8 +149,8 @@ def test_word_vectors_are_the_extractor_s_pooled_sub_tokens(make):
                                                        "The bank of the river is near the bank on Main Street."]
     expected = ex.sentence_word_embeddings(texts, layers=layers)
     for text, words in zip(texts, expected):
-        encoded = ex.text_encoder.tokenize([text])[0]
-        hidden = ex.text_encoder._hidden_states([encoded])[0, :, : len(encoded.input_ids)]
+        encoded = ex.tokenize([text])[0]
+        hidden = ex._hidden_states([encoded])[0, :, : len(encoded.input_ids)]
         positions, groups, vectors = sentence_rows(ex.model, encoded, hidden, "mean")
         assert positions == list(range(len(words)))
         assert groups == [w[0].location.token_indices for w in words]
@@ -163,7 +163,7 @@ def test_one_sweep_finds_the_tokens_covering_tokens_finds():
     ex = EmbeddingExtractor(model, tokenizer)
     texts = ["Write a poem about a man fishing on a river bank.", "  Two  spaces, and: punctuation!  ",
              "The bank of the river is near the bank on Main Street."]
-    for encoded in ex.text_encoder.tokenize(texts):
+    for encoded in ex.tokenize(texts):
         spans = [(start, end) for _, start, end in words_kept(encoded)]
         assert word_token_indices(encoded, spans) == [covering_tokens(encoded, s, e)[0] for s, e in spans]
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ScratchformerError
+from ..errors import ScratchformerError, quoted
 from ..files import write_json
 from .extractor import LoadedModel, load_extractor, model_sources
 from .layers import LEARNED, describe_layer, is_contextual
@@ -127,13 +127,6 @@ def _pick_context_words(study: Study) -> list[str]:
             if len(w) >= 4 and w.lower() not in _STOPWORDS and w.lower() != study.word.lower() and w not in seen:
                 seen.append(w)
     return seen[:MAX_CONTEXT_WORDS]
-
-
-def check_layer_option(layer: Any) -> None:
-    """What ``--layer`` can be checked for without a model: an integer, not 0 (that is no layer's output)."""
-    if isinstance(layer, bool) or not isinstance(layer, int) or layer == 0:
-        raise ScratchformerError(f"--layer {layer!r} is not a contextual layer: use 1..N (N = the model's number of "
-                                 "layers) or a negative index (-1 = last)")
 
 
 def headline_layer(loaded: LoadedModel, layer: int) -> int:
@@ -236,7 +229,8 @@ def format_table(result: ModelStudy, study: Study) -> str:
     lines.append(f"{'#':>2} {'sense':<8} {'tokens':<22} {'cos(learned, contextual)':>24}  sentence")
     for i, s in enumerate(study.sentences):
         tokens = " ".join(result.target_tokens[i])
-        lines.append(f"{i + 1:>2} {s.sense:<8} {tokens:<22} {result.learned_vs_contextual[i]:>24.3f}  {s.text}")
+        text = s.text if len(s.text) <= 80 else quoted(s.text)  # a 20,000-word sentence stays one short line
+        lines.append(f"{i + 1:>2} {s.sense:<8} {tokens:<22} {result.learned_vs_contextual[i]:>24.3f}  {text}")
     lines.append(f"{'pair':<6} {'relation':<12} {'learned':>8} {'contextual':>10} {'centred':>8}")
     for learned, p in zip(result.learned_cosines, h.pairs):
         lines.append(f"{p.a + 1}-{p.b + 1:<4} {p.relation:<12} {learned.cosine:>8.3f} {p.cosine:>10.3f} "
@@ -377,7 +371,6 @@ def run_compare(
     does the study run, so that a mistake ends the command before any output is half written.
     """
     study = study or make_study()
-    check_layer_option(layer)
     sources = model_sources(models, include_defaults)
     out = check_output_folder(output, sources)  # made once there is something to write
     loaded = [load_extractor(source, texts=[s.text for s in study.sentences], with_decoder=True) for source in sources]

@@ -68,12 +68,8 @@ def resolve_layer(layer: Layer, num_layers: int) -> Layer:
 
 
 def resolve_layers(layers: Layer | Sequence[Layer], num_layers: int) -> list[Layer]:
-    """One layer or a list of layers, each checked and made non-negative; at least one."""
-    single = isinstance(layers, (int, str))
-    resolved = [resolve_layer(x, num_layers) for x in ([layers] if single else layers)]
-    if not resolved:
-        raise ScratchformerError("layers is empty: give at least one layer")
-    return resolved
+    """One layer or a list of layers, each checked and made non-negative."""
+    return [resolve_layer(x, num_layers) for x in ([layers] if isinstance(layers, (int, str)) else layers)]
 
 
 def input_embedding_table(model: torch.nn.Module) -> torch.Tensor:

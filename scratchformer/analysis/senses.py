@@ -39,13 +39,11 @@ import torch
 
 from ..errors import DataError, ScratchformerError
 from ..files import write_json
-from .extractor import check_model_names, load_extractor
+from .extractor import load_extractor, model_list
 from .layers import LEARNED, describe_layer
 from .output import check_output_folder, output_folder
-from .pooling import check_word_pooling
 from .results import LayerScore, SenseReport, sense_score_verdict
 from .sense_data import (
-    GROUP_BY,
     MAX_OCCURRENCES_PER_GROUP,
     MAX_PAIRS_PER_GROUP,
     SenseExample,
@@ -282,22 +280,11 @@ def evaluate_senses(
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def check_options(models: list[str], pooling: str, group_by: str, batch_size: Any, max_groups: Any) -> None:
-    """Everything about the options that can be checked before reading data or loading a model."""
-    check_model_names(models)
-    if not models:
-        raise ScratchformerError("no model to evaluate: give --model (a folder, a Hub id, 'minilm' or 'small')")
-    check_word_pooling(pooling)
-    if group_by not in GROUP_BY:
-        raise ScratchformerError(f"--group-by {group_by!r} must be one of {GROUP_BY}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ScratchformerError(f"--batch-size {batch_size!r} must be a positive integer (texts per forward pass)")
-    if max_groups is not None and (isinstance(max_groups, bool) or not isinstance(max_groups, int) or max_groups < 1):
-        raise ScratchformerError(f"--max-groups {max_groups!r} must be a positive integer (or left out for all)")
-
-
 def first_groups(examples: list[SenseExample], group_by: str, max_groups: int | None) -> list[SenseExample]:
-    """The occurrences of the first ``max_groups`` lemma groups (all of them for ``None``)."""
+    """The occurrences of the first ``max_groups`` lemma groups (all of them for ``None``; 0 or -1 would keep none,
+    or all but the last, in silence)."""
+    if max_groups is not None and max_groups < 1:
+        raise ScratchformerError(f"--max-groups {max_groups!r} must be a positive integer (or left out for all)")
     if max_groups is None:
         return examples
     keep = {i for members in group_examples(examples, group_by)[:max_groups] for i in members}
@@ -321,7 +308,9 @@ def run_senses(
     """
     from .plots import plot_senses
 
-    check_options(models, pooling, group_by, batch_size, max_groups)
+    models = model_list(models)
+    if not models:
+        raise ScratchformerError("no model to evaluate: give --model (a folder, a Hub id, 'minilm' or 'small')")
     examples = first_groups(read_senses_tsv(data), group_by, max_groups)
     used = [examples[i] for i in ScoredPairs.of(examples, group_by).used]
     out = check_output_folder(output, models, [data], writes=(SENSES_JSON, SENSES_PLOT))  # made when it is written

@@ -36,8 +36,6 @@ WordQuery = tuple[str, str] | tuple[str, str, int] | tuple[str, tuple[int, int]]
 
 def sentence_words(sentence: str) -> list[tuple[str, int, int]]:
     """The words of ``sentence`` as ``(word, start, end)``; punctuation is not a word."""
-    if not isinstance(sentence, str):
-        raise ScratchformerError(f"sentence_words needs a str, got {type(sentence).__name__}: {sentence!r:.60}")
     return [(m.group(), m.start(), m.end()) for m in _WORD_RE.finditer(sentence)]
 
 
@@ -131,8 +129,6 @@ def parse_query(index: int, query: Any, tokens_of: Callable[[str], list[str]] | 
         raise ScratchformerError(
             f"query {index} = {quoted(query)}: use (sentence, word), (sentence, word, n) or (sentence, (start, end))")
     sentence, target = query[0], query[1]
-    if not sentence.strip():
-        raise ScratchformerError(f"query {index}: the sentence is empty")
     if isinstance(target, tuple):
         return check_span(sentence, target)
     return find_word(sentence, target, query[2] if len(query) == 3 else 0, tokens_of)
