@@ -308,6 +308,35 @@ def test_the_plan_bounds_what_is_kept_and_is_seeded():
     assert [first[w] for w in plan.words] == sorted(first[w] for w in plan.words)
 
 
+def test_each_plot_says_what_its_dotted_grey_lines_are_and_draws_them(tmp_path):
+    """Self-similarity and MEV said "dotted grey: published values" and had none (the author publishes no aggregate
+    of them): their line is a static embedding's 1, and the title and the page's caption say so."""
+    from scratchformer.analysis.geometry import PLOT_FILES, REFERENCE_VALUES
+    from scratchformer.analysis.geometry_run import geometry_payload
+    from scratchformer.analysis.plots import geometry_figure, plot_geometry
+    from scratchformer.analysis.report import geometry_section
+    from scratchformer.files import write_json
+
+    model, tokenizer = tiny_distilbert()
+    report = measure_geometry(EmbeddingExtractor(model, tokenizer), plan_geometry(SENTENCES, min_occurrences=2),
+                              progress=False)
+    published = {"anisotropy_baseline", "intra_sentence_similarity"}
+    for measure in MEASURES:
+        ax = geometry_figure([report], measure).axes[0]
+        dotted = [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == ":"]
+        assert dotted == [value for _, _, value, _ in REFERENCE_VALUES[measure]]
+        title = ax.get_title()
+        assert ("published values" in title) == (measure in published), (measure, title)
+        assert ("static embedding, 1 by construction" in title) == (measure not in published), (measure, title)
+    write_json(tmp_path / "geometry.json", geometry_payload([report], "s.txt", "text", len(SENTENCES)))
+    plot_geometry([report], tmp_path)
+    section = geometry_section(tmp_path)
+    captions = re.findall(r"<figcaption>(.*?) <span", section)
+    assert len(captions) == len(PLOT_FILES) == 4
+    assert sum("published values" in c for c in captions) == sum("1 by construction (no published" in c
+                                                                 for c in captions) == 2
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--data", "{tmp}/empty.txt"], "the file is empty"),
     (["--data", "{tmp}/once.txt", "--min-occurrences", "2"], "no word occurs in two different sentences"),

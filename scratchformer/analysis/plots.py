@@ -397,9 +397,10 @@ def plot_geometry(reports: Sequence[GeometryReport], folder: str | Path) -> dict
 
 def geometry_figure(reports: Sequence[GeometryReport], measure: str) -> Any:
     """``measure`` per row (learned, embedding output, layers 1..N on x), one line per model: solid raw, dashed
-    after per-dimension standardisation. The published values (:data:`~scratchformer.analysis.geometry.
-    REFERENCE_VALUES`, 12-layer models) are grey horizontal lines, labelled with their model and layer."""
-    from .geometry import MEASURE_NAMES, REFERENCE_VALUES
+    after per-dimension standardisation. The reference values (:data:`~scratchformer.analysis.geometry.
+    REFERENCE_VALUES`: published ones of 12-layer models, or a static embedding's 1) are dotted grey horizontal lines,
+    labelled with what they are; the title says which (:func:`~scratchformer.analysis.geometry.reference_note`)."""
+    from .geometry import MEASURE_NAMES, REFERENCE_VALUES, reference_note
 
     fig = new_figure(figsize=(9, 5))
     ax = fig.subplots()
@@ -420,8 +421,7 @@ def geometry_figure(reports: Sequence[GeometryReport], measure: str) -> Any:
     ax.set_ylabel(MEASURE_NAMES[measure])
     first = reports[0]
     ax.set_title(f"{MEASURE_NAMES[measure]} per layer ({first.data}; {first.words:,} words, "
-                 f"{first.sentences:,} sentences)\ndotted grey: published values (kawine/contextual, 12-layer "
-                 "models)", fontsize=10)
+                 f"{first.sentences:,} sentences)\n{reference_note(measure)}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     return fig

@@ -251,7 +251,7 @@ def _geometry_table(model: dict[str, Any]) -> str:
 def geometry_section(folder: str | Path) -> str:
     """The page's "Embedding geometry" section from ``folder/geometry.json`` (written by ``scratchformer
     geometry --output`` the same folder) and its plots; empty when there is no such file."""
-    from .geometry import GEOMETRY_JSON, MEASURE_NAMES, PLOT_FILES
+    from .geometry import GEOMETRY_JSON, MEASURE_NAMES, PLOT_FILES, reference_note
 
     folder = Path(folder)
     try:
@@ -260,7 +260,7 @@ def geometry_section(folder: str | Path) -> str:
     except (OSError, ValueError, KeyError, TypeError):
         return ""
     figures = "".join(_figure(folder / name, f"{MEASURE_NAMES[m]} per layer, one line per model "
-                              "(dashed: standardised; dotted grey: published values)")
+                              f"(dashed: standardised; {reference_note(m)})")
                       for m, name in PLOT_FILES.items() if (folder / name).is_file())
     return ("<h2>Embedding geometry: how contextual are the vectors?</h2>"
             f"<p>The measures of Ethayarajh (2019) per layer on {_e(Path(str(payload.get('data', ''))).name)}: "
