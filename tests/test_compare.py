@@ -262,6 +262,23 @@ def test_cli_mistakes_end_with_one_error_line(args, message, tmp_path, capsys):
     assert_one_error_line(capsys.readouterr().err, "compare", message)
 
 
+def test_the_table_cuts_a_long_sentence_as_messages_quote_it():
+    """A 20,000-word ``--sentence`` was one 120,000-character table line; the table shows its first 80 characters
+    and its length, as :func:`scratchformer.errors.quoted` does in messages. A short sentence is shown as it is."""
+    from scratchformer.analysis.bank import LayerSummary, ModelStudy, PairScore, format_table
+    from scratchformer.errors import quoted
+
+    long = " ".join(["bank"] * 20_000)
+    study = make_study("bank", [long, "A river bank."])
+    pair = PairScore(0, 1, "cross sense", 0.5, 0.2)
+    summary = LayerSummary(1, "contextual, layer 1 of 1", None, 0.5, 0.1, 1, [pair])
+    result = ModelStudy("m", "m", False, "", 1, 1, [["bank"], ["bank"]], [pair], [0.3, 0.4], summary, [summary])
+    lines = format_table(result, study).splitlines()
+    assert max(map(len, lines)) < 200
+    assert lines[3].endswith(quoted(long)) and "(99,999 characters)" in lines[3]
+    assert lines[4].endswith("  A river bank.")
+
+
 @pytest.mark.parametrize("layer", ["3", "0"])
 def test_cli_layer_out_of_range_names_the_model_and_its_layers(distil_folder, tmp_path, capsys, layer):
     """Checked once, against the loaded model (0 is the embedding-layer output, no layer's)."""
