@@ -429,6 +429,23 @@ def test_long_text_is_truncated_with_a_warning_or_rejected(distil):
         strict.sentence_embeddings([long_text])
 
 
+def test_the_cut_is_the_tokenizer_s_model_max_length_and_max_length_moves_it():
+    """docs/embeddings.md: texts are cut at the tokenizer's ``model_max_length`` (512 for the shipped checkpoint), and
+    at a learned position table's length where that is shorter. Rotary positions have no table, so a rotary encoder
+    embeds a word past 512 tokens once ``max_length`` says so; the truncation warning names the way."""
+    long_text = " ".join(["river"] * 700) + " bank."
+    model, tokenizer = tiny_scratchformer(texts=(RIVER, long_text), position_embedding_type="rope")
+    cut = EmbeddingExtractor(model, tokenizer)
+    assert cut.max_length == tokenizer.model_max_length == 512 > model.config.max_position_embeddings
+    with pytest.warns(UserWarning, match=r"truncated to 512 tokens \(max_length= moves the cut\)"):
+        with pytest.raises(ValueError, match="past the model's maximum of 512 tokens"):
+            cut.word_embedding(long_text, "bank")
+    assert EmbeddingExtractor(model, tokenizer, max_length=1000).word_embedding(long_text, "bank").location.tokens
+    learned, wordpiece = tiny_distilbert(max_position_embeddings=48)
+    wordpiece.model_max_length = 4096  # a tokenizer that says more than the position table holds
+    assert EmbeddingExtractor(learned, wordpiece).max_length == 48
+
+
 def test_errors_about_a_long_sentence_quote_it_cut_to_one_short_line(distil):
     """A 10,000-word sentence is quoted by its first 80 characters and its length, and its words by the first 40 and
     a count, in every message that names it: quoted whole, one line would be 50,000 characters and more."""

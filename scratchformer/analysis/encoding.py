@@ -151,7 +151,8 @@ class TextEncoder:
             raise ScratchformerError(f"{message}; shorten them (only fast tokenizers can be truncated here)")
         if self.long_inputs == "error":
             raise ScratchformerError(f"{message}; shorten them, or use long_inputs='truncate' to cut them")
-        warnings.warn(f"{message}; they were truncated to {self.max_length} tokens", stacklevel=4)
+        warnings.warn(f"{message}; they were truncated to {self.max_length} tokens (max_length= moves the cut)",
+                      stacklevel=4)
 
     # -- the forward pass --------------------------------------------------------------------------------------
 
