@@ -33,10 +33,10 @@ from scratchformer.analysis.geometry import (
 )
 from scratchformer.analysis.geometry_data import plan_geometry, read_sentences
 from scratchformer.analysis.geometry_run import (
-    load_geometry,
+    batch_rows,
+    learned_table,
     measure_geometry,
     run_geometry,
-    sentence_rows,
     word_token_indices,
 )
 from scratchformer.analysis.words import covering_tokens, sentence_words, words_kept
@@ -151,7 +151,8 @@ def test_word_vectors_are_the_extractor_s_pooled_sub_tokens(make):
     for text, words in zip(texts, expected):
         encoded = ex.tokenize([text])[0]
         hidden = ex._hidden_states([encoded])[0, :, : len(encoded.input_ids)]
-        positions, groups, vectors = sentence_rows(ex.model, encoded, hidden, "mean")
+        words_of = batch_rows([encoded], hidden[None], "mean", learned_table(ex.model))
+        positions, groups, vectors = words_of.positions[0], words_of.groups[0], words_of.vectors
         assert positions == list(range(len(words)))
         assert groups == [w[0].location.token_indices for w in words]
         direct = torch.stack([torch.stack([w[k].vector for w in words]) for k in range(len(layers))])
@@ -404,7 +405,6 @@ def test_end_to_end_on_the_shipped_checkpoint_and_minilm(tmp_path, capsys):
     ours, minilm = (GeometryReport.from_dict(m) for m in payload["models"])
     assert ours.rows[1].self_similarity == pytest.approx(1.0, abs=1e-6)  # rotary positions add nothing at layer 0
     assert minilm.rows[1].self_similarity < 0.99  # BERT adds position embeddings there
-    assert [r.layer for r in load_geometry(out / "geometry.json")[0].rows] == [r.layer for r in ours.rows]
     with (out / "geometry_words.csv").open(encoding="utf-8") as handle:
         words = list(csv.DictReader(handle))
     assert {w["word"] for w in words} >= {"river", "bank", "money", "water"}

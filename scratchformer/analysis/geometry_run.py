@@ -110,8 +110,7 @@ class BatchWords:
         return [b - a for a, b in zip(self.starts, self.starts[1:])]
 
 
-def batch_rows(model: torch.nn.Module, batch: list[Encoded], hidden: torch.Tensor, pooling: str,
-               table: torch.Tensor | None) -> BatchWords:
+def batch_rows(batch: list[Encoded], hidden: torch.Tensor, pooling: str, table: torch.Tensor | None) -> BatchWords:
     """The words of ``batch`` (those not cut off, and covered by a token) pooled from ``hidden`` ``(batch, layers +
     1, tokens, dims)`` and the learned ``table`` (``None``: no learned row, as for ALBERT, whose table is narrower
     than its hidden states) in a few tensor operations for the whole batch; the per-sentence work is the Python
@@ -145,14 +144,6 @@ def batch_rows(model: torch.nn.Module, batch: list[Encoded], hidden: torch.Tenso
     return BatchWords(vectors.contiguous(), starts, positions, groups)
 
 
-def sentence_rows(model: torch.nn.Module, encoded: Encoded, hidden: torch.Tensor, pooling: str,
-                  ) -> tuple[list[int], list[list[int]], torch.Tensor]:
-    """One sentence's words as ``(positions, token indices, (rows, words, dims) vectors)``: :func:`batch_rows` for a
-    batch of one (``hidden`` is the sentence's ``(layers + 1, tokens, dims)``)."""
-    words = batch_rows(model, [encoded], hidden[None], pooling, learned_table(model))
-    return words.positions[0], words.groups[0], words.vectors
-
-
 def stream_rows(extractor: EmbeddingExtractor, sentences: list[str], indices: list[int], pooling: str,
                 visit: Callable[[list[int], list[Encoded], BatchWords], None], bar: Any) -> int:
     """Run the sentences ``indices`` through the model a chunk at a time and call ``visit(sentence numbers,
@@ -165,7 +156,7 @@ def stream_rows(extractor: EmbeddingExtractor, sentences: list[str], indices: li
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*longer than the model's maximum")
             for order, batch, hidden in extractor.batches([sentences[s] for s in part]):
-                visit([part[i] for i in order], batch, batch_rows(extractor.model, batch, hidden, pooling, table))
+                visit([part[i] for i in order], batch, batch_rows(batch, hidden, pooling, table))
                 truncated += sum(e.truncated for e in batch)
                 bar.update(len(batch))
     return truncated
@@ -356,13 +347,6 @@ def geometry_payload(reports: list[GeometryReport], data: str, kind: str, senten
                            for m, layer, value, what in marks] for measure, marks in REFERENCE_VALUES.items()}
     return {"data": data, "format": kind, "sentences": sentences, "reference": reference,
             "models": [report.as_dict() for report in reports]}
-
-
-def load_geometry(path: str | Path) -> list[GeometryReport]:
-    """The reports of a ``geometry.json``."""
-    import json
-
-    return [GeometryReport.from_dict(m) for m in json.loads(Path(path).read_text(encoding="utf-8"))["models"]]
 
 
 def write_word_csv(path: Path, reports: list[GeometryReport]) -> Path:

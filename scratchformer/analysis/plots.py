@@ -299,9 +299,8 @@ def _draw_stack(subfig: Any, stack: AttentionStack) -> None:
     bar.ax.tick_params(labelsize=8)
 
 
-def plot_attention(label: str, maps: AttentionMaps, path: str | Path, tokenizer: Any = None) -> Path:
-    """Save :func:`attention_figure` as a PNG (``tokenizer`` is not needed; kept for older callers)."""
-    del tokenizer
+def plot_attention(label: str, maps: AttentionMaps, path: str | Path) -> Path:
+    """Save :func:`attention_figure` as a PNG."""
     return _save(attention_figure(label, maps), path, dpi=100, tight=False)
 
 
