@@ -83,8 +83,7 @@ def find_word(sentence: str, word: str, occurrence: int = 0,
     matches = list(re.finditer(pattern, sentence))
     if not matches:
         raise ScratchformerError(_not_found_message(sentence, word, pattern, tokens_of))
-    valid = isinstance(occurrence, int) and not isinstance(occurrence, bool)
-    if not valid or not -len(matches) <= occurrence < len(matches):
+    if not -len(matches) <= occurrence < len(matches):
         raise ScratchformerError(
             f"occurrence={occurrence!r} is out of range: {quoted(word)} occurs {len(matches)} time(s) in "
             f"{quoted(sentence)}; use 0..{len(matches) - 1} (0 = first, -1 = last)"
@@ -111,10 +110,7 @@ def _some(items: list[str], limit: int = 40) -> str:
 
 def check_span(sentence: str, span: Any) -> WordSpan:
     """A character span ``(start, end)`` that must select non-blank characters of ``sentence``."""
-    try:
-        start, end = (int(span[0]), int(span[1]))
-    except (TypeError, ValueError, IndexError):
-        raise ScratchformerError(f"span={span!r} must be a pair of character positions (start, end)") from None
+    start, end = span
     if not 0 <= start < end <= len(sentence) or not sentence[start:end].strip():
         raise ScratchformerError(
             f"span=({start}, {end}) does not select a word of the {len(sentence)}-character sentence {quoted(sentence)}"
