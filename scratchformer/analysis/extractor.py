@@ -42,7 +42,6 @@ from .layers import (
     Layer,
     count_layers,
     describe_layer,
-    input_embedding_table,
     is_contextual,
     layer_kind,
     resolve_layer,
@@ -87,16 +86,12 @@ class EmbeddingExtractor(TextEncoder):
         """Check ``layer`` and turn a negative index into a non-negative one (``-1`` -> ``num_layers``)."""
         return resolve_layer(layer, self.num_layers)
 
-    def input_embedding_table(self) -> torch.Tensor:
-        """The learned input embedding matrix ``(vocab_size, hidden_size)``; an error if the model has none."""
-        return input_embedding_table(self.model)
-
     # -- token-level -------------------------------------------------------------------------------------------
 
     def token_embeddings(self, texts: str | Sequence[str], layer: Layer = -1) -> list[TokenEmbeddings]:
         """Per-token vectors of each text at ``layer`` ("learned", 0 = embedding-layer output, k = layer k)."""
         texts = [texts] if isinstance(texts, str) else texts
-        (layer,) = self._layers(layer)
+        (layer,) = resolve_layers(layer, self.num_layers)
 
         def keep(i: int, e: Encoded, hidden: torch.Tensor) -> TokenEmbeddings:
             return TokenEmbeddings(
@@ -146,7 +141,7 @@ class EmbeddingExtractor(TextEncoder):
         """Batched word vectors. Each query is ``(sentence, word)``, ``(sentence, word, occurrence)`` or
         ``(sentence, (start, end))`` (a character span). Returns, per query, one :class:`WordEmbedding` per layer
         in ``layers`` (one forward pass for all layers)."""
-        layer_list = self._layers(layers)
+        layer_list = resolve_layers(layers, self.num_layers)
         spans = [parse_query(q, query, self._sentence_tokens) for q, query in enumerate(queries)]
 
         def keep(i: int, e: Encoded, hidden: torch.Tensor) -> list[WordEmbedding]:
@@ -184,7 +179,7 @@ class EmbeddingExtractor(TextEncoder):
         ``result[s][w][l]`` is word ``w`` of sentence ``s`` at the ``l``-th of ``layers``. Words past a truncation
         are left out."""
         sentences = [sentences] if isinstance(sentences, str) else list(sentences)
-        layer_list = self._layers(layers)
+        layer_list = resolve_layers(layers, self.num_layers)
 
         def keep(i: int, e: Encoded, hidden: torch.Tensor) -> list[list[WordEmbedding]]:
             words = []
@@ -218,7 +213,7 @@ class EmbeddingExtractor(TextEncoder):
         vectors equal sentence-transformers' ``Pooling`` on the same model's ``last_hidden_state``.
         """
         sentences = [sentences] if isinstance(sentences, str) else list(sentences)
-        (layer,) = self._layers(layer)
+        (layer,) = resolve_layers(layer, self.num_layers)
         truncated = [False] * len(sentences)
 
         def keep(i: int, e: Encoded, hidden: torch.Tensor) -> torch.Tensor:
@@ -239,13 +234,6 @@ class EmbeddingExtractor(TextEncoder):
         return attention_maps(self, sentence, target)
 
     # -- helpers -----------------------------------------------------------------------------------------------
-
-    def _layers(self, layers: Layer | Sequence[Layer]) -> list[Layer]:
-        """Resolved layers; asking for learned vectors of a model without a table fails before any forward pass."""
-        resolved = resolve_layers(layers, self.num_layers)
-        if LEARNED in resolved:
-            input_embedding_table(self.model)
-        return resolved
 
     def _sentence_tokens(self, sentence: str) -> list[str]:
         """The token strings of ``sentence`` (for error messages)."""
