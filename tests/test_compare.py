@@ -279,6 +279,22 @@ def test_the_table_cuts_a_long_sentence_as_messages_quote_it():
     assert lines[4].endswith("  A river bank.")
 
 
+def test_the_attention_figure_title_quotes_a_long_sentence_cut():
+    """The attention figure's title named the sentence whole: 100,000 characters of title for a 20,000-word one."""
+    import warnings
+
+    from scratchformer.analysis.plots import attention_figure
+    from scratchformer.errors import quoted
+
+    long = " ".join(["bank"] * 20_000)
+    model, tokenizer = tiny_distilbert()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # truncated to the tiny model's 64 tokens
+        maps = EmbeddingExtractor(model, tokenizer).attention_maps(long)
+    title = attention_figure("m", maps)._suptitle.get_text()
+    assert quoted(long) in title and len(title) < 400
+
+
 @pytest.mark.parametrize("layer", ["3", "0"])
 def test_cli_layer_out_of_range_names_the_model_and_its_layers(distil_folder, tmp_path, capsys, layer):
     """Checked once, against the loaded model (0 is the embedding-layer output, no layer's)."""

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ScratchformerError, quoted
+from ..errors import ScratchformerError
 from ..files import write_json
 from .extractor import LoadedModel, load_extractor, model_sources
 from .layers import LEARNED, describe_layer, is_contextual
@@ -46,7 +46,7 @@ from .results import (  # the study's types; re-exported: `from scratchformer.an
     StudyVectors,
 )
 from .similarity import centred_cosine, cosine, unrelated_pair_baseline
-from .words import find_word, sentence_words
+from .words import find_word, sentence_words, shown
 
 # ----------------------------------------------------------------------------------------------------------------
 # The study
@@ -229,8 +229,7 @@ def format_table(result: ModelStudy, study: Study) -> str:
     lines.append(f"{'#':>2} {'sense':<8} {'tokens':<22} {'cos(learned, contextual)':>24}  sentence")
     for i, s in enumerate(study.sentences):
         tokens = " ".join(result.target_tokens[i])
-        text = s.text if len(s.text) <= 80 else quoted(s.text)  # a 20,000-word sentence stays one short line
-        lines.append(f"{i + 1:>2} {s.sense:<8} {tokens:<22} {result.learned_vs_contextual[i]:>24.3f}  {text}")
+        lines.append(f"{i + 1:>2} {s.sense:<8} {tokens:<22} {result.learned_vs_contextual[i]:>24.3f}  {shown(s.text)}")
     lines.append(f"{'pair':<6} {'relation':<12} {'learned':>8} {'contextual':>10} {'centred':>8}")
     for learned, p in zip(result.learned_cosines, h.pairs):
         lines.append(f"{p.a + 1}-{p.b + 1:<4} {p.relation:<12} {learned.cosine:>8.3f} {p.cosine:>10.3f} "

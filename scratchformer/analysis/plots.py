@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import files
+from ..errors import quoted
 from .label_placement import place_labels
+from .words import shown
 
 if TYPE_CHECKING:
     from .attention import AttentionMaps, AttentionStack
@@ -173,7 +175,7 @@ def projection_figure(entries: Sequence[tuple[ModelStudy, StudyVectors]], study:
         labels[r, 1] = _projection_panel(axes[r][1], study, vectors, vectors.layer_index, colours)
         axes[r][1].set_title(f"{result.label}\ncontextual vectors, layer {result.layer} of {result.num_layers}\n"
                              f"{result.verdict}", fontsize=10)
-    sentences = "\n".join(f"{i + 1} ({s.sense}): {s.text}" for i, s in enumerate(study.sentences))
+    sentences = "\n".join(f"{i + 1} ({s.sense}): {shown(s.text)}" for i, s in enumerate(study.sentences))
     height = fig.get_size_inches()[1]
     fig.suptitle(f"{study.word!r} in context: learned vs contextual vectors (2-D PCA, computed per panel)",
                  fontsize=12, y=1 - 0.1 / height, va="top")
@@ -333,7 +335,7 @@ def attention_figure(label: str, maps: AttentionMaps) -> Any:
             parts[-1].text(0.04, 0.5, note, fontsize=9.5, va="center", ha="left", color="#7a1f00")
         else:
             blocks[1].supxlabel(f"Decoder: {lower[0].note}. Its input: {reads}", fontsize=9.5, color="#7a1f00")
-    fig.suptitle(f"{label}: attention in {maps.text!r}\nrows = queries, columns = keys (each row sums to 1). Colour = "
+    fig.suptitle(f"{label}: attention in {quoted(maps.text)}\nrows = queries, columns = keys (each row sums to 1). Colour = "
                  "weight on a square-root scale from 0 to 1, the same in every panel and model. Thin lines frame a "
                  "word of several tokens.", fontsize=10.5)
     return fig

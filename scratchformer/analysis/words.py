@@ -31,6 +31,12 @@ def is_word_character(character: str) -> bool:
     return re.fullmatch(_W, character) is not None
 
 
+def shown(text: str, limit: int = 80) -> str:
+    """``text`` for a table or a figure: as it is, or past ``limit`` characters cut as messages quote it
+    (:func:`~scratchformer.errors.quoted`), so that a 20,000-word sentence stays one short line."""
+    return text if len(text) <= limit else quoted(text, limit)
+
+
 WordQuery = tuple[str, str] | tuple[str, str, int] | tuple[str, tuple[int, int]]  # see :func:`parse_query`
 
 
