@@ -214,18 +214,16 @@ def _sentence_vectors(extractor: Any, examples: list[SenseExample]) -> torch.Ten
     return pooled.vectors.double()
 
 
-def _layer_score(layer: Any, num_layers: int, raw: torch.Tensor, centred: torch.Tensor, groups: list[list[int]],
-                 senses: list[Any], pairs: tuple[np.ndarray, np.ndarray], same: np.ndarray,
-                 pair_group: np.ndarray) -> LayerScore:
+def _layer_score(layer: Any, num_layers: int, raw: torch.Tensor, centred: torch.Tensor, p: ScoredPairs) -> LayerScore:
     """Scores of one layer from its ``(occurrences, hidden)`` raw and mean-centred word vectors."""
-    cosines = pair_cosines(raw, *pairs)
+    cosines = pair_cosines(raw, p.pair_a, p.pair_b)
     return LayerScore(
         layer=layer,
         description=describe_layer(layer, num_layers),
-        roc_auc=roc_auc(same, cosines),
-        nn_accuracy=nn_accuracy(torch.nn.functional.normalize(raw, dim=-1), groups, senses),
-        roc_auc_centred=roc_auc(same, pair_cosines(centred, *pairs)),
-        roc_auc_within_group=within_group_roc_auc(same, cosines, pair_group),
+        roc_auc=roc_auc(p.same, cosines),
+        nn_accuracy=nn_accuracy(torch.nn.functional.normalize(raw, dim=-1), p.groups, p.senses),
+        roc_auc_centred=roc_auc(p.same, pair_cosines(centred, p.pair_a, p.pair_b)),
+        roc_auc_within_group=within_group_roc_auc(p.same, cosines, p.pair_group),
     )
 
 
@@ -241,15 +239,13 @@ def evaluate_senses(
     """Score ``extractor`` (an :class:`~scratchformer.analysis.extractor.EmbeddingExtractor`) on word-sense pairs;
     a group with more than :data:`MAX_OCCURRENCES_PER_GROUP` occurrences on a seeded sample of that many."""
     scored = ScoredPairs.of(examples, group_by)
-    used, groups, senses, same = scored.used, scored.groups, scored.senses, scored.same
-    pair_a, pair_b = scored.pair_a, scored.pair_b
+    used, groups, same, pair_a, pair_b = scored.used, scored.groups, scored.same, scored.pair_a, scored.pair_b
     layers = [LEARNED, *range(extractor.num_layers + 1)]
     raw, token_ids = _word_vectors(extractor, [examples[i] for i in used], layers, pooling)  # (used, layers, hidden)
     centred = raw - raw.mean(dim=0, keepdim=True)
-    chance = nn_chance(groups, senses)
-    pair_group = scored.pair_group
-    scores = [_layer_score(layer, extractor.num_layers, raw[:, k], centred[:, k], groups, senses,
-                           (pair_a, pair_b), same, pair_group) for k, layer in enumerate(layers)]
+    chance = nn_chance(groups, scored.senses)
+    scores = [_layer_score(layer, extractor.num_layers, raw[:, k], centred[:, k], scored)
+              for k, layer in enumerate(layers)]
     sentence_cosines = pair_cosines(_sentence_vectors(extractor, [examples[i] for i in used]), pair_a, pair_b)
     return SenseReport(
         model=model_label or extractor.model_name,
@@ -269,7 +265,7 @@ def evaluate_senses(
         max_occurrences_per_group=MAX_OCCURRENCES_PER_GROUP,
         sampled_groups=scored.sampled_groups,
         sentence_roc_auc=roc_auc(same, sentence_cosines),
-        sentence_roc_auc_within_group=within_group_roc_auc(same, sentence_cosines, pair_group),
+        sentence_roc_auc_within_group=within_group_roc_auc(same, sentence_cosines, scored.pair_group),
         layers=scores,
         verdict=sense_score_verdict(scores),
     )
