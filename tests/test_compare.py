@@ -246,7 +246,6 @@ def assert_one_error_line(err: str, command: str, message: str) -> None:
         (["--sense", "river", *NO_MODEL], r"--sense labels the --sentence options"),
         (["--sentence", "a bat", "--sentence", "the bat", *NO_MODEL], r"--sentence needs --word"),
         (["--context-word", "River", *NO_MODEL], r"--context-word \['River'\] is not a word of the study"),
-        (["--layer", "0", *NO_MODEL], r"--layer 0 is not a contextual layer"),
         (["--no-defaults"], r"no model to compare"),
         (["--no-defaults", "--model", "does/not/exist"], r"no model at 'does/not/exist'"),
         (["--output", "{file}", *NO_MODEL], r"--output .* is a file, not a folder"),
@@ -263,12 +262,48 @@ def test_cli_mistakes_end_with_one_error_line(args, message, tmp_path, capsys):
     assert_one_error_line(capsys.readouterr().err, "compare", message)
 
 
-def test_cli_layer_out_of_range_names_the_model_and_its_layers(distil_folder, tmp_path, capsys):
+def test_the_table_cuts_a_long_sentence_as_messages_quote_it():
+    """A 20,000-word ``--sentence`` was one 120,000-character table line; the table shows its first 80 characters
+    and its length, as :func:`scratchformer.errors.quoted` does in messages. A short sentence is shown as it is."""
+    from scratchformer.analysis.bank import LayerSummary, ModelStudy, PairScore, format_table
+    from scratchformer.errors import quoted
+
+    long = " ".join(["bank"] * 20_000)
+    study = make_study("bank", [long, "A river bank."])
+    pair = PairScore(0, 1, "cross sense", 0.5, 0.2)
+    summary = LayerSummary(1, "contextual, layer 1 of 1", None, 0.5, 0.1, 1, [pair])
+    result = ModelStudy("m", "m", False, "", 1, 1, [["bank"], ["bank"]], [pair], [0.3, 0.4], summary, [summary])
+    lines = format_table(result, study).splitlines()
+    assert max(map(len, lines)) < 200
+    assert lines[3].endswith(quoted(long)) and "(99,999 characters)" in lines[3]
+    assert lines[4].endswith("  A river bank.")
+
+
+def test_the_attention_figure_title_quotes_a_long_sentence_cut():
+    """The attention figure's title named the sentence whole: 100,000 characters of title for a 20,000-word one."""
+    import warnings
+
+    from scratchformer.analysis.plots import attention_figure
+    from scratchformer.errors import quoted
+
+    long = " ".join(["bank"] * 20_000)
+    model, tokenizer = tiny_distilbert()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # truncated to the tiny model's 64 tokens
+        maps = EmbeddingExtractor(model, tokenizer).attention_maps(long)
+    title = attention_figure("m", maps)._suptitle.get_text()
+    assert quoted(long) in title and len(title) < 400
+
+
+@pytest.mark.parametrize("layer", ["3", "0"])
+def test_cli_layer_out_of_range_names_the_model_and_its_layers(distil_folder, tmp_path, capsys, layer):
+    """Checked once, against the loaded model (0 is the embedding-layer output, no layer's)."""
     from scratchformer.cli import main
 
-    assert main(["compare", "--no-defaults", "--model", str(distil_folder), "--layer", "3", "--output",
+    assert main(["compare", "--no-defaults", "--model", str(distil_folder), "--layer", layer, "--output",
                  str(tmp_path), "--no-plots"]) == 2
-    assert_one_error_line(capsys.readouterr().err, "compare", r"--layer 3 is out of range for .*2 layers: use 1\.\.2")
+    assert_one_error_line(capsys.readouterr().err, "compare",
+                          rf"--layer {layer} is out of range for .*2 layers: use 1\.\.2")
     assert not (tmp_path / "compare.json").exists()
 
 
@@ -376,18 +411,21 @@ def test_a_run_that_fails_leaves_no_empty_output_folder(tmp_path):
     assert not (tmp_path / "not").exists()
 
 
-@pytest.mark.parametrize("models", ["minilm", 5, [None]], ids=["one str", "an int", "a None name"])
-def test_the_studies_refuse_models_that_are_not_a_list_of_names(tmp_path, models):
-    """``run_compare("minilm")`` read the name as its characters ("no model at 'm'"); so would senses and
-    geometry. Each study refuses it before reading data or loading a model, and writes nothing."""
+def test_one_model_name_alone_is_one_model_in_every_study(tmp_path):
+    """``run_compare("minilm")`` read the name as its characters ("no model at 'm'"); a ``str`` is one model name
+    in all three studies now (issue 66: take what the caller means instead of refusing it). Here the data file is
+    missing, so senses and geometry stop there, before any model loads; a number is Python's TypeError."""
+    from scratchformer.analysis.extractor import model_list
     from scratchformer.analysis.geometry_run import run_geometry
     from scratchformer.analysis.senses import run_senses
-    from scratchformer.errors import ScratchformerError
+    from scratchformer.errors import DataError
 
-    data = tmp_path / "missing.tsv"  # never read: the models are checked first
-    for run in (lambda: run_compare(models, include_defaults=False, output=tmp_path / "c", quiet=True),
-                lambda: run_senses(data, models, output=tmp_path / "s", quiet=True),
-                lambda: run_geometry(data, models, output=tmp_path / "g", quiet=True)):
-        with pytest.raises(ScratchformerError, match=r"models must be a list of model names .* e.g. \['minilm'\]"):
+    assert model_list("minilm") == ["minilm"] and model_list(("a", "b")) == ["a", "b"] and model_list(None) == []
+    data = tmp_path / "missing.tsv"
+    for run in (lambda: run_senses(data, "minilm", output=tmp_path / "s", quiet=True),
+                lambda: run_geometry(data, "minilm", output=tmp_path / "g", quiet=True)):
+        with pytest.raises(DataError, match="missing.tsv"):
             run()
+    with pytest.raises(TypeError, match="'int' object is not iterable"):
+        run_compare(5, include_defaults=False, output=tmp_path / "c", quiet=True)
     assert sorted(path.name for path in tmp_path.iterdir()) == []

@@ -33,10 +33,10 @@ from scratchformer.analysis.geometry import (
 )
 from scratchformer.analysis.geometry_data import plan_geometry, read_sentences
 from scratchformer.analysis.geometry_run import (
-    load_geometry,
+    batch_rows,
+    learned_table,
     measure_geometry,
     run_geometry,
-    sentence_rows,
     word_token_indices,
 )
 from scratchformer.analysis.words import covering_tokens, sentence_words, words_kept
@@ -149,9 +149,10 @@ def test_word_vectors_are_the_extractor_s_pooled_sub_tokens(make):
                                                        "The bank of the river is near the bank on Main Street."]
     expected = ex.sentence_word_embeddings(texts, layers=layers)
     for text, words in zip(texts, expected):
-        encoded = ex.text_encoder.tokenize([text])[0]
-        hidden = ex.text_encoder._hidden_states([encoded])[0, :, : len(encoded.input_ids)]
-        positions, groups, vectors = sentence_rows(ex.model, encoded, hidden, "mean")
+        encoded = ex.tokenize([text])[0]
+        hidden = ex._hidden_states([encoded])[0, :, : len(encoded.input_ids)]
+        words_of = batch_rows([encoded], hidden[None], "mean", learned_table(ex.model))
+        positions, groups, vectors = words_of.positions[0], words_of.groups[0], words_of.vectors
         assert positions == list(range(len(words)))
         assert groups == [w[0].location.token_indices for w in words]
         direct = torch.stack([torch.stack([w[k].vector for w in words]) for k in range(len(layers))])
@@ -163,7 +164,7 @@ def test_one_sweep_finds_the_tokens_covering_tokens_finds():
     ex = EmbeddingExtractor(model, tokenizer)
     texts = ["Write a poem about a man fishing on a river bank.", "  Two  spaces, and: punctuation!  ",
              "The bank of the river is near the bank on Main Street."]
-    for encoded in ex.text_encoder.tokenize(texts):
+    for encoded in ex.tokenize(texts):
         spans = [(start, end) for _, start, end in words_kept(encoded)]
         assert word_token_indices(encoded, spans) == [covering_tokens(encoded, s, e)[0] for s, e in spans]
 
@@ -308,6 +309,35 @@ def test_the_plan_bounds_what_is_kept_and_is_seeded():
     assert [first[w] for w in plan.words] == sorted(first[w] for w in plan.words)
 
 
+def test_each_plot_says_what_its_dotted_grey_lines_are_and_draws_them(tmp_path):
+    """Self-similarity and MEV said "dotted grey: published values" and had none (the author publishes no aggregate
+    of them): their line is a static embedding's 1, and the title and the page's caption say so."""
+    from scratchformer.analysis.geometry import PLOT_FILES, REFERENCE_VALUES
+    from scratchformer.analysis.geometry_run import geometry_payload
+    from scratchformer.analysis.plots import geometry_figure, plot_geometry
+    from scratchformer.analysis.report import geometry_section
+    from scratchformer.files import write_json
+
+    model, tokenizer = tiny_distilbert()
+    report = measure_geometry(EmbeddingExtractor(model, tokenizer), plan_geometry(SENTENCES, min_occurrences=2),
+                              progress=False)
+    published = {"anisotropy_baseline", "intra_sentence_similarity"}
+    for measure in MEASURES:
+        ax = geometry_figure([report], measure).axes[0]
+        dotted = [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == ":"]
+        assert dotted == [value for _, _, value, _ in REFERENCE_VALUES[measure]]
+        title = ax.get_title()
+        assert ("published values" in title) == (measure in published), (measure, title)
+        assert ("static embedding, 1 by construction" in title) == (measure not in published), (measure, title)
+    write_json(tmp_path / "geometry.json", geometry_payload([report], "s.txt", "text", len(SENTENCES)))
+    plot_geometry([report], tmp_path)
+    section = geometry_section(tmp_path)
+    captions = re.findall(r"<figcaption>(.*?) <span", section)
+    assert len(captions) == len(PLOT_FILES) == 4
+    assert sum("published values" in c for c in captions) == sum("1 by construction (no published" in c
+                                                                 for c in captions) == 2
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--data", "{tmp}/empty.txt"], "the file is empty"),
     (["--data", "{tmp}/once.txt", "--min-occurrences", "2"], "no word occurs in two different sentences"),
@@ -375,7 +405,6 @@ def test_end_to_end_on_the_shipped_checkpoint_and_minilm(tmp_path, capsys):
     ours, minilm = (GeometryReport.from_dict(m) for m in payload["models"])
     assert ours.rows[1].self_similarity == pytest.approx(1.0, abs=1e-6)  # rotary positions add nothing at layer 0
     assert minilm.rows[1].self_similarity < 0.99  # BERT adds position embeddings there
-    assert [r.layer for r in load_geometry(out / "geometry.json")[0].rows] == [r.layer for r in ours.rows]
     with (out / "geometry_words.csv").open(encoding="utf-8") as handle:
         words = list(csv.DictReader(handle))
     assert {w["word"] for w in words} >= {"river", "bank", "money", "water"}

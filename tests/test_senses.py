@@ -348,7 +348,6 @@ def test_minilm_on_dev_subset(shared_data):
         ("integer", [], r"bad.tsv:2: start='x' and end='8' must be integers"),
         ("latin1", [], r"bad.tsv:2: not UTF-8 text"),
         ("empty", [], r"the file is empty"),
-        ("good", ["--batch-size", "0"], r"--batch-size 0 must be a positive integer"),
         ("good", ["--max-groups", "0"], r"--max-groups 0 must be a positive integer"),
         ("good", ["--output", "{file}"], r"--output .* is a file, not a folder"),
         ("good", [], r"no model at 'does/not/exist'"),

@@ -9,8 +9,8 @@ The extractor and the pieces it is made of:
 - :mod:`~scratchformer.analysis.similarity` - cosine with its unrelated-pair baseline and centred cosine;
 - :mod:`~scratchformer.analysis.attention` - attention maps, with the switch to the eager kernel, and bertviz's inputs;
 - :mod:`~scratchformer.analysis.results` - the result dataclasses;
-- :mod:`~scratchformer.analysis.extractor` - :class:`EmbeddingExtractor`, the façade over all of the above, and
-  :func:`load_extractor`.
+- :mod:`~scratchformer.analysis.extractor` - :class:`EmbeddingExtractor`, the ``TextEncoder`` that uses all of the
+  above, and :func:`load_extractor`.
 
 The studies built on it:
 

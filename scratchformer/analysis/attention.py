@@ -72,12 +72,11 @@ class AttentionMaps:
 
     def stacks(self) -> list[AttentionStack]:
         """Encoder self-attention and, for an encoder-decoder, decoder self-attention and cross-attention."""
-        groups = self.groups or [TokenGroup(t, i, i + 1) for i, t in enumerate(self.tokens)]
+        groups, decoder_groups = self.groups, self.decoder_groups
         stacks = [AttentionStack("encoder", "encoder self-attention", self.encoder, self.tokens, self.tokens,
                                  groups, groups)]
         if self.decoder is None:
             return stacks
-        decoder_groups = self.decoder_groups or [TokenGroup(t, i, i + 1) for i, t in enumerate(self.decoder_tokens)]
         note = (TEACHER_FORCING_NOTE if self.target is None
                 else f"the decoder was fed the target {self.target!r} shifted one token right (teacher forcing)")
         stacks.append(AttentionStack("decoder", "decoder self-attention (causal)", self.decoder, self.decoder_tokens,

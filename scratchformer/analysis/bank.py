@@ -44,9 +44,10 @@ from .results import (  # the study's types; re-exported: `from scratchformer.an
     StudyRun,
     StudySentence,
     StudyVectors,
+    number,
 )
 from .similarity import centred_cosine, cosine, unrelated_pair_baseline
-from .words import find_word, sentence_words
+from .words import find_word, sentence_words, shown
 
 # ----------------------------------------------------------------------------------------------------------------
 # The study
@@ -129,13 +130,6 @@ def _pick_context_words(study: Study) -> list[str]:
     return seen[:MAX_CONTEXT_WORDS]
 
 
-def check_layer_option(layer: Any) -> None:
-    """What ``--layer`` can be checked for without a model: an integer, not 0 (that is no layer's output)."""
-    if isinstance(layer, bool) or not isinstance(layer, int) or layer == 0:
-        raise ScratchformerError(f"--layer {layer!r} is not a contextual layer: use 1..N (N = the model's number of "
-                                 "layers) or a negative index (-1 = last)")
-
-
 def headline_layer(loaded: LoadedModel, layer: int) -> int:
     """``layer`` checked against the model's depth, made non-negative."""
     n = loaded.extractor.num_layers
@@ -150,17 +144,9 @@ def headline_layer(loaded: LoadedModel, layer: int) -> int:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def separates_senses(summary: LayerSummary) -> bool | None:
-    """Whether the study word is closer to itself in the same sense than across senses at this layer (mean
-    contextual cosines); ``None`` when the study has no same-sense or no cross-sense pair."""
-    if summary.same_sense_mean is None or summary.cross_sense_mean is None:
-        return None
-    return summary.same_sense_mean > summary.cross_sense_mean
-
-
 def sense_verdict(summary: LayerSummary) -> str:
     """The one-line answer of the study: ``senses separated: yes (same-sense 0.866 > cross-sense 0.768)``."""
-    separated = separates_senses(summary)
+    separated = summary.separated
     if separated is None:
         return "senses separated: n/a (needs two sentences of the same sense and sentences of two senses)"
     same, cross = summary.same_sense_mean, summary.cross_sense_mean
@@ -224,10 +210,6 @@ def run_study(loaded: LoadedModel, study: Study, layer: int = -1) -> tuple[Model
     return result, vectors
 
 
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
 def format_table(result: ModelStudy, study: Study) -> str:
     """The per-model table printed by ``scratchformer compare``."""
     h = result.headline
@@ -236,19 +218,19 @@ def format_table(result: ModelStudy, study: Study) -> str:
     lines.append(f"{'#':>2} {'sense':<8} {'tokens':<22} {'cos(learned, contextual)':>24}  sentence")
     for i, s in enumerate(study.sentences):
         tokens = " ".join(result.target_tokens[i])
-        lines.append(f"{i + 1:>2} {s.sense:<8} {tokens:<22} {result.learned_vs_contextual[i]:>24.3f}  {s.text}")
+        lines.append(f"{i + 1:>2} {s.sense:<8} {tokens:<22} {result.learned_vs_contextual[i]:>24.3f}  {shown(s.text)}")
     lines.append(f"{'pair':<6} {'relation':<12} {'learned':>8} {'contextual':>10} {'centred':>8}")
     for learned, p in zip(result.learned_cosines, h.pairs):
         lines.append(f"{p.a + 1}-{p.b + 1:<4} {p.relation:<12} {learned.cosine:>8.3f} {p.cosine:>10.3f} "
                      f"{p.centred_cosine:>8.3f}")
     lines.append(
-        f"contextual: same-sense {_fmt(h.same_sense_mean)}, cross-sense {_fmt(h.cross_sense_mean)}, baseline "
-        f"(unrelated word pairs, n={h.baseline_pairs}) {_fmt(h.baseline)}"
+        f"contextual: same-sense {number(h.same_sense_mean)}, cross-sense {number(h.cross_sense_mean)}, baseline "
+        f"(unrelated word pairs, n={h.baseline_pairs}) {number(h.baseline)}"
     )
     lines.append("per layer (same / cross / baseline): " + "  ".join(
-        f"{s.layer}: {_fmt(s.same_sense_mean)}/{_fmt(s.cross_sense_mean)}/{_fmt(s.baseline)}" for s in result.per_layer
+        f"{s.layer}: {number(s.same_sense_mean)}/{number(s.cross_sense_mean)}/{number(s.baseline)}" for s in result.per_layer
     ))
-    separated = [str(s.layer) for s in result.per_layer if separates_senses(s)]
+    separated = [str(s.layer) for s in result.per_layer if s.separated]
     lines.append("same-sense > cross-sense at layers: " + (", ".join(separated) or "none"))
     lines.append(f"verdict: {result.verdict}")
     return "\n".join(lines)
@@ -377,7 +359,6 @@ def run_compare(
     does the study run, so that a mistake ends the command before any output is half written.
     """
     study = study or make_study()
-    check_layer_option(layer)
     sources = model_sources(models, include_defaults)
     out = check_output_folder(output, sources)  # made once there is something to write
     loaded = [load_extractor(source, texts=[s.text for s in study.sentences], with_decoder=True) for source in sources]

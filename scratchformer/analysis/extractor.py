@@ -1,14 +1,7 @@
 """Learned, embedding-layer and contextual embeddings from any Hugging Face encoder or encoder-decoder.
 
-:class:`EmbeddingExtractor` is the one object a caller needs; it is a façade over the pieces that do the work:
-
-- :mod:`~scratchformer.analysis.encoding` - tokenization, length-sorted batches, the forward pass;
-- :mod:`~scratchformer.analysis.layers` - what ``layer="learned"``, ``0`` and ``k`` mean;
-- :mod:`~scratchformer.analysis.words` - finding a word's characters and the tokens that cover them;
-- :mod:`~scratchformer.analysis.pooling` - word and sentence pooling;
-- :mod:`~scratchformer.analysis.similarity` - cosine with its unrelated-pair baseline and centred cosine;
-- :mod:`~scratchformer.analysis.attention` - attention maps, with the eager-kernel switch;
-- :mod:`~scratchformer.analysis.results` - the result dataclasses.
+:class:`EmbeddingExtractor` is the one object a caller needs: a :class:`~scratchformer.analysis.encoding.TextEncoder`
+(texts in, hidden states out) that finds words and pools their vectors (the pieces: :mod:`scratchformer.analysis`).
 
 Three different tensors are all called "the embedding of a token"; keeping them apart is the point:
 
@@ -37,7 +30,7 @@ import os
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -49,39 +42,23 @@ from .layers import (
     Layer,
     count_layers,
     describe_layer,
-    input_embedding_table,
+    is_contextual,
     layer_kind,
     resolve_layer,
     resolve_layers,
     vectors_at,
 )
-from .pooling import check_sentence_pooling, check_word_pooling, pool_sentence, pool_word
+from .pooling import pool_sentence, pool_word
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbedding
 from .similarity import Similarity, similarity_in_context
 from .words import WordLocation, WordQuery, WordSpan, find_word, locate, parse_query, words_kept
 
 
-class EmbeddingExtractor:
-    """Extract learned, embedding-layer and contextual vectors from ``model`` with its ``tokenizer``.
-
-    Args:
-        model: any Hugging Face encoder (BERT, DistilBERT, ``ScratchformerEncoderModel``...) or encoder-decoder
-            (``ScratchformerForConditionalGeneration``, BART, T5...); for an encoder-decoder the encoder is used.
-        tokenizer: its tokenizer. Word location needs a *fast* tokenizer (character offsets).
-        batch_size: texts per forward pass.
-        max_length: most tokens per text (special tokens included); default: the smaller of the tokenizer's
-            ``model_max_length`` and the config's ``max_position_embeddings``.
-        long_inputs: ``"truncate"`` (default) cuts longer texts to ``max_length`` with a warning;
-            ``"error"`` raises instead. A word that falls past the cut always raises.
-        progress: show a tqdm bar; default ``None`` shows it from 100 texts on.
-
-    Errors in the arguments raise :class:`~scratchformer.errors.ScratchformerError` (a ``ValueError``).
-    """
-
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, *, batch_size: int = 32, max_length: int | None = None,
-                 long_inputs: Literal["truncate", "error"] = "truncate", progress: bool | None = None) -> None:
-        self.text_encoder = TextEncoder(model, tokenizer, batch_size=batch_size, max_length=max_length,
-                                        long_inputs=long_inputs, progress=progress)
+class EmbeddingExtractor(TextEncoder):
+    """Extract learned, embedding-layer and contextual vectors from ``model`` with its ``tokenizer``: any Hugging Face
+    encoder (BERT, DistilBERT, ``ScratchformerEncoderModel``...) or encoder-decoder (then its encoder is used).
+    The arguments are :class:`~scratchformer.analysis.encoding.TextEncoder`'s; word location needs a *fast*
+    tokenizer (character offsets)."""
 
     @classmethod
     def from_pretrained(cls, source: str, *, trust_remote_code: bool = False, with_decoder: bool = False,
@@ -97,35 +74,6 @@ class EmbeddingExtractor:
     # -- what it runs on ---------------------------------------------------------------------------------------
 
     @property
-    def model(self) -> torch.nn.Module:
-        return self.text_encoder.model
-
-    @property
-    def encoder(self) -> torch.nn.Module:
-        """The module run for the vectors: ``model.get_encoder()`` for an encoder-decoder, else ``model``."""
-        return self.text_encoder.encoder
-
-    @property
-    def tokenizer(self) -> Any:
-        return self.text_encoder.tokenizer
-
-    @property
-    def batch_size(self) -> int:
-        return self.text_encoder.batch_size
-
-    @property
-    def max_length(self) -> int | None:
-        return self.text_encoder.max_length
-
-    @property
-    def long_inputs(self) -> str:
-        return self.text_encoder.long_inputs
-
-    @property
-    def progress(self) -> bool | None:
-        return self.text_encoder.progress
-
-    @property
     def num_layers(self) -> int:
         """Number of layers of the (encoder) stack: valid layers are ``0..num_layers`` and ``"learned"``."""
         return count_layers(self.model)
@@ -138,20 +86,12 @@ class EmbeddingExtractor:
         """Check ``layer`` and turn a negative index into a non-negative one (``-1`` -> ``num_layers``)."""
         return resolve_layer(layer, self.num_layers)
 
-    def input_embedding_table(self) -> torch.Tensor:
-        """The learned input embedding matrix ``(vocab_size, hidden_size)``; an error if the model has none."""
-        return input_embedding_table(self.model)
-
-    def tokens(self, ids: Sequence[int]) -> list[str]:
-        """The token strings of ``ids``."""
-        return self.text_encoder.tokens(ids)
-
     # -- token-level -------------------------------------------------------------------------------------------
 
     def token_embeddings(self, texts: str | Sequence[str], layer: Layer = -1) -> list[TokenEmbeddings]:
         """Per-token vectors of each text at ``layer`` ("learned", 0 = embedding-layer output, k = layer k)."""
         texts = [texts] if isinstance(texts, str) else texts
-        (layer,) = self._layers(layer)
+        (layer,) = resolve_layers(layer, self.num_layers)
 
         def keep(i: int, e: Encoded, hidden: torch.Tensor) -> TokenEmbeddings:
             return TokenEmbeddings(
@@ -166,7 +106,7 @@ class EmbeddingExtractor:
                 truncated=e.truncated,
             )
 
-        return self.text_encoder.map(texts, keep)
+        return self.map(texts, keep)
 
     def learned_embeddings(self, text: str) -> TokenEmbeddings:
         """The raw learned rows of the embedding table for each token of ``text`` (no position, no context)."""
@@ -178,7 +118,7 @@ class EmbeddingExtractor:
 
     def contextual_embeddings(self, text: str, layer: int = -1) -> TokenEmbeddings:
         """Contextual vectors of each token after ``layer`` (default: the last layer, ``last_hidden_state``)."""
-        if layer == LEARNED or (isinstance(layer, int) and resolve_layer(layer, self.num_layers) == 0):
+        if not is_contextual(layer, self.num_layers):
             raise ScratchformerError(
                 f"layer={layer!r} is not contextual: use learned_embeddings() or embedding_layer_output(), "
                 f"or a layer 1..{self.num_layers} / -1"
@@ -194,22 +134,21 @@ class EmbeddingExtractor:
         (see :mod:`~scratchformer.analysis.words`).
         """
         span = find_word(sentence, word, occurrence, self._sentence_tokens)
-        return locate(self.text_encoder.tokenize([sentence])[0], span, self.tokens, self.max_length)
+        return locate(self.tokenize([sentence])[0], span, self.tokens, self.max_length)
 
     def word_embeddings(self, queries: Sequence[WordQuery], layers: Layer | Sequence[Layer] = -1,
                         pooling: str = "mean") -> list[list[WordEmbedding]]:
         """Batched word vectors. Each query is ``(sentence, word)``, ``(sentence, word, occurrence)`` or
         ``(sentence, (start, end))`` (a character span). Returns, per query, one :class:`WordEmbedding` per layer
         in ``layers`` (one forward pass for all layers)."""
-        check_word_pooling(pooling)
-        layer_list = self._layers(layers)
+        layer_list = resolve_layers(layers, self.num_layers)
         spans = [parse_query(q, query, self._sentence_tokens) for q, query in enumerate(queries)]
 
         def keep(i: int, e: Encoded, hidden: torch.Tensor) -> list[WordEmbedding]:
             location = locate(e, spans[i], self.tokens, self.max_length)
             return [self._word(e, hidden, location, layer, pooling) for layer in layer_list]
 
-        return self.text_encoder.map([span.sentence for span in spans], keep)
+        return self.map([span.sentence for span in spans], keep)
 
     def check_words(self, queries: Sequence[WordQuery], where: Callable[[int], str] = "query {}".format) -> None:
         """Raises for the first query whose word cannot be embedded (past the model's positions), from tokenizing
@@ -217,7 +156,7 @@ class EmbeddingExtractor:
         spans = [parse_query(q, query, self._sentence_tokens) for q, query in enumerate(queries)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the forward pass warns of the truncated texts, once
-            encoded = self.text_encoder.tokenize([span.sentence for span in spans])
+            encoded = self.tokenize([span.sentence for span in spans])
         for q, (e, span) in enumerate(zip(encoded, spans)):
             try:
                 locate(e, span, self.tokens, self.max_length)
@@ -240,8 +179,7 @@ class EmbeddingExtractor:
         ``result[s][w][l]`` is word ``w`` of sentence ``s`` at the ``l``-th of ``layers``. Words past a truncation
         are left out."""
         sentences = [sentences] if isinstance(sentences, str) else list(sentences)
-        check_word_pooling(pooling)
-        layer_list = self._layers(layers)
+        layer_list = resolve_layers(layers, self.num_layers)
 
         def keep(i: int, e: Encoded, hidden: torch.Tensor) -> list[list[WordEmbedding]]:
             words = []
@@ -250,7 +188,7 @@ class EmbeddingExtractor:
                 words.append([self._word(e, hidden, location, layer, pooling) for layer in layer_list])
             return words
 
-        return self.text_encoder.map(sentences, keep)
+        return self.map(sentences, keep)
 
     def word_similarity(self, a: WordEmbedding, b: WordEmbedding) -> Similarity:
         """Cosine of two word vectors (same layer and pooling), with the unrelated-pair baseline and the
@@ -275,8 +213,7 @@ class EmbeddingExtractor:
         vectors equal sentence-transformers' ``Pooling`` on the same model's ``last_hidden_state``.
         """
         sentences = [sentences] if isinstance(sentences, str) else list(sentences)
-        check_sentence_pooling(pooling)
-        (layer,) = self._layers(layer)
+        (layer,) = resolve_layers(layer, self.num_layers)
         truncated = [False] * len(sentences)
 
         def keep(i: int, e: Encoded, hidden: torch.Tensor) -> torch.Tensor:
@@ -284,7 +221,7 @@ class EmbeddingExtractor:
             vectors = vectors_at(self.model, e.input_ids, hidden, layer)
             return pool_sentence(vectors, e.special, pooling, exclude_special_tokens, f"sentence {i} ({quoted(e.text)})")
 
-        vectors = self.text_encoder.map(sentences, keep)
+        vectors = self.map(sentences, keep)
         return SentenceEmbeddings(sentences=sentences, layer=layer, kind=layer_kind(layer), pooling=pooling,
                                   vectors=torch.stack(vectors), truncated=truncated)
 
@@ -294,20 +231,13 @@ class EmbeddingExtractor:
         """Attention probabilities for one sentence, heads kept apart (see :mod:`~scratchformer.analysis.attention`;
         for an encoder-decoder also decoder self-attention and cross-attention, the decoder being fed ``target``,
         or else the sentence itself, shifted right: teacher forcing)."""
-        return attention_maps(self.text_encoder, sentence, target)
+        return attention_maps(self, sentence, target)
 
     # -- helpers -----------------------------------------------------------------------------------------------
 
-    def _layers(self, layers: Layer | Sequence[Layer]) -> list[Layer]:
-        """Resolved layers; asking for learned vectors of a model without a table fails before any forward pass."""
-        resolved = resolve_layers(layers, self.num_layers)
-        if LEARNED in resolved:
-            input_embedding_table(self.model)
-        return resolved
-
     def _sentence_tokens(self, sentence: str) -> list[str]:
         """The token strings of ``sentence`` (for error messages)."""
-        return self.tokens(self.text_encoder.tokenize([sentence])[0].input_ids)
+        return self.tokens(self.tokenize([sentence])[0].input_ids)
 
     def _word(self, e: Encoded, hidden: torch.Tensor, location: WordLocation, layer: Layer,
               pooling: str) -> WordEmbedding:
@@ -351,21 +281,15 @@ def load_extractor(name: str, *, batch_size: int = 32, texts: Sequence[str] | No
                        RANDOM_NOTE if random_init else "")
 
 
-def check_model_names(models: Any) -> None:
-    """``models`` is a list of model names (folders, Hub ids or aliases): one ``str`` would be read as its
-    characters, each a model name."""
-    if models is not None and (not isinstance(models, (list, tuple))
-                               or not all(isinstance(m, (str, os.PathLike)) for m in models)):
-        raise ScratchformerError(f"models must be a list of model names (folders, Hub ids or aliases), e.g. "
-                                 f"['minilm'], got {models!r:.80}")
+def model_list(models: Any) -> list[str]:
+    """``models`` as a list of model names: one name alone (a ``str``) is one model, not its characters."""
+    return [models] if isinstance(models, (str, os.PathLike)) else list(models or [])
 
 
 def model_sources(models: list[str] | None, include_defaults: bool) -> list[str]:
     """The models a study runs by default: our shipped checkpoint and the reference BERT (where installed) unless
     left out, then ``models`` (compare and geometry share it)."""
     from ..loading import reference_model_path
-
-    check_model_names(models)
 
     sources = []
     if include_defaults:
@@ -375,7 +299,7 @@ def model_sources(models: list[str] | None, include_defaults: bool) -> list[str]
             sources.append("minilm")
         except ScratchformerError as error:
             print(f"note: skipping the reference model: {error}")
-    sources += [m for m in models or [] if m not in sources]
+    sources += [m for m in model_list(models) if m not in sources]
     if not sources:
         raise ScratchformerError("no model to compare: give --model, or leave out --no-defaults")
     return sources

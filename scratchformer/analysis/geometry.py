@@ -54,6 +54,16 @@ REFERENCE_VALUES = {
     "self_similarity": [("static embedding", None, 1.0, "by construction")],
     "mev": [("static embedding", None, 1.0, "by construction")],
 }
+
+
+def reference_note(measure: str) -> str:
+    """What the dotted grey lines of ``measure``'s plot are: published values, or a static embedding's 1 (the
+    author's repository publishes no aggregate self-similarity or MEV)."""
+    if any(layer is not None for _, layer, _, _ in REFERENCE_VALUES[measure]):
+        return "dotted grey: published values (kawine/contextual, 12-layer models)"
+    return "dotted grey: a static embedding, 1 by construction (no published value)"
+
+
 MEASURES = ("self_similarity", "intra_sentence_similarity", "mev", "anisotropy_baseline")
 MEASURE_NAMES = {"self_similarity": "self-similarity", "intra_sentence_similarity": "intra-sentence similarity",
                  "mev": "maximum explainable variance (MEV)", "anisotropy_baseline": "anisotropy baseline"}

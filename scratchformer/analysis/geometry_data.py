@@ -43,6 +43,8 @@ class Sentences:
 def read_sentences(path: str | Path, max_sentences: int | None = None) -> Sentences:
     """The distinct sentences of ``path`` (the first ``max_sentences`` of them), those with at least one word.
     Raises :class:`~scratchformer.errors.DataError` for a missing, empty or non-UTF-8 file."""
+    if max_sentences is not None and max_sentences < 2:  # 0 would read all, -1 all but the last, in silence
+        raise ScratchformerError(f"--max-sentences {max_sentences!r} must be an integer >= 2 (or left out for all)")
     files.check_file(path, DataError)  # empty, a loop of symbolic links, a named pipe, a device: said as such
     path = Path(path)
     if not path.is_file():
@@ -82,21 +84,15 @@ class GeometryPlan:
         return len(self.slot_word)
 
 
-def check_plan_options(min_occurrences: object, max_words: object, max_occurrences: object,
-                       sample_sentences: object) -> None:
-    """The limits must be integers: at least 2 occurrences (a pair), positive counts otherwise."""
-    for name, value, least in (("--min-occurrences", min_occurrences, 2), ("--max-words", max_words, 1),
-                               ("--max-occurrences", max_occurrences, 2), ("--sample-sentences", sample_sentences, 2)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ScratchformerError(f"{name} {value!r} must be an integer >= {least}")
-
-
 def plan_geometry(sentences: list[str], *, min_occurrences: int = MIN_OCCURRENCES, max_words: int = MAX_WORDS,
                   max_occurrences: int = MAX_OCCURRENCES, sample_sentences: int = SAMPLE_SENTENCES,
                   seed: int = 0) -> GeometryPlan:
     """Choose the words, their kept occurrences and the baseline sample (see the module docstring); a
     :class:`~scratchformer.errors.DataError` when no word occurs in ``min_occurrences`` different sentences."""
-    check_plan_options(min_occurrences, max_words, max_occurrences, sample_sentences)
+    for name, value, least in (("--min-occurrences", min_occurrences, 2), ("--max-words", max_words, 1),
+                               ("--max-occurrences", max_occurrences, 2), ("--sample-sentences", sample_sentences, 2)):
+        if value < least:  # numpy's samplers would fail on a negative size, naming no option
+            raise ScratchformerError(f"{name} {value!r} must be an integer >= {least}")
     words_of = [[w for w, _, _ in sentence_words(text)] for text in sentences]  # split once, used twice below
     counts: Counter = Counter()  # in order of first appearance (not a set's order, which changes per process)
     for words in words_of:

@@ -31,7 +31,7 @@ import torch
 from .. import files
 from ..errors import ScratchformerError
 from .encoding import PROGRESS_MIN_TEXTS, Encoded
-from .extractor import EmbeddingExtractor, LoadedModel, check_model_names, load_extractor, model_sources
+from .extractor import EmbeddingExtractor, load_extractor, model_list, model_sources
 from .geometry import (
     GEOMETRY_JSON,
     MAX_PAIRS_PER_WORD,
@@ -54,13 +54,12 @@ from .geometry_data import (
     MIN_OCCURRENCES,
     SAMPLE_SENTENCES,
     GeometryPlan,
-    check_plan_options,
     plan_geometry,
     read_sentences,
 )
 from .layers import LEARNED, describe_layer, input_embedding_table, layer_kind
 from .output import check_output_folder, output_folder
-from .pooling import check_word_pooling, word_tokens_used
+from .pooling import word_tokens_used
 from .words import covering_tokens, words_kept
 
 CHUNK = 512  # sentences tokenized at once: the token bookkeeping of a chunk is all that is held
@@ -111,8 +110,7 @@ class BatchWords:
         return [b - a for a, b in zip(self.starts, self.starts[1:])]
 
 
-def batch_rows(model: torch.nn.Module, batch: list[Encoded], hidden: torch.Tensor, pooling: str,
-               table: torch.Tensor | None) -> BatchWords:
+def batch_rows(batch: list[Encoded], hidden: torch.Tensor, pooling: str, table: torch.Tensor | None) -> BatchWords:
     """The words of ``batch`` (those not cut off, and covered by a token) pooled from ``hidden`` ``(batch, layers +
     1, tokens, dims)`` and the learned ``table`` (``None``: no learned row, as for ALBERT, whose table is narrower
     than its hidden states) in a few tensor operations for the whole batch; the per-sentence work is the Python
@@ -146,28 +144,19 @@ def batch_rows(model: torch.nn.Module, batch: list[Encoded], hidden: torch.Tenso
     return BatchWords(vectors.contiguous(), starts, positions, groups)
 
 
-def sentence_rows(model: torch.nn.Module, encoded: Encoded, hidden: torch.Tensor, pooling: str,
-                  ) -> tuple[list[int], list[list[int]], torch.Tensor]:
-    """One sentence's words as ``(positions, token indices, (rows, words, dims) vectors)``: :func:`batch_rows` for a
-    batch of one (``hidden`` is the sentence's ``(layers + 1, tokens, dims)``)."""
-    words = batch_rows(model, [encoded], hidden[None], pooling, learned_table(model))
-    return words.positions[0], words.groups[0], words.vectors
-
-
 def stream_rows(extractor: EmbeddingExtractor, sentences: list[str], indices: list[int], pooling: str,
                 visit: Callable[[list[int], list[Encoded], BatchWords], None], bar: Any) -> int:
     """Run the sentences ``indices`` through the model a chunk at a time and call ``visit(sentence numbers,
     encoded, words)`` with each forward batch's :func:`batch_rows`; returns how many were truncated (their
     truncation warnings are counted here instead of repeated per chunk)."""
-    encoder = extractor.text_encoder
     table = learned_table(extractor.model)
     truncated = 0
     for start in range(0, len(indices), CHUNK):
         part = indices[start : start + CHUNK]
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*longer than the model's maximum")
-            for order, batch, hidden in encoder.batches([sentences[s] for s in part]):
-                visit([part[i] for i in order], batch, batch_rows(extractor.model, batch, hidden, pooling, table))
+            for order, batch, hidden in extractor.batches([sentences[s] for s in part]):
+                visit([part[i] for i in order], batch, batch_rows(batch, hidden, pooling, table))
                 truncated += sum(e.truncated for e in batch)
                 bar.update(len(batch))
     return truncated
@@ -236,7 +225,6 @@ def measure_geometry(extractor: EmbeddingExtractor, plan: GeometryPlan, *, pooli
                      standardise: bool = True, progress: bool | None = None, model_label: str | None = None,
                      source: str = "", data_label: str = "", random_init: bool = False) -> GeometryReport:
     """The geometry of ``extractor``'s model on the sentences of ``plan`` (see the module docstring)."""
-    check_word_pooling(pooling)
     num_layers = extractor.num_layers
     label = model_label or extractor.model_name
     acc = _Accumulator(plan, standardise)
@@ -353,31 +341,12 @@ WORD_FIELDS = ("model", "layer", "word", "occurrences", "kept", "pairs", "self_s
                "self_similarity_standardised", "mev", "mev_standardised")
 
 
-def check_options(models: list[str], pooling: str, batch_size: Any, max_sentences: Any) -> None:
-    """What can be checked before reading data or loading a model."""
-    if not models:
-        raise ScratchformerError("no model: give --model (a folder, a Hub id, 'small' or 'minilm')")
-    check_word_pooling(pooling)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ScratchformerError(f"--batch-size {batch_size!r} must be a positive integer (texts per forward pass)")
-    if max_sentences is not None and (isinstance(max_sentences, bool) or not isinstance(max_sentences, int)
-                                      or max_sentences < 2):
-        raise ScratchformerError(f"--max-sentences {max_sentences!r} must be an integer >= 2 (or left out for all)")
-
-
 def geometry_payload(reports: list[GeometryReport], data: str, kind: str, sentences: int) -> dict[str, Any]:
     """What ``geometry.json`` holds: the data, the published reference values and, per model, its rows."""
     reference = {measure: [{"model": m, "layer": layer, "value": value, "what": what}
                            for m, layer, value, what in marks] for measure, marks in REFERENCE_VALUES.items()}
     return {"data": data, "format": kind, "sentences": sentences, "reference": reference,
             "models": [report.as_dict() for report in reports]}
-
-
-def load_geometry(path: str | Path) -> list[GeometryReport]:
-    """The reports of a ``geometry.json``."""
-    import json
-
-    return [GeometryReport.from_dict(m) for m in json.loads(Path(path).read_text(encoding="utf-8"))["models"]]
 
 
 def write_word_csv(path: Path, reports: list[GeometryReport]) -> Path:
@@ -388,11 +357,6 @@ def write_word_csv(path: Path, reports: list[GeometryReport]) -> Path:
     for report in reports:
         writer.writerows(report.word_rows)
     return files.write_text(path, text.getvalue())
-
-
-def _load_models(models: list[str], batch_size: int, texts: list[str]) -> list[LoadedModel]:
-    """Every model loaded before any encoding, so that an unknown one fails at once."""
-    return [load_extractor(source, batch_size=batch_size, texts=texts) for source in models]
 
 
 def run_geometry(
@@ -417,16 +381,15 @@ def run_geometry(
     ``output``, and print a table per model unless ``quiet``. Without ``models``: our shipped checkpoint and
     MiniLM, or ours alone with a one-line note where the ``[reference]`` extra is missing (as ``compare`` does).
     Options, data and the output folder are checked, and every model loaded, before any encoding."""
-    check_model_names(models)
-    models = list(models) if models else model_sources(None, include_defaults=True)  # MiniLM where installed
-    check_options(models, pooling, batch_size, max_sentences)
-    check_plan_options(min_occurrences, max_words, max_occurrences, sample_sentences)
+    models = model_list(models) or model_sources(None, include_defaults=True)  # MiniLM where installed
     data_set = read_sentences(data, max_sentences)
     plan = plan_geometry(data_set.sentences, min_occurrences=min_occurrences, max_words=max_words,
                          max_occurrences=max_occurrences, sample_sentences=sample_sentences, seed=seed)
     out = check_output_folder(output, models, [data], writes=(GEOMETRY_JSON, WORDS_CSV, *PLOT_FILES.values()))
     reports = []
-    for loaded in _load_models(models, batch_size, data_set.sentences[:SAMPLE_SENTENCES]):
+    loaded_models = [load_extractor(source, batch_size=batch_size, texts=data_set.sentences[:SAMPLE_SENTENCES])
+                     for source in models]  # every model loaded before any encoding: an unknown one fails at once
+    for loaded in loaded_models:
         reports.append(measure_geometry(loaded.extractor, plan, pooling=pooling, standardise=standardise,
                                         progress=progress, model_label=loaded.label, source=loaded.source,
                                         data_label=Path(data).name, random_init=loaded.random_init))

@@ -68,30 +68,18 @@ def resolve_layer(layer: Layer, num_layers: int) -> Layer:
 
 
 def resolve_layers(layers: Layer | Sequence[Layer], num_layers: int) -> list[Layer]:
-    """One layer or a list of layers, each checked and made non-negative; at least one."""
-    single = isinstance(layers, (int, str))
-    resolved = [resolve_layer(x, num_layers) for x in ([layers] if single else layers)]
-    if not resolved:
-        raise ScratchformerError("layers is empty: give at least one layer")
-    return resolved
+    """One layer or a list of layers, each checked and made non-negative."""
+    return [resolve_layer(x, num_layers) for x in ([layers] if isinstance(layers, (int, str)) else layers)]
 
 
 def input_embedding_table(model: torch.nn.Module) -> torch.Tensor:
     """The learned input embedding matrix ``(vocab_size, hidden_size)``; an error if the model has none."""
     try:
-        embeddings = model.get_input_embeddings()
+        return model.get_input_embeddings().weight
     except (NotImplementedError, AttributeError) as error:
-        embeddings, cause = None, error
-    else:
-        cause = None
-    weight = getattr(embeddings, "weight", None)
-    if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
         raise ScratchformerError(
-            f"{type(model).__name__} has no input embedding table (get_input_embeddings() gave "
-            f"{type(embeddings).__name__}{f': {cause}' if cause else ''}); learned embeddings need a model "
-            "whose get_input_embeddings() returns an nn.Embedding"
-        ) from cause
-    return weight
+            f"{type(model).__name__} has no input embedding table ({type(error).__name__}: {error}); learned "
+            "embeddings need a model whose get_input_embeddings() returns an nn.Embedding") from error
 
 
 def vectors_at(model: torch.nn.Module, input_ids: list[int], hidden: torch.Tensor, layer: Layer) -> torch.Tensor:

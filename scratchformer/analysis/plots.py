@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import files
+from ..errors import quoted
 from .label_placement import place_labels
+from .words import shown
 
 if TYPE_CHECKING:
     from .attention import AttentionMaps, AttentionStack
@@ -173,7 +175,7 @@ def projection_figure(entries: Sequence[tuple[ModelStudy, StudyVectors]], study:
         labels[r, 1] = _projection_panel(axes[r][1], study, vectors, vectors.layer_index, colours)
         axes[r][1].set_title(f"{result.label}\ncontextual vectors, layer {result.layer} of {result.num_layers}\n"
                              f"{result.verdict}", fontsize=10)
-    sentences = "\n".join(f"{i + 1} ({s.sense}): {s.text}" for i, s in enumerate(study.sentences))
+    sentences = "\n".join(f"{i + 1} ({s.sense}): {shown(s.text)}" for i, s in enumerate(study.sentences))
     height = fig.get_size_inches()[1]
     fig.suptitle(f"{study.word!r} in context: learned vs contextual vectors (2-D PCA, computed per panel)",
                  fontsize=12, y=1 - 0.1 / height, va="top")
@@ -299,9 +301,8 @@ def _draw_stack(subfig: Any, stack: AttentionStack) -> None:
     bar.ax.tick_params(labelsize=8)
 
 
-def plot_attention(label: str, maps: AttentionMaps, path: str | Path, tokenizer: Any = None) -> Path:
-    """Save :func:`attention_figure` as a PNG (``tokenizer`` is not needed; kept for older callers)."""
-    del tokenizer
+def plot_attention(label: str, maps: AttentionMaps, path: str | Path) -> Path:
+    """Save :func:`attention_figure` as a PNG."""
     return _save(attention_figure(label, maps), path, dpi=100, tight=False)
 
 
@@ -334,7 +335,7 @@ def attention_figure(label: str, maps: AttentionMaps) -> Any:
             parts[-1].text(0.04, 0.5, note, fontsize=9.5, va="center", ha="left", color="#7a1f00")
         else:
             blocks[1].supxlabel(f"Decoder: {lower[0].note}. Its input: {reads}", fontsize=9.5, color="#7a1f00")
-    fig.suptitle(f"{label}: attention in {maps.text!r}\nrows = queries, columns = keys (each row sums to 1). Colour = "
+    fig.suptitle(f"{label}: attention in {quoted(maps.text)}\nrows = queries, columns = keys (each row sums to 1). Colour = "
                  "weight on a square-root scale from 0 to 1, the same in every panel and model. Thin lines frame a "
                  "word of several tokens.", fontsize=10.5)
     return fig
@@ -397,9 +398,10 @@ def plot_geometry(reports: Sequence[GeometryReport], folder: str | Path) -> dict
 
 def geometry_figure(reports: Sequence[GeometryReport], measure: str) -> Any:
     """``measure`` per row (learned, embedding output, layers 1..N on x), one line per model: solid raw, dashed
-    after per-dimension standardisation. The published values (:data:`~scratchformer.analysis.geometry.
-    REFERENCE_VALUES`, 12-layer models) are grey horizontal lines, labelled with their model and layer."""
-    from .geometry import MEASURE_NAMES, REFERENCE_VALUES
+    after per-dimension standardisation. The reference values (:data:`~scratchformer.analysis.geometry.
+    REFERENCE_VALUES`: published ones of 12-layer models, or a static embedding's 1) are dotted grey horizontal lines,
+    labelled with what they are; the title says which (:func:`~scratchformer.analysis.geometry.reference_note`)."""
+    from .geometry import MEASURE_NAMES, REFERENCE_VALUES, reference_note
 
     fig = new_figure(figsize=(9, 5))
     ax = fig.subplots()
@@ -420,8 +422,7 @@ def geometry_figure(reports: Sequence[GeometryReport], measure: str) -> Any:
     ax.set_ylabel(MEASURE_NAMES[measure])
     first = reports[0]
     ax.set_title(f"{MEASURE_NAMES[measure]} per layer ({first.data}; {first.words:,} words, "
-                 f"{first.sentences:,} sentences)\ndotted grey: published values (kawine/contextual, 12-layer "
-                 "models)", fontsize=10)
+                 f"{first.sentences:,} sentences)\n{reference_note(measure)}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     return fig

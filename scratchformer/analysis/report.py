@@ -22,6 +22,7 @@ from .. import files
 from ..errors import ScratchformerError
 from .plots import ATTENTION_CMAP, ATTENTION_GAMMA
 from .report_assets import ATTENTION_JS, REPORT_CSS
+from .results import number
 
 if TYPE_CHECKING:
     from .attention import AttentionMaps, AttentionStack
@@ -33,10 +34,6 @@ LEGEND_TICKS = (0, 0.02, 0.1, 0.25, 0.5, 1)
 
 def _e(value: Any) -> str:
     return html.escape(str(value))
-
-
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -105,25 +102,24 @@ def _model_section(result: ModelStudy, study: Study) -> str:
     h = result.headline
     sentences = _table(
         ["#", "sense", "tokens of the word", "cos(learned, contextual)", "sentence"],
-        [[i + 1, s.sense, " ".join(result.target_tokens[i]), _num(result.learned_vs_contextual[i]), s.text]
+        [[i + 1, s.sense, " ".join(result.target_tokens[i]), number(result.learned_vs_contextual[i]), s.text]
          for i, s in enumerate(study.sentences)],
         "The learned vector is one row of the table; the contextual one depends on the sentence.")
     pairs = _table(
         ["pair", "relation", "learned", "contextual", "centred"],
-        [[f"{p.a + 1}-{p.b + 1}", p.relation, _num(learned.cosine), _num(p.cosine), _num(p.centred_cosine)]
+        [[f"{p.a + 1}-{p.b + 1}", p.relation, number(learned.cosine), number(p.cosine), number(p.centred_cosine)]
          for learned, p in zip(result.learned_cosines, h.pairs)],
         f"Cosines of {study.word!r} between sentences (centred: after subtracting the mean word vector).")
     layers = _table(
         ["layer", "same-sense", "cross-sense", "baseline", "same > cross"],
-        [[s.layer, _num(s.same_sense_mean), _num(s.cross_sense_mean), _num(s.baseline),
-          "n/a" if s.same_sense_mean is None or s.cross_sense_mean is None else
-          ("yes" if s.same_sense_mean > s.cross_sense_mean else "no")] for s in result.per_layer],
+        [[s.layer, number(s.same_sense_mean), number(s.cross_sense_mean), number(s.baseline),
+          {None: "n/a", True: "yes", False: "no"}[s.separated]] for s in result.per_layer],
         "Per layer (learned = table row, 0 = embedding-layer output); baseline = unrelated word pairs.")
     note = f"<p class='note'>{_e(result.note)}</p>" if result.note else ""
     return (f"<section class='model'><h3>{_e(result.label)}</h3>{note}"
             f"<p class='verdict {_verdict_class(result.verdict)}'>{_e(result.verdict)}</p>"
-            f"<p>Headline numbers: {_e(h.description)}. Same-sense {_num(h.same_sense_mean)}, cross-sense "
-            f"{_num(h.cross_sense_mean)}, baseline {_num(h.baseline)} ({h.baseline_pairs} unrelated pairs).</p>"
+            f"<p>Headline numbers: {_e(h.description)}. Same-sense {number(h.same_sense_mean)}, cross-sense "
+            f"{number(h.cross_sense_mean)}, baseline {number(h.baseline)} ({h.baseline_pairs} unrelated pairs).</p>"
             f"{sentences}{pairs}{layers}</section>")
 
 
@@ -235,7 +231,7 @@ GEOMETRY_HEADER = ["layer", "self-sim.", "intra-sent.", "MEV", "baseline", "self
 
 
 def _geometry_table(model: dict[str, Any]) -> str:
-    rows = [[row["layer"], *(_num(row.get(name)) for name in (
+    rows = [[row["layer"], *(number(row.get(name)) for name in (
         "self_similarity", "intra_sentence_similarity", "mev", "anisotropy_baseline", "self_similarity_adjusted",
         "intra_sentence_similarity_adjusted", "self_similarity_standardised",
         "intra_sentence_similarity_standardised", "mev_standardised", "anisotropy_baseline_standardised"))]
@@ -251,7 +247,7 @@ def _geometry_table(model: dict[str, Any]) -> str:
 def geometry_section(folder: str | Path) -> str:
     """The page's "Embedding geometry" section from ``folder/geometry.json`` (written by ``scratchformer
     geometry --output`` the same folder) and its plots; empty when there is no such file."""
-    from .geometry import GEOMETRY_JSON, MEASURE_NAMES, PLOT_FILES
+    from .geometry import GEOMETRY_JSON, MEASURE_NAMES, PLOT_FILES, reference_note
 
     folder = Path(folder)
     try:
@@ -260,7 +256,7 @@ def geometry_section(folder: str | Path) -> str:
     except (OSError, ValueError, KeyError, TypeError):
         return ""
     figures = "".join(_figure(folder / name, f"{MEASURE_NAMES[m]} per layer, one line per model "
-                              "(dashed: standardised; dotted grey: published values)")
+                              f"(dashed: standardised; {reference_note(m)})")
                       for m, name in PLOT_FILES.items() if (folder / name).is_file())
     return ("<h2>Embedding geometry: how contextual are the vectors?</h2>"
             f"<p>The measures of Ethayarajh (2019) per layer on {_e(Path(str(payload.get('data', ''))).name)}: "

@@ -114,6 +114,19 @@ class LayerSummary:
     baseline_pairs: int
     pairs: list[PairScore]
 
+    @property
+    def separated(self) -> bool | None:
+        """Whether the study word is closer to itself in the same sense than across senses at this layer (mean
+        contextual cosines); ``None`` when the study has no same-sense or no cross-sense pair."""
+        if self.same_sense_mean is None or self.cross_sense_mean is None:
+            return None
+        return self.same_sense_mean > self.cross_sense_mean
+
+
+def number(x: float | None) -> str:
+    """A cosine for a table: three decimals, or ``n/a``."""
+    return "n/a" if x is None else f"{x:.3f}"
+
 
 @dataclass
 class ModelStudy:

@@ -39,13 +39,11 @@ import torch
 
 from ..errors import DataError, ScratchformerError
 from ..files import write_json
-from .extractor import check_model_names, load_extractor
+from .extractor import load_extractor, model_list
 from .layers import LEARNED, describe_layer
 from .output import check_output_folder, output_folder
-from .pooling import check_word_pooling
 from .results import LayerScore, SenseReport, sense_score_verdict
 from .sense_data import (
-    GROUP_BY,
     MAX_OCCURRENCES_PER_GROUP,
     MAX_PAIRS_PER_GROUP,
     SenseExample,
@@ -216,18 +214,16 @@ def _sentence_vectors(extractor: Any, examples: list[SenseExample]) -> torch.Ten
     return pooled.vectors.double()
 
 
-def _layer_score(layer: Any, num_layers: int, raw: torch.Tensor, centred: torch.Tensor, groups: list[list[int]],
-                 senses: list[Any], pairs: tuple[np.ndarray, np.ndarray], same: np.ndarray,
-                 pair_group: np.ndarray) -> LayerScore:
+def _layer_score(layer: Any, num_layers: int, raw: torch.Tensor, centred: torch.Tensor, p: ScoredPairs) -> LayerScore:
     """Scores of one layer from its ``(occurrences, hidden)`` raw and mean-centred word vectors."""
-    cosines = pair_cosines(raw, *pairs)
+    cosines = pair_cosines(raw, p.pair_a, p.pair_b)
     return LayerScore(
         layer=layer,
         description=describe_layer(layer, num_layers),
-        roc_auc=roc_auc(same, cosines),
-        nn_accuracy=nn_accuracy(torch.nn.functional.normalize(raw, dim=-1), groups, senses),
-        roc_auc_centred=roc_auc(same, pair_cosines(centred, *pairs)),
-        roc_auc_within_group=within_group_roc_auc(same, cosines, pair_group),
+        roc_auc=roc_auc(p.same, cosines),
+        nn_accuracy=nn_accuracy(torch.nn.functional.normalize(raw, dim=-1), p.groups, p.senses),
+        roc_auc_centred=roc_auc(p.same, pair_cosines(centred, p.pair_a, p.pair_b)),
+        roc_auc_within_group=within_group_roc_auc(p.same, cosines, p.pair_group),
     )
 
 
@@ -243,15 +239,13 @@ def evaluate_senses(
     """Score ``extractor`` (an :class:`~scratchformer.analysis.extractor.EmbeddingExtractor`) on word-sense pairs;
     a group with more than :data:`MAX_OCCURRENCES_PER_GROUP` occurrences on a seeded sample of that many."""
     scored = ScoredPairs.of(examples, group_by)
-    used, groups, senses, same = scored.used, scored.groups, scored.senses, scored.same
-    pair_a, pair_b = scored.pair_a, scored.pair_b
+    used, groups, same, pair_a, pair_b = scored.used, scored.groups, scored.same, scored.pair_a, scored.pair_b
     layers = [LEARNED, *range(extractor.num_layers + 1)]
     raw, token_ids = _word_vectors(extractor, [examples[i] for i in used], layers, pooling)  # (used, layers, hidden)
     centred = raw - raw.mean(dim=0, keepdim=True)
-    chance = nn_chance(groups, senses)
-    pair_group = scored.pair_group
-    scores = [_layer_score(layer, extractor.num_layers, raw[:, k], centred[:, k], groups, senses,
-                           (pair_a, pair_b), same, pair_group) for k, layer in enumerate(layers)]
+    chance = nn_chance(groups, scored.senses)
+    scores = [_layer_score(layer, extractor.num_layers, raw[:, k], centred[:, k], scored)
+              for k, layer in enumerate(layers)]
     sentence_cosines = pair_cosines(_sentence_vectors(extractor, [examples[i] for i in used]), pair_a, pair_b)
     return SenseReport(
         model=model_label or extractor.model_name,
@@ -271,7 +265,7 @@ def evaluate_senses(
         max_occurrences_per_group=MAX_OCCURRENCES_PER_GROUP,
         sampled_groups=scored.sampled_groups,
         sentence_roc_auc=roc_auc(same, sentence_cosines),
-        sentence_roc_auc_within_group=within_group_roc_auc(same, sentence_cosines, pair_group),
+        sentence_roc_auc_within_group=within_group_roc_auc(same, sentence_cosines, scored.pair_group),
         layers=scores,
         verdict=sense_score_verdict(scores),
     )
@@ -282,22 +276,11 @@ def evaluate_senses(
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def check_options(models: list[str], pooling: str, group_by: str, batch_size: Any, max_groups: Any) -> None:
-    """Everything about the options that can be checked before reading data or loading a model."""
-    check_model_names(models)
-    if not models:
-        raise ScratchformerError("no model to evaluate: give --model (a folder, a Hub id, 'minilm' or 'small')")
-    check_word_pooling(pooling)
-    if group_by not in GROUP_BY:
-        raise ScratchformerError(f"--group-by {group_by!r} must be one of {GROUP_BY}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ScratchformerError(f"--batch-size {batch_size!r} must be a positive integer (texts per forward pass)")
-    if max_groups is not None and (isinstance(max_groups, bool) or not isinstance(max_groups, int) or max_groups < 1):
-        raise ScratchformerError(f"--max-groups {max_groups!r} must be a positive integer (or left out for all)")
-
-
 def first_groups(examples: list[SenseExample], group_by: str, max_groups: int | None) -> list[SenseExample]:
-    """The occurrences of the first ``max_groups`` lemma groups (all of them for ``None``)."""
+    """The occurrences of the first ``max_groups`` lemma groups (all of them for ``None``; 0 or -1 would keep none,
+    or all but the last, in silence)."""
+    if max_groups is not None and max_groups < 1:
+        raise ScratchformerError(f"--max-groups {max_groups!r} must be a positive integer (or left out for all)")
     if max_groups is None:
         return examples
     keep = {i for members in group_examples(examples, group_by)[:max_groups] for i in members}
@@ -321,7 +304,9 @@ def run_senses(
     """
     from .plots import plot_senses
 
-    check_options(models, pooling, group_by, batch_size, max_groups)
+    models = model_list(models)
+    if not models:
+        raise ScratchformerError("no model to evaluate: give --model (a folder, a Hub id, 'minilm' or 'small')")
     examples = first_groups(read_senses_tsv(data), group_by, max_groups)
     used = [examples[i] for i in ScoredPairs.of(examples, group_by).used]
     out = check_output_folder(output, models, [data], writes=(SENSES_JSON, SENSES_PLOT))  # made when it is written

@@ -31,13 +31,17 @@ def is_word_character(character: str) -> bool:
     return re.fullmatch(_W, character) is not None
 
 
+def shown(text: str, limit: int = 80) -> str:
+    """``text`` for a table or a figure: as it is, or past ``limit`` characters cut as messages quote it
+    (:func:`~scratchformer.errors.quoted`), so that a 20,000-word sentence stays one short line."""
+    return text if len(text) <= limit else quoted(text, limit)
+
+
 WordQuery = tuple[str, str] | tuple[str, str, int] | tuple[str, tuple[int, int]]  # see :func:`parse_query`
 
 
 def sentence_words(sentence: str) -> list[tuple[str, int, int]]:
     """The words of ``sentence`` as ``(word, start, end)``; punctuation is not a word."""
-    if not isinstance(sentence, str):
-        raise ScratchformerError(f"sentence_words needs a str, got {type(sentence).__name__}: {sentence!r:.60}")
     return [(m.group(), m.start(), m.end()) for m in _WORD_RE.finditer(sentence)]
 
 
@@ -85,8 +89,7 @@ def find_word(sentence: str, word: str, occurrence: int = 0,
     matches = list(re.finditer(pattern, sentence))
     if not matches:
         raise ScratchformerError(_not_found_message(sentence, word, pattern, tokens_of))
-    valid = isinstance(occurrence, int) and not isinstance(occurrence, bool)
-    if not valid or not -len(matches) <= occurrence < len(matches):
+    if not -len(matches) <= occurrence < len(matches):
         raise ScratchformerError(
             f"occurrence={occurrence!r} is out of range: {quoted(word)} occurs {len(matches)} time(s) in "
             f"{quoted(sentence)}; use 0..{len(matches) - 1} (0 = first, -1 = last)"
@@ -113,10 +116,7 @@ def _some(items: list[str], limit: int = 40) -> str:
 
 def check_span(sentence: str, span: Any) -> WordSpan:
     """A character span ``(start, end)`` that must select non-blank characters of ``sentence``."""
-    try:
-        start, end = (int(span[0]), int(span[1]))
-    except (TypeError, ValueError, IndexError):
-        raise ScratchformerError(f"span={span!r} must be a pair of character positions (start, end)") from None
+    start, end = span
     if not 0 <= start < end <= len(sentence) or not sentence[start:end].strip():
         raise ScratchformerError(
             f"span=({start}, {end}) does not select a word of the {len(sentence)}-character sentence {quoted(sentence)}"
@@ -131,8 +131,6 @@ def parse_query(index: int, query: Any, tokens_of: Callable[[str], list[str]] | 
         raise ScratchformerError(
             f"query {index} = {quoted(query)}: use (sentence, word), (sentence, word, n) or (sentence, (start, end))")
     sentence, target = query[0], query[1]
-    if not sentence.strip():
-        raise ScratchformerError(f"query {index}: the sentence is empty")
     if isinstance(target, tuple):
         return check_span(sentence, target)
     return find_word(sentence, target, query[2] if len(query) == 3 else 0, tokens_of)
