@@ -22,6 +22,8 @@
   loop of symbolic links, a named pipe (a read would wait for a writer for ever), a socket, a device or a folder,
   before anything opens it; :func:`reading` asks it too. Every reader of a user's file asks it (the loader through
   :func:`scratchformer.loading.check_readable`).
+- **Memory**: :func:`available_memory`, what a new request may take (``MemAvailable`` within the cgroup limit), for
+  the checks that refuse a job before it starts.
 - **Output folders**: :func:`check_output_folder` is every command's one check of where it writes, before it makes,
   writes or deletes anything: not a file, a folder this user may write into (:func:`check_writable`), and apart from
   every input (:func:`overlap`: is, is inside or contains; paths resolved: symbolic links, relative paths).
@@ -517,3 +519,23 @@ def _resolved(path: str | os.PathLike) -> Path:
         return path.resolve()
     except (RuntimeError, OSError):
         return path.absolute()
+
+
+def available_memory() -> int | None:
+    """The memory a new request may take without swapping, in bytes: Linux's ``MemAvailable``, within the container's
+    cgroup limit (v2, else v1) less what the container uses besides page cache it could drop; ``None`` where neither
+    is known (not Linux)."""
+    known = []
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: no MemAvailable line
+        meminfo = Path("/proc/meminfo").read_text()
+        known.append(int(re.search(r"^MemAvailable:\s+(\d+) kB", meminfo, re.MULTILINE).group(1)) * 1024)
+    for folder, limit, usage, inactive in (("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file"),
+                                           ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes",
+                                            "total_inactive_file")):
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # ValueError: "max", no limit
+            cap, used = (int(Path(folder, name).read_text()) for name in (limit, usage))
+            stat = Path(folder, "memory.stat").read_text()
+            cache = int(re.search(rf"^{inactive} (\d+)", stat, re.MULTILINE).group(1))
+            if cap < 2**60:  # v1 writes "no limit" as a page-rounded 2**63
+                known.append(max(0, cap - used + cache))
+    return min(known) if known else None
