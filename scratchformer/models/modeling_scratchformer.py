@@ -4,15 +4,16 @@
 makes it a transformers model. Its classes subclass the paper's, so the parameter names (and every checkpoint) are
 the paper file's. Reading order:
 
-    input checks                        clear ValueErrors for what would fail deep inside torch, with no host sync
+    the input guard                     the one check of what enters the encoder or the decoder (ids, masks, positions)
     the key/value cache's two names     ``cache`` from transformers 5.24 on, ``past_key_values`` before (accepted)
     masks                               the one place a "may attend" mask takes the form of an attention kernel
     output recording                    hidden states and attention weights, collected with forward hooks
     ScratchformerAttention              the paper's attention with transformers' kernels and generate()'s cache
-    ScratchformerEncoderLayer/...Decoder the paper's layers and stacks with gradient checkpointing, checks, outputs
+    ScratchformerEncoderLayer/...Decoder the paper's layers and stacks with gradient checkpointing, the guard, outputs
     ScratchformerPreTrainedModel        initialisation, safetensors-only loading, the auto_map, push_to_hub's card
     ScratchformerModel                  the bare encoder-decoder
     ScratchformerForConditionalGeneration   + the pre-softmax projection (LM head), loss and generate()
+                                        (which checks only what the model's sizes decide: transformers the rest)
     ScratchformerEncoderModel           the encoder alone, for contextual embeddings (AutoModel)
     ScratchformerForSequenceClassification / ForTokenClassification / ForMaskedLM   task heads on the encoder
 
@@ -26,13 +27,14 @@ transformers and those siblings (single-dot relative imports).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import json
 import numbers
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import transformers
@@ -62,7 +64,6 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
-from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.generic import can_return_tuple
 
 from .card_scratchformer import push_with_model_card
@@ -87,7 +88,7 @@ if TYPE_CHECKING:
 logger = logging.get_logger(__name__)
 
 # --------------------------------------------------------------------------------------------------------------------
-# The input guard: what enters the encoder or the decoder, checked once
+# The input guard: what enters the encoder or the decoder, checked once; the key/value cache under its two names
 # --------------------------------------------------------------------------------------------------------------------
 
 
@@ -107,7 +108,7 @@ def _check_input(stack: nn.Module, kernel: str, input_ids: torch.Tensor | None, 
     if input_ids is not None:
         _check_ids(f"{prefix}input_ids", input_ids, config.vocab_size)
     else:
-        _check_embeds(f"{prefix}inputs_embeds", inputs_embeds, config.d_model, stack.embeddings.word_embeddings.weight)
+        _check_embeds(f"{prefix}inputs_embeds", inputs_embeds, stack)
     given = input_ids if input_ids is not None else inputs_embeds
     (batch, length), later_step = given.shape[:2], cache is not None and bool(cache.is_updated.get(0, False))
     if cache is not None and cache.is_compileable:  # every slot of a static cache is a key (_static_cache_layout)
@@ -145,27 +146,24 @@ def _check_kernel(config: ScratchformerConfig, side: str, kernel: str, device: t
 
 
 def _check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
-    """Token ids are a non-empty ``(batch, length)`` integer tensor, each in ``0..vocab_size - 1``."""
+    """Token ids are a non-empty ``(batch, length)`` tensor, each in ``0..vocab_size - 1`` (a float or bool tensor:
+    torch's embedding names the dtypes it takes)."""
     if not isinstance(ids, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}; "
                          f"call the tokenizer with return_tensors='pt'")
     if ids.dim() != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
         raise ValueError(f"{name} must have shape (batch, sequence_length), not empty, got shape {tuple(ids.shape)}; "
                          f"for a single sequence use {name}[None]")
-    if ids.dtype not in (torch.long, torch.int):
-        raise ValueError(f"{name} must hold integer token ids of dtype torch.long (or torch.int), got {ids.dtype}; "
-                         f"convert with {name}.long()")
-    _check_values(ids, lambda: ((ids >= 0) & (ids < vocab_size)).all(), f"{name} has token ids outside 0..{vocab_size - 1} "
-                  f"(the vocabulary has {vocab_size} tokens); was it made by a different tokenizer?",
-                  lambda: f" Its ids span [{int(ids.min())}, {int(ids.max())}].")
+    _check_values(ids, lambda: ((ids >= 0) & (ids < vocab_size)).all(),
+                  f"{name} has token ids outside 0..{vocab_size - 1} (the vocabulary has {vocab_size} tokens); was it "
+                  "made by a different tokenizer?", lambda: f" Its ids span [{int(ids.min())}, {int(ids.max())}].")
 
 
 def _check_values(tensor: torch.Tensor, ok: Callable[[], torch.Tensor], message: str,
                   detail: Callable[[], str] = str) -> None:
-    """The one place that reads an input's values, without a host sync: ``ValueError(message + detail())`` unless
-    ``ok()`` on the CPU (where tokenizers put their output); on an accelerator a device-side assert
-    (``torch._assert_async``), which stops the program at the next synchronisation instead of making the host wait
-    for the device at every call and generation step. Nothing under ``torch.compile`` or on the meta device."""
+    """The one place that reads an input's values, never making the host wait for the device: unless ``ok()``,
+    ``ValueError(message + detail())`` on the CPU (where tokenizers put their output), an accelerator's device-side
+    assert (``torch._assert_async``, which stops the program at its next sync); none under compile or on meta."""
     if torch.compiler.is_compiling() or tensor.device.type == "meta":
         return
     if tensor.device.type != "cpu":
@@ -174,17 +172,15 @@ def _check_values(tensor: torch.Tensor, ok: Callable[[], torch.Tensor], message:
         raise ValueError(message + detail())
 
 
-def _check_embeds(name: str, embeds: torch.Tensor, d_model: int, table: torch.Tensor) -> None:
-    """Embeddings are finite ``(batch, length, d_model)`` floats of the model's dtype (or any float under autocast)."""
+def _check_embeds(name: str, embeds: torch.Tensor, stack: nn.Module) -> None:
+    """Embeddings are ``(batch, length, d_model)`` floats of the model's dtype (or any float under autocast)."""
+    d_model, dtype = stack.config.d_model, stack.embeddings.word_embeddings.weight.dtype
     if not isinstance(embeds, torch.Tensor) or embeds.dim() != 3 or embeds.shape[-1] != d_model or not embeds.numel():
         shape = tuple(embeds.shape) if isinstance(embeds, torch.Tensor) else type(embeds).__name__
         raise ValueError(f"{name} must have shape (batch, sequence_length, d_model={d_model}), not empty, got {shape}")
-    if embeds.dtype != table.dtype and not (embeds.is_floating_point() and torch.is_autocast_enabled(embeds.device.type)):
-        raise ValueError(f"{name} has dtype {embeds.dtype} but the model computes in {table.dtype}: convert them with "
-                         f"{name}.to({table.dtype}) (or run under torch.autocast)")
-    _check_values(embeds, lambda: torch.isfinite(embeds).all(), f"{name} hold NaN or infinite values, which would "
-                  "make every output NaN: check what made them",
-                  lambda: f" ({int((~torch.isfinite(embeds)).sum()):,} of {embeds.numel():,} values)")
+    if embeds.dtype != dtype and not (embeds.is_floating_point() and torch.is_autocast_enabled(embeds.device.type)):
+        raise ValueError(f"{name} has dtype {embeds.dtype} but the model computes in {dtype}: convert them with "
+                         f"{name}.to({dtype}) (or run under torch.autocast)")
 
 
 def _check_mask(name: str, mask: torch.Tensor | None, batch: int, lengths: tuple[int, ...], values: bool = True,
@@ -198,8 +194,9 @@ def _check_mask(name: str, mask: torch.Tensor | None, batch: int, lengths: tuple
         expected = " or ".join(f"({batch}, {n})" for n in dict.fromkeys(lengths))
         raise ValueError(f"{name} must have shape {expected} to match the input ids, got {shape}")
     if values and mask.dtype != torch.bool:
-        _check_values(mask, lambda: ((mask == 0) | (mask == 1)).all(), f"{name} must hold only 1 (a real token) and 0 "
-                      "(padding), or booleans", lambda: f"; it holds {sorted({float(v) for v in mask.unique()[:6].tolist()})}")
+        _check_values(mask, lambda: ((mask == 0) | (mask == 1)).all(),
+                      f"{name} must hold only 1 (a real token) and 0 (padding), or booleans",
+                      lambda: f"; it holds {sorted({float(v) for v in mask.unique()[:6].tolist()})}")
 
 
 # What the Trainer (and some generate() versions) pass that this model has no use for: it reads positions from the cache.
@@ -219,24 +216,10 @@ def _flag(value: bool | None, config: ScratchformerConfig, name: str) -> bool:
     return bool(value) if value is not None else bool(getattr(config, name, False))
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The key/value cache under its two names
-# --------------------------------------------------------------------------------------------------------------------
-
 # transformers 5.24 renamed the key/value cache from ``past_key_values`` to ``cache``: in the output classes, in
 # ``generate()`` and in what it passes to ``forward``. This file travels with checkpoints, so it runs on both sides.
 # Inside this file the cache is ``cache``; ``forward`` takes either name.
 CACHE_NAME = "cache" if "cache" in {field.name for field in dataclasses.fields(Seq2SeqLMOutput)} else "past_key_values"
-
-
-def _output_with_cache(output_class: type, cache: Cache | None, **fields):
-    """``output_class(**fields)`` with the key/value cache under the name this transformers version uses."""
-    return output_class(**fields, **{CACHE_NAME: cache})
-
-
-def _cache_of(output) -> Cache | None:
-    """The key/value cache of a transformers output, whatever this version calls it."""
-    return getattr(output, CACHE_NAME)
 
 
 def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
@@ -252,27 +235,8 @@ def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | No
     return cache
 
 
-def _forward_took(self: nn.Module, **kwargs) -> None:
-    """Does nothing: transformers' ``deprecate_kwarg`` around it says what a ``forward`` was given (see below)."""
-
-
-_forward_took.__name__ = "forward"  # the warning names "<model class>.forward"
-_old_cache_name_notice = deprecate_kwarg("past_key_values", "6.0.0", additional_message="Use `cache` instead.")(
-    _forward_took)
-
-
-def _model_cache(model: nn.Module, cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
-    """The cache a model's ``forward`` was given, under either name. From transformers 5.24 on, ``past_key_values=``
-    is the old name and is warned about as transformers' own models do, with their helper (a ``FutureWarning``
-    "`past_key_values` is deprecated ... Use `cache` instead."); before 5.24 it is the current name (``generate()``
-    passes it at every step) and nothing is said. (Not a decorator on ``forward``: that would hide its signature.)"""
-    if past_key_values is not None and CACHE_NAME == "cache":
-        _old_cache_name_notice(model, past_key_values=past_key_values)
-    return _one_cache(cache, past_key_values)
-
-
 # --------------------------------------------------------------------------------------------------------------------
-# Masks: the one place a "may attend" mask takes the form an attention kernel reads
+# Masks: the one place a "may attend" mask takes the form an attention kernel reads; output recording
 # --------------------------------------------------------------------------------------------------------------------
 
 
@@ -284,12 +248,6 @@ class KernelMask(NamedTuple):
     kernel: str  # the attention implementation that runs: "eager" (the paper's formula), "sdpa", "flex_attention"...
     mask: torch.Tensor | BlockMask | None  # None: every key may be attended to (or, with is_causal, every earlier key)
     is_causal: bool = False  # sdpa only: apply the causal mask itself
-
-
-def _kernel(config: ScratchformerConfig, output_attentions: bool) -> str:
-    """The attention kernel of one call: the configured one, or the paper's formula ("eager") when the attention
-    weights are asked for, as only it makes them. Decided once per call, by the encoder or decoder."""
-    return "eager" if output_attentions else config._attn_implementation
 
 
 def _render(kernel: str, may_attend: torch.Tensor | None, batch: int, query_length: int) -> KernelMask:
@@ -351,9 +309,7 @@ def _static_cache_layout(kernel: str, attention_mask: torch.Tensor | None, cache
                          length: int, device: torch.device) -> tuple[torch.Tensor, KernelMask, int]:
     """Positions ``(B, T)``, the self-attention mask and the number of keys ``S`` for a preallocated cache of ``S``
     slots (``generate(..., cache_implementation="static")``, whose fixed shapes ``torch.compile`` captures as one
-    graph).
-
-    Fixed shapes and no host synchronisation: the number of tokens already cached is a 0-d tensor on the device
+    graph). Fixed shapes and no host synchronisation: the number of tokens already cached is a 0-d tensor on the device
     (``past``), the keys are all ``S`` slots, and query ``i`` may attend to a slot that holds a token at or before it
     (``slot <= past + i``), which masks the empty slots and the future alike (section 3.2.3). Decoder inputs are
     taken as unpadded (what ``generate`` feeds an encoder-decoder); a 2-D ``(B, S)`` padding mask or the 4-D mask
@@ -380,20 +336,13 @@ def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, pa
     return positions[:, -length:]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Output recording
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def _start_recording(stack: nn.Module, output_hidden_states: bool, output_attentions: bool,
-                     ) -> tuple[dict[str, list], list]:
-    """Forward hooks that collect what one call of ``stack`` is asked for: the embeddings' and every layer's output
-    (``hidden_states``), and the weights of each self-attention (``attentions``) and cross-attention
-    (``cross_attentions``). Returns the lists they fill and the hooks, which the caller removes when the call ends.
-
-    (transformers' ``capture_outputs`` does this by declaration, but its behaviour differs between 5.4, the floor,
-    and 5.24, so the hooks are made here.)
-    """
+@contextlib.contextmanager
+def _recording(stack: nn.Module, output_hidden_states: bool | None, output_attentions: bool,
+               ) -> Iterator[dict[str, list]]:
+    """Forward hooks that collect, during one call of ``stack``, what it is asked for: the embeddings' and every
+    layer's output (``hidden_states``), and the weights of each self-attention (``attentions``) and cross-attention
+    (``cross_attentions``). Yields the lists they fill; the hooks are removed when the block ends. (transformers'
+    ``capture_outputs`` does this by declaration, but it behaves differently in 5.4, the floor, and 5.24.)"""
     recorded: dict[str, list] = {}
     hooks = []
 
@@ -402,7 +351,7 @@ def _start_recording(stack: nn.Module, output_hidden_states: bool, output_attent
         hooks.append(module.register_forward_hook(
             lambda _module, _inputs, output: store.append(output if index is None else output[index])))
 
-    if output_hidden_states:
+    if _flag(output_hidden_states, stack.config, "output_hidden_states"):
         for module in (stack.embeddings, *stack.layers):
             record("hidden_states", module)
     if output_attentions:
@@ -410,7 +359,11 @@ def _start_recording(stack: nn.Module, output_hidden_states: bool, output_attent
             record("attentions", layer.self_attn, 1)
             if hasattr(layer, "cross_attn"):
                 record("cross_attentions", layer.cross_attn, 1)
-    return recorded, hooks
+    try:
+        yield recorded
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 def _recorded(recorded: dict[str, list], last_hidden_state: torch.Tensor) -> dict[str, tuple]:
@@ -477,10 +430,6 @@ class ScratchformerEncoder(Encoder):
 
     layer_class = ScratchformerEncoderLayer
 
-    def __init__(self, config: ScratchformerConfig):
-        super().__init__(config)
-        self.config = config
-
     @can_return_tuple
     def forward(
         self,
@@ -493,18 +442,13 @@ class ScratchformerEncoder(Encoder):
         """input_ids, attention_mask: (B, S); ``attention_mask`` is 1 for real tokens and 0 for padding."""
         config = self.config
         output_attentions = _flag(output_attentions, config, "output_attentions")
-        kernel = _kernel(config, output_attentions)
+        kernel = "eager" if output_attentions else config._attn_implementation  # only eager makes weights
         batch, length, device = _check_input(self, kernel, input_ids, inputs_embeds, attention_mask)
         mask = _mask_for(kernel, attention_mask, batch, length, length, device, causal=False)
         position_ids = _position_ids(attention_mask, batch, length, 0, device)
 
-        recorded, hooks = _start_recording(self, _flag(output_hidden_states, config, "output_hidden_states"),
-                                           output_attentions)
-        try:
+        with _recording(self, output_hidden_states, output_attentions) as recorded:
             hidden_states = super().forward(input_ids, position_ids, mask, inputs_embeds)
-        finally:
-            for hook in hooks:
-                hook.remove()
         return BaseModelOutput(last_hidden_state=hidden_states, **_recorded(recorded, hidden_states))
 
 
@@ -517,7 +461,6 @@ class ScratchformerDecoder(Decoder):
 
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
-        self.config = config
         for index, layer in enumerate(self.layers):  # the cache keeps each layer's keys and values at its index
             layer.self_attn.layer_idx = layer.cross_attn.layer_idx = index
             layer.cross_attn.is_cross_attention = True
@@ -527,9 +470,7 @@ class ScratchformerDecoder(Decoder):
         each layer again in the backward pass and would fill it twice)."""
         if use_cache and self.training and torch.is_grad_enabled() and self.layers[0].gradient_checkpointing:
             return None
-        if use_cache and cache is None:
-            # every layer is full attention: its cache is made when first filled (DynamicCache(config=...) would
-            # copy the config at every forward, docs/performance.md)
+        if use_cache and cache is None:  # filled as it grows (DynamicCache(config=...) copies the config every call)
             return EncoderDecoderCache(DynamicCache(), DynamicCache())
         return cache
 
@@ -555,7 +496,7 @@ class ScratchformerDecoder(Decoder):
         use_cache = _flag(use_cache, config, "use_cache")
         cache = self._cache_for(_one_cache(cache, past_key_values), use_cache)
         output_attentions = _flag(output_attentions, config, "output_attentions")
-        kernel = _kernel(config, output_attentions)
+        kernel = "eager" if output_attentions else config._attn_implementation  # only eager makes weights
         batch, length, device = _check_input(self, kernel, input_ids, inputs_embeds, attention_mask, cache,
                                              encoder_hidden_states, encoder_attention_mask)
         layout = _static_cache_layout if cache is not None and cache.is_compileable else _dynamic_cache_layout
@@ -563,16 +504,12 @@ class ScratchformerDecoder(Decoder):
         source_mask = _mask_for(kernel, encoder_attention_mask, batch, length, encoder_hidden_states.shape[1], device,
                                 causal=False)
 
-        recorded, hooks = _start_recording(self, _flag(output_hidden_states, config, "output_hidden_states"),
-                                           output_attentions)
-        try:
+        with _recording(self, output_hidden_states, output_attentions) as recorded:
             hidden_states = super().forward(input_ids, encoder_hidden_states, self_mask, source_mask, position_ids,
                                             inputs_embeds, num_positions=total, cache=cache)
-        finally:
-            for hook in hooks:
-                hook.remove()
-        return _output_with_cache(BaseModelOutputWithPastAndCrossAttentions, cache if use_cache else None,
-                                  last_hidden_state=hidden_states, **_recorded(recorded, hidden_states))
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states,
+                                                         **{CACHE_NAME: cache if use_cache else None},
+                                                         **_recorded(recorded, hidden_states))
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -594,67 +531,41 @@ AUTO_MAP = {
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz")
 
 
-def safetensors_problem(folder: str | os.PathLike) -> str | None:
-    """Why ``folder`` has no weights we may load, or ``None``: the one place of the safetensors-only rule (and of
-    float weights: :func:`_weights_dtype_problem`)."""
-    names = os.listdir(folder)
-    if "model.safetensors" in names or "model.safetensors.index.json" in names:
-        return _weights_dtype_problem(folder, names)
-    pickles = sorted(name for name in names if os.path.splitext(name)[1] in PICKLE_SUFFIXES)
-    detail = f" (it has {', '.join(pickles)}: pickled weights are never loaded)" if pickles else ""
-    return (f"Scratchformer loads weights from safetensors only, and {folder} has no model.safetensors{detail}. "
-            "Unpickling a pytorch_model.bin can run arbitrary code: convert the checkpoint where you trust it (load "
-            "it, then save_pretrained writes safetensors).")
-
-
 # safetensors' names of the floating-point dtypes: every weight of a Transformer is one of them.
 FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"})
 
 
-def _weights_dtype_problem(folder: str | os.PathLike, names: list[str]) -> str | None:
-    """Why the weights files of ``folder`` hold weights that are not floats (``int32`` weights would load silently
-    converted, their fractions lost), or ``None``; from each file's header alone. Weights are the tensors named
-    ``*.weight`` and ``*.bias`` (every parameter of ours); another tensor is not loaded into the model."""
-    files = ["model.safetensors"] if "model.safetensors" in names else []
-    if not files:
-        try:
+def safetensors_problem(folder: str | os.PathLike) -> str | None:
+    """Why ``folder`` has no weights we may load, or ``None``: the one place of the safetensors-only rule, and of
+    float weights (``int32`` weights would load silently converted), read from each file's header (an 8-byte
+    little-endian size, then JSON). Weights are the tensors named ``*.weight`` and ``*.bias``: no other is loaded."""
+    names = os.listdir(folder)
+    if "model.safetensors" not in names and "model.safetensors.index.json" not in names:
+        pickles = sorted(name for name in names if os.path.splitext(name)[1] in PICKLE_SUFFIXES)
+        detail = f" (it has {', '.join(pickles)}: pickled weights are never loaded)" if pickles else ""
+        return (f"Scratchformer loads weights from safetensors only, and {folder} has no model.safetensors{detail}. "
+                "Unpickling a pytorch_model.bin can run arbitrary code: convert the checkpoint where you trust it "
+                "(load it, then save_pretrained writes safetensors).")
+    files, headers = ["model.safetensors"] if "model.safetensors" in names else [], {}
+    try:
+        if not files:
             with open(os.path.join(folder, "model.safetensors.index.json"), encoding="utf-8") as handle:
                 files = sorted(set(json.load(handle)["weight_map"].values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return None  # an unreadable index: transformers' own error names it
-    for file in files:
-        path = os.path.join(folder, file)
-        odd = sorted((name, dtype) for name, dtype in _safetensors_dtypes(path).items()
-                     if dtype not in FLOAT_DTYPES and name.rsplit(".", 1)[-1] in ("weight", "bias"))
+        for file in files:
+            with open(os.path.join(folder, file), "rb") as handle:
+                size = int.from_bytes(handle.read(8), "little")
+                headers[file] = dict(json.loads(handle.read(size)) if 0 < size <= 100_000_000 else {})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # an unreadable index or header: transformers' own error, or the integrity checks, name it
+    for file, header in headers.items():
+        odd = sorted((name, str(entry.get("dtype"))) for name, entry in header.items() if isinstance(entry, dict)
+                     and entry.get("dtype") not in FLOAT_DTYPES and name.rsplit(".", 1)[-1] in ("weight", "bias"))
         if odd:
             more = f" and {len(odd) - 1} more" if len(odd) > 1 else ""
-            return (f"{path} holds weights that are not floating-point numbers ({odd[0][0]}: {odd[0][1]}{more}): "
-                    "they would load silently converted. Save the model again with float weights "
-                    "(model.float().save_pretrained(...))")
+            return (f"{os.path.join(folder, file)} holds weights that are not floating-point numbers ({odd[0][0]}: "
+                    f"{odd[0][1]}{more}): they would load silently converted. Save the model again with float "
+                    "weights (model.float().save_pretrained(...))")
     return None
-
-
-def _safetensors_dtypes(path: str) -> dict[str, str]:
-    """Each tensor's dtype in a safetensors file, in safetensors' names (``"F32"``, ``"I32"``), from its header (an
-    8-byte little-endian size, then JSON) without reading a tensor; empty where the header cannot be read (the
-    integrity checks say why)."""
-    try:
-        with open(path, "rb") as handle:
-            size = int.from_bytes(handle.read(8), "little")
-            header = json.loads(handle.read(size)) if 0 < size <= 100_000_000 else {}  # safetensors' own limit
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(header, dict):
-        return {}
-    return {name: str(entry.get("dtype")) for name, entry in header.items()
-            if name != "__metadata__" and isinstance(entry, dict)}
-
-
-def _signature_computed_once(forward: Callable) -> Callable:
-    """Store ``forward``'s signature on it, so that ``inspect.signature`` becomes a lookup: ``generate()`` reads it at
-    every decoding step of a model registered for remote code (docs/performance.md). The signature is unchanged."""
-    forward.__signature__ = inspect.signature(forward)
-    return forward
 
 
 class ScratchformerPreTrainedModel(PreTrainedModel):
@@ -693,20 +604,23 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         if self.config.tie_word_embeddings and hasattr(self.base_model, "decoder"):
             self.base_model.decoder.embeddings.word_embeddings = value
 
+    def get_output_embeddings(self) -> nn.Linear | None:
+        """The LM head (the pre-softmax linear, tied to the token table), where the model has one."""
+        return getattr(self, "lm_head", None)
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save as usual, with our ``auto_map`` only: transformers lists just the class being saved (Hub users also
-        need ``AutoModel`` -> the encoder, for embeddings and the feature-extraction pipeline), and keeps any
-        foreign entry a loaded config carried in (code we never reviewed would then run for Hub users).
+        need ``AutoModel`` -> the encoder), and keeps any foreign entry a loaded config carried in (code we never
+        reviewed would then run for Hub users). A path that is a file raises ``NotADirectoryError`` (transformers
+        logs an error and saves nothing). The weights get the permissions ``config.json`` got from the umask
+        (safetensors 0.8 makes them ``-rw-------``, safetensors issue #782).
 
-        A path that is a file raises ``NotADirectoryError`` (transformers logs an error and saves nothing). The
-        weights get the permissions ``config.json`` got from the umask: safetensors 0.8 writes them through a
-        temporary file made ``-rw-------`` (safetensors issue #782), which no other user could read.
-
-        A failed save (a full disk) leaves an earlier save in the folder as it was: transformers writes
-        ``config.json`` and the others in place, so the files are written into a temporary folder inside
-        ``save_directory`` and then moved into place, one ``os.replace`` each; the shards of an earlier, differently
-        sharded save are removed afterwards, as transformers removes them. The error is the library's own (this file
-        travels with the weights and imports nothing of scratchformer's)."""
+        A failed save (a full disk) leaves an earlier save as it was: transformers writes in place, so the files are
+        written into a temporary folder inside ``save_directory``, then moved into place, one ``os.replace`` each;
+        the shards of an earlier, differently sharded save are removed afterwards, as transformers removes them."""
         import shutil
         import tempfile
 
@@ -749,8 +663,7 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         is never unpickled, unless the caller passes ``use_safetensors=False``), and an unreadable weights file gives
         an error that names it."""
         kwargs.setdefault("use_safetensors", True)
-        # None: no folder or repo at all, the weights come as state_dict= (a form transformers supports)
-        if (kwargs["use_safetensors"] and pretrained_model_name_or_path is not None
+        if (kwargs["use_safetensors"] and pretrained_model_name_or_path is not None  # None: weights as state_dict=
                 and os.path.isdir(pretrained_model_name_or_path)):
             problem = safetensors_problem(pretrained_model_name_or_path)
             if problem:
@@ -760,9 +673,8 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         except Exception as error:
             source = str(pretrained_model_name_or_path)
             if type(error).__name__ == "SafetensorError":  # header or size check failed: truncated or corrupted
-                names = ["model.safetensors"]
-                if os.path.isdir(source):
-                    names = sorted(name for name in os.listdir(source) if name.endswith(".safetensors"))
+                names = sorted(name for name in os.listdir(source) if name.endswith(".safetensors")) if (
+                    os.path.isdir(source)) else ["model.safetensors"]
                 raise OSError(f"cannot read the weights file {' / '.join(names)} of {source}: it is truncated or "
                               f"corrupted ({error}). Download it again (force_download=True) or re-export the "
                               "checkpoint.") from error
@@ -805,7 +717,13 @@ def mean_over_labelled(total: torch.Tensor, labels: torch.Tensor,
 def _token_loss(logits: torch.Tensor, labels: torch.Tensor,
                 num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
     """The mean cross-entropy of ``logits`` (B, L, C) against ``labels`` (B, L), ``-100`` where nothing is to be
-    predicted (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
+    predicted (see :func:`mean_over_labelled` for ``num_items_in_batch``), after the labels' check: the one of every
+    head that predicts ids (the LM, masked-LM and token-classification heads)."""
+    if not isinstance(labels, torch.Tensor) or labels.shape != logits.shape[:2]:
+        shape = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
+        raise ValueError(f"labels must be a tensor of shape {tuple(logits.shape[:2])}, one id (or -100) per "
+                         f"position of the output, got {shape}")
+    _check_labels(labels, logits.shape[-1], ignored=-100)
     labels = labels.to(logits.device).reshape(-1)
     total = nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels, ignore_index=-100,
                                         reduction="sum")
@@ -818,10 +736,8 @@ def _token_loss(logits: torch.Tensor, labels: torch.Tensor,
 
 
 class ScratchformerModel(ScratchformerPreTrainedModel):
-    """The bare encoder-decoder (Figure 1 of the paper, without the final linear + softmax).
-
-    With ``tie_word_embeddings`` (default) the encoder and decoder read one shared token table.
-    """
+    """The bare encoder-decoder (Figure 1 of the paper, without the final linear + softmax). With
+    ``tie_word_embeddings`` (default) the encoder and decoder read one shared token table."""
 
     _tied_weights_keys = {"decoder.embeddings.word_embeddings.weight": "encoder.embeddings.word_embeddings.weight"}
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)lm_head\."]
@@ -852,20 +768,14 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
         """Encode the source (unless ``encoder_outputs`` are given) and decode. Without decoder inputs, the
         decoder reads the source shifted right (as BART does), which makes the bare model usable on one text."""
         _warn_ignored(self, kwargs)
-        cache = _model_cache(self, cache, past_key_values)
+        cache = _one_cache(cache, past_key_values)
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
                 output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True)
-        elif not isinstance(encoder_outputs, BaseModelOutput):
-            encoder_outputs = BaseModelOutput(
-                last_hidden_state=encoder_outputs[0],
-                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
-                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
-            )
-        if decoder_input_ids is None and decoder_inputs_embeds is None:  # the encoder has checked the input ids
-            if input_ids is None:
-                raise ValueError("pass decoder_input_ids (or input_ids, which are then shifted right)")
+        elif not isinstance(encoder_outputs, BaseModelOutput):  # a tuple (last_hidden_state, hidden_states, attentions)
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        if decoder_input_ids is None and decoder_inputs_embeds is None and input_ids is not None:  # checked by now
             decoder_input_ids = shift_tokens_right(input_ids, self.config.pad_token_id,
                                                    self.config.decoder_start_token_id)
         decoder_outputs = self.decoder(
@@ -873,8 +783,8 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
             encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
             cache=cache, inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True)
-        return _output_with_cache(
-            Seq2SeqModelOutput, _cache_of(decoder_outputs),
+        return Seq2SeqModelOutput(
+            **{CACHE_NAME: getattr(decoder_outputs, CACHE_NAME)},
             last_hidden_state=decoder_outputs.last_hidden_state,
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
@@ -886,12 +796,10 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
 
 
 class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, GenerationMixin):
-    """The encoder-decoder with the pre-softmax linear projection to the vocabulary (section 3.4).
-
-    ``labels`` give the cross-entropy loss (positions with ``-100`` are ignored) and, shifted right, the decoder
-    inputs. ``generate()`` (greedy, beam search, sampling) comes from ``GenerationMixin`` and uses a key/value cache
-    in which the cross-attention keys and values are computed once per sequence.
-    """
+    """The encoder-decoder with the pre-softmax linear projection to the vocabulary (section 3.4). ``labels`` give
+    the cross-entropy loss (positions with ``-100`` are ignored) and, shifted right, the decoder inputs.
+    ``generate()`` (greedy, beam search, sampling) comes from ``GenerationMixin`` and uses a key/value cache in which
+    the cross-attention keys and values are computed once per sequence."""
 
     _tied_weights_keys = {"lm_head.weight": "model.encoder.embeddings.word_embeddings.weight"}
     _auto_classes_also_served = ("AutoModel", "AutoModelForMaskedLM")  # the encoder + this LM head = fill-mask
@@ -901,12 +809,6 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         self.model = ScratchformerModel(config)
         self.lm_head = pre_softmax_linear(config)
         self.post_init()
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, value: nn.Linear) -> None:
-        self.lm_head = value
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
@@ -922,16 +824,14 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
 
     def create_masks_for_generate(self, config, inputs_embeds, attention_mask, *args, **kwargs):
         """What ``generate()`` calls at every step with a static cache, outside the compiled step, to make a 4-D
-        decoder mask. Without a decoder mask (what ``generate`` passes an encoder-decoder) there is nothing to make:
-        the decoder masks the empty slots and the future itself (:func:`_static_cache_layout`), and no host work is
-        spent on it at every step (docs/performance.md)."""
+        decoder mask: without a decoder mask (what it passes an encoder-decoder) none, as the decoder masks the empty
+        slots and the future itself (:func:`_static_cache_layout`): no host work at every step (docs/performance.md)."""
         if attention_mask is None:
             return None
         from transformers.masking_utils import create_masks_for_generate
 
         return create_masks_for_generate(config, inputs_embeds, attention_mask, *args, **kwargs)
 
-    @_signature_computed_once
     @can_return_tuple
     def forward(
         self,
@@ -954,11 +854,10 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         """``labels`` give the mean cross-entropy over the labelled target tokens (see :func:`mean_over_labelled`
         for ``num_items_in_batch``)."""
         _warn_ignored(self, kwargs)
-        cache = _model_cache(self, cache, past_key_values)
+        cache = _one_cache(cache, past_key_values)
         if labels is not None:
-            if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
+            if not isinstance(labels, torch.Tensor) or labels.dim() != 2:  # before they are shifted into the decoder
                 raise ValueError("labels must be a (batch, target_length) tensor of token ids, -100 where ignored")
-            _check_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
             use_cache = False  # teacher forcing: the whole target at once
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
@@ -968,24 +867,23 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
             inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True)
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
-        loss = None
-        if labels is not None:
-            if labels.shape != logits.shape[:2]:
-                raise ValueError(f"labels have shape {tuple(labels.shape)} but the decoder produced "
-                                 f"{tuple(logits.shape[:2])} positions")
-            loss = _token_loss(logits, labels, num_items_in_batch)
+        loss = _token_loss(logits, labels, num_items_in_batch) if labels is not None else None
         # the model's outputs (the cache under this transformers version's name), with the logits for the last state
         return Seq2SeqLMOutput(loss=loss, logits=logits,
                                **{name: value for name, value in outputs.items() if name != "last_hidden_state"})
 
 
-class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
-    """The encoder alone: contextual embeddings of a text, the class behind ``AutoModel``.
+# generate() reads the signature of forward at every decoding step of a model registered for remote code
+# (docs/performance.md): stored once, inspect.signature becomes a lookup. The signature is unchanged.
+ScratchformerForConditionalGeneration.forward.__signature__ = inspect.signature(
+    ScratchformerForConditionalGeneration.forward)
 
-    Loads from a full encoder-decoder checkpoint (the decoder and LM head are skipped). As in DistilBERT,
-    ``model.embeddings.word_embeddings`` is the learned token table and
-    ``model(**tokenizer(text, return_tensors="pt")).last_hidden_state`` the contextual vectors.
-    """
+
+class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
+    """The encoder alone: contextual embeddings of a text, the class behind ``AutoModel``; it loads from a full
+    encoder-decoder checkpoint (the decoder and LM head are skipped). As in DistilBERT, the learned token table is
+    ``model.embeddings.word_embeddings`` and the contextual vectors are
+    ``model(**tokenizer(text, return_tensors="pt")).last_hidden_state``."""
 
     # A full encoder-decoder checkpoint also holds the decoder and the LM head: they are simply not needed here.
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\.", r"(^|\.)lm_head\."]
@@ -1025,11 +923,9 @@ class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
 
 
 def mean_over_tokens(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-    """The sentence vector: the mean of the encoder output over the real tokens, ``(B, S, D) -> (B, D)``.
-
-    Padding (``attention_mask == 0``) is left out, so a sentence gets the same vector alone or in a padded batch. The
-    same pooling as the card's embedding snippet and the exported sentence-transformers folder.
-    """
+    """The sentence vector: the mean of the encoder output over the real tokens, ``(B, S, D) -> (B, D)``. Padding
+    (``attention_mask == 0``) is left out, so a sentence gets the same vector alone or in a padded batch. The same
+    pooling as the card's embedding snippet and the exported sentence-transformers folder."""
     if attention_mask is None:
         return hidden_states.mean(dim=1)
     mask = attention_mask.bool().unsqueeze(-1).to(hidden_states.dtype)  # (B, S, 1)
@@ -1044,8 +940,7 @@ _GENERATION_TOKEN_IDS = ("eos_token_id", "pad_token_id", "bos_token_id", "decode
 def _check_generation(settings: dict, config: ScratchformerConfig) -> None:
     """Refuse, before the encoder runs, what only this model's sizes decide: a token id past its vocabulary (an
     ``IndexError`` deep inside a logits processor, or a device assert), more beams than tokens (beam search keeps
-    that many different continuations, and its first step has one per token), and a length past learned positions.
-    """
+    that many continuations; its first step has one per token), and a length past learned positions."""
     for name in _GENERATION_TOKEN_IDS:
         ids = settings.get(name)
         for token in ids if isinstance(ids, (list, tuple)) else [ids]:
@@ -1066,41 +961,16 @@ def _check_generation(settings: dict, config: ScratchformerConfig) -> None:
 
 
 def _check_labels(labels: torch.Tensor, num_labels: int, ignored: int | None = None) -> None:
-    """Class labels are integers in ``0..num_labels-1`` (or ``ignored``); cross-entropy fails obscurely otherwise."""
+    """Class labels (a token id for an LM head) are integers in ``0..num_labels-1`` (or ``ignored``): cross-entropy
+    fails obscurely otherwise (a device assert on a GPU)."""
     if labels.is_floating_point() or labels.dtype == torch.bool:
         raise ValueError(f"labels must be integer class ids in 0..{num_labels - 1}, got dtype {labels.dtype}")
     ok = (labels >= 0) & (labels < num_labels)
     if ignored is not None:
         ok |= labels == ignored
-    _check_values(labels, ok.all,
-                  f"labels must be class ids in 0..{num_labels - 1} (num_labels={num_labels})"
-                  + (f" or {ignored}" if ignored is not None else ""),
+    _check_values(labels, ok.all, f"labels must be class ids in 0..{num_labels - 1} ({num_labels} classes: num_labels, "
+                  "or an LM head's vocabulary)" + (f" or {ignored}" if ignored is not None else ""),
                   lambda: f"; they span [{int(labels.min())}, {int(labels.max())}]")
-
-
-# the targets of the losses on numbers, as the message of a target outside them says
-_NUMBER_TARGETS = {"regression": "(regression targets)",
-                   "multi_label_classification": "in [0, 1] (the probability of each label)"}
-
-
-def _check_sequence_labels(labels: torch.Tensor, batch: int, config: ScratchformerConfig) -> None:
-    """One target per text in the shape the loss of ``config.problem_type`` reads (MSE would broadcast a ``(B,)``
-    target against ``(B, num_labels)`` outputs in silence), and numbers that give a finite loss."""
-    num_labels, problem = config.num_labels, config.problem_type
-    shapes = {"single_label_classification": [(batch,), (batch, 1)],
-              "regression": [(batch,), (batch, 1)] if num_labels == 1 else [(batch, num_labels)],
-              "multi_label_classification": [(batch, num_labels)]}.get(problem, [tuple(labels.shape)])
-    if tuple(labels.shape) not in shapes:
-        raise ValueError(f"labels have shape {tuple(labels.shape)}; {problem} with num_labels={num_labels} needs "
-                         f"{' or '.join(map(str, shapes))}: one target per text of the batch")
-    if problem == "single_label_classification":
-        return _check_labels(labels, num_labels)
-    if problem not in _NUMBER_TARGETS:
-        return
-    values = labels.float()
-    ok = torch.isfinite(values) if problem == "regression" else (values >= 0) & (values <= 1)
-    _check_values(labels, ok.all, f"labels must be finite numbers {_NUMBER_TARGETS[problem]}",
-                  lambda: f"; {int((~ok).sum())} of {ok.numel()} are not, e.g. {values[~ok][0].item()}")
 
 
 def _classifier_dropout(config: ScratchformerConfig) -> float:
@@ -1125,10 +995,10 @@ class ScratchformerClassificationHead(nn.Module):
 def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config: ScratchformerConfig) -> torch.Tensor:
     """The loss for ``config.problem_type``, chosen as transformers does when it is not set: one label -> regression
     (MSE), integer labels -> single-label classification (cross-entropy), float labels of shape ``(B, num_labels)``
-    -> multi-label classification (binary cross-entropy on each label). The choice is stored in the config."""
-    if not isinstance(labels, torch.Tensor):
-        raise ValueError(f"labels must be a torch.Tensor, got {type(labels).__name__}")
-    num_labels = config.num_labels
+    -> multi-label classification (binary cross-entropy on each label). The choice is stored in the config. The
+    labels are one target per text in the shape the loss reads (MSE would broadcast a ``(B,)`` target against
+    ``(B, num_labels)`` outputs in silence), and numbers that give a finite loss."""
+    num_labels, batch = config.num_labels, logits.shape[0]
     if config.problem_type is None:
         if num_labels == 1:
             config.problem_type = "regression"
@@ -1136,26 +1006,37 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, con
             config.problem_type = "single_label_classification"
         else:
             config.problem_type = "multi_label_classification"
-    labels = labels.to(logits.device)
-    _check_sequence_labels(labels, logits.shape[0], config)
-    if config.problem_type == "regression":
-        if num_labels == 1:
-            return nn.functional.mse_loss(logits.squeeze(-1).float(), labels.squeeze(-1).float())
-        return nn.functional.mse_loss(logits.float(), labels.float())
-    if config.problem_type == "single_label_classification":
+    problem, labels = config.problem_type, labels.to(logits.device)
+    shapes = {"single_label_classification": [(batch,), (batch, 1)],
+              "regression": [(batch,), (batch, 1)] if num_labels == 1 else [(batch, num_labels)],
+              "multi_label_classification": [(batch, num_labels)]}.get(problem)
+    if shapes is None:
+        raise ValueError(f"problem_type={problem!r} is not one of 'regression', 'single_label_classification', "
+                         "'multi_label_classification'")
+    if tuple(labels.shape) not in shapes:
+        raise ValueError(f"labels have shape {tuple(labels.shape)}; {problem} with num_labels={num_labels} needs "
+                         f"{' or '.join(map(str, shapes))}: one target per text of the batch")
+    if problem == "single_label_classification":
+        _check_labels(labels, num_labels)
         return nn.functional.cross_entropy(logits.float().view(-1, num_labels), labels.view(-1))
-    if config.problem_type == "multi_label_classification":
-        return nn.functional.binary_cross_entropy_with_logits(logits.float(), labels.float())
-    raise ValueError(f"problem_type={config.problem_type!r} is not one of 'regression', "
-                     "'single_label_classification', 'multi_label_classification'")
+    values = labels.float()
+    ok = torch.isfinite(values) if problem == "regression" else (values >= 0) & (values <= 1)
+    _check_values(labels, ok.all, "labels must be finite numbers " + ("(regression targets)" if problem ==
+                  "regression" else "in [0, 1] (the probability of each label)"),
+                  lambda: f"; {int((~ok).sum())} of {ok.numel()} are not, e.g. {values[~ok][0].item()}")
+    if problem == "regression":
+        return nn.functional.mse_loss(logits.float().reshape(values.shape), values)
+    return nn.functional.binary_cross_entropy_with_logits(logits.float(), values)
 
 
 class ScratchformerEncoderWithHead(ScratchformerPreTrainedModel):
-    """What the task heads share: the encoder (``self.model``, a :class:`ScratchformerEncoderModel`) and its
-    accessors. Loads from a full encoder-decoder checkpoint: the encoder is reused (``model.encoder.*``), the decoder
-    and LM head are skipped, and the head starts from random values, as BERT's does."""
+    """What the task heads share: the encoder (``self.model``, a :class:`ScratchformerEncoderModel`), its accessors
+    and the forward: encode, the head's ``logits``, its ``loss`` against ``labels``. Loads from a full
+    encoder-decoder checkpoint: the encoder is reused (``model.encoder.*``), the decoder and LM head are skipped, and
+    the head starts from random values, as BERT's does."""
 
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\.", r"(^|\.)lm_head\."]
+    output_class: type = TokenClassifierOutput
 
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
@@ -1165,11 +1046,31 @@ class ScratchformerEncoderWithHead(ScratchformerPreTrainedModel):
     def get_encoder(self) -> ScratchformerEncoder:
         return self.model.encoder
 
-    def _encode(self, input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
-                ) -> BaseModelOutput:
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                          output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                          return_dict=True)
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ):
+        """labels: what the head's ``loss`` reads; ``num_items_in_batch``: see :func:`mean_over_labelled`."""
+        _warn_ignored(self, kwargs)
+        encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                             return_dict=True)
+        logits = self.logits(encoded.last_hidden_state, attention_mask)
+        loss = self.loss(logits, labels, num_items_in_batch) if labels is not None else None
+        return self.output_class(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                 attentions=encoded.attentions)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch) -> torch.Tensor:
+        """labels: ``(B, S)`` ids, ``-100`` where there is nothing to predict; their mean cross-entropy."""
+        return _token_loss(logits, labels, num_items_in_batch)
 
 
 class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
@@ -1179,11 +1080,11 @@ class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
     out), then :class:`ScratchformerClassificationHead`. Our encoder has no ``[CLS]`` token trained to summarise
     the text, and the mean is what the word-sense study and the sentence-transformers export use. ``num_labels``,
     ``id2label``/``label2id`` and ``problem_type`` come from the config; the loss follows ``problem_type`` as in
-    transformers (:func:`sequence_classification_loss`).
+    transformers (:func:`sequence_classification_loss`): ``labels`` are ``(B,)`` class ids, ``(B,)`` or ``(B, 1)``
+    targets for regression, or ``(B, num_labels)`` 0/1 floats for multi-label classification. Loads from a full
+    encoder-decoder checkpoint (:class:`ScratchformerEncoderWithHead`)."""
 
-    Loads from a full encoder-decoder checkpoint (:class:`ScratchformerEncoderWithHead`).
-    """
-
+    output_class = SequenceClassifierOutput
     # The loss is a mean over the texts of the batch (MSE, or cross-entropy), with no per-token count to pass: the
     # Trainer then divides each micro-batch's loss by their number, which is what gradient accumulation needs.
     accepts_loss_kwargs = False
@@ -1193,25 +1094,11 @@ class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
         self.classifier = ScratchformerClassificationHead(config)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        **kwargs,
-    ) -> SequenceClassifierOutput:
-        """labels: ``(B,)`` class ids, ``(B,)`` or ``(B, 1)`` targets for regression, or ``(B, num_labels)`` 0/1
-        floats for multi-label classification."""
-        _warn_ignored(self, kwargs)
-        encoded = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
-        logits = self.classifier(mean_over_tokens(encoded.last_hidden_state, attention_mask))  # (B, num_labels)
-        loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
-        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
-                                        attentions=encoded.attentions)
+    def logits(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        return self.classifier(mean_over_tokens(hidden_states, attention_mask))  # (B, S, D) -> (B, num_labels)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch) -> torch.Tensor:
+        return sequence_classification_loss(logits, labels, self.config)
 
 
 class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
@@ -1219,8 +1106,7 @@ class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
 
     Each vector of the last encoder layer goes through dropout and a linear projection to ``num_labels`` scores.
     ``labels`` of ``-100`` (padding, special tokens, the second text of a pair) are left out of the cross-entropy.
-    Loads from a full encoder-decoder checkpoint like :class:`ScratchformerForSequenceClassification`.
-    """
+    Loads from a full encoder-decoder checkpoint like :class:`ScratchformerForSequenceClassification`."""
 
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
@@ -1228,29 +1114,8 @@ class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
         self.classifier = nn.Linear(config.d_model, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        num_items_in_batch: int | torch.Tensor | None = None,
-        **kwargs,
-    ) -> TokenClassifierOutput:
-        """labels: ``(B, S)`` label ids, ``-100`` where a token has no label; the loss is their mean cross-entropy
-        (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
-        _warn_ignored(self, kwargs)
-        encoded = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
-        logits = self.classifier(self.dropout(encoded.last_hidden_state))  # (B, S, num_labels)
-        loss = None
-        if labels is not None:
-            _check_labels(labels.to(logits.device).reshape(-1), self.num_labels, ignored=-100)
-            loss = _token_loss(logits, labels, num_items_in_batch)
-        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
-                                     attentions=encoded.attentions)
+    def logits(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        return self.classifier(self.dropout(hidden_states))  # (B, S, D) -> (B, S, num_labels)
 
 
 class ScratchformerForMaskedLM(ScratchformerEncoderWithHead):
@@ -1258,50 +1123,19 @@ class ScratchformerForMaskedLM(ScratchformerEncoderWithHead):
 
     The same weights the encoder's masked-token loss trains (``scratchformer train --encoder-mlm-weight``): each
     vector of the last encoder layer times the shared token table gives one score per token. Loads from a full
-    encoder-decoder checkpoint with nothing new to learn (the decoder is skipped; the projection is the token table).
-    """
+    encoder-decoder checkpoint with nothing new to learn (the decoder is skipped; the projection is the token table)."""
 
     _tied_weights_keys = {"lm_head.weight": "model.encoder.embeddings.word_embeddings.weight"}
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\."]
+    output_class = MaskedLMOutput
 
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
         self.lm_head = pre_softmax_linear(config)
         self.post_init()
 
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, value: nn.Linear) -> None:
-        self.lm_head = value
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        num_items_in_batch: int | torch.Tensor | None = None,
-        **kwargs,
-    ) -> MaskedLMOutput:
-        """labels: ``(B, S)`` token ids to predict, ``-100`` where there is nothing to predict; the loss is their
-        mean cross-entropy (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
-        _warn_ignored(self, kwargs)
-        if labels is not None:  # as the seq2seq head checks its labels: ids outside the vocabulary fail in torch
-            if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
-                raise ValueError("labels must be a (batch, sequence_length) tensor of token ids, -100 where ignored")
-            _check_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
-        encoded = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
-        logits = self.lm_head(encoded.last_hidden_state)  # (B, S, V)
-        if labels is not None and labels.shape != logits.shape[:2]:
-            raise ValueError(f"labels have shape {tuple(labels.shape)} but the input has shape "
-                             f"{tuple(logits.shape[:2])}: give one label (or -100) per input token")
-        loss = _token_loss(logits, labels, num_items_in_batch) if labels is not None else None
-        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
-                              attentions=encoded.attentions)
+    def logits(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        return self.lm_head(hidden_states)  # (B, S, D) -> (B, S, V)
 
 
 __all__ = [
