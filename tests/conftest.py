@@ -83,7 +83,6 @@ RELIABILITY = {
         "test_masked_lm_labels_outside_the_vocabulary_or_of_the_wrong_shape_are_refused",
         "test_sequence_labels_of_the_wrong_shape_or_not_finite_are_refused",
         "test_tokens_of_ids_that_are_not_the_tokenizers_are_refused_not_none",
-        "test_nan_or_infinite_inputs_embeds_are_refused_not_turned_into_nan_logits",
     ],
     "files and TSVs": [
         "test_bad_files_are_clear_errors", "test_bad_tsv", "test_missing_file", "test_cli_bad_data_is_a_clear_error",
