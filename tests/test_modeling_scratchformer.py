@@ -281,9 +281,11 @@ def test_ids_of_another_dtype_get_torchs_error_naming_the_dtypes_it_takes(dtype)
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"eos_token_id": [2, 10**6]}, r"eos_token_id=\[2, 1000000\] is past the vocabulary: token ids are in \[0, 61\)"),
-    ({"forced_bos_token_id": 61}, r"forced_bos_token_id=61 is past the vocabulary"),  # an IndexError in transformers
-    ({"decoder_start_token_id": np.int64(99)}, r"decoder_start_token_id=.*99.* is past the vocabulary"),
+    ({"eos_token_id": [2, 10**6]}, r"eos_token_id=\[2, 1000000\] is outside the vocabulary: token ids are in "
+                                   r"\[0, 61\)"),
+    ({"forced_bos_token_id": 61}, r"forced_bos_token_id=61 is outside the vocabulary"),  # an IndexError in transformers
+    ({"forced_bos_token_id": -5}, r"forced_bos_token_id=-5 is outside"),  # transformers would force token 56 instead
+    ({"decoder_start_token_id": np.int64(99)}, r"decoder_start_token_id=.*99.* is outside the vocabulary"),
     ({"num_beams": 62}, "num_beams=62 is more than the 61 tokens of the vocabulary"),
 ])
 def test_generate_settings_past_the_models_sizes_are_refused_before_any_work(settings, message):

@@ -938,14 +938,14 @@ _GENERATION_TOKEN_IDS = ("eos_token_id", "pad_token_id", "bos_token_id", "decode
 
 
 def _check_generation(settings: dict, config: ScratchformerConfig) -> None:
-    """Refuse, before the encoder runs, what only this model's sizes decide: a token id past its vocabulary (an
-    ``IndexError`` deep inside a logits processor, or a device assert), more beams than tokens (beam search keeps
-    that many continuations; its first step has one per token), and a length past learned positions."""
+    """Refuse, before the encoder runs, what only this model's sizes decide: a token id outside its vocabulary (an
+    ``IndexError`` in a logits processor, another token forced in silence, a device assert), more beams than tokens
+    (beam search keeps that many continuations; its first step has one per token), a length past learned positions."""
     for name in _GENERATION_TOKEN_IDS:
         ids = settings.get(name)
         for token in ids if isinstance(ids, (list, tuple)) else [ids]:
-            if isinstance(token, numbers.Integral) and not isinstance(token, bool) and token >= config.vocab_size:
-                raise ValueError(f"generate: {name}={ids!r} is past the vocabulary: token ids are in "
+            if isinstance(token, numbers.Integral) and not 0 <= token < config.vocab_size:
+                raise ValueError(f"generate: {name}={ids!r} is outside the vocabulary: token ids are in "
                                  f"[0, {config.vocab_size})")
     beams = settings.get("num_beams")
     if isinstance(beams, numbers.Real) and beams > config.vocab_size:
