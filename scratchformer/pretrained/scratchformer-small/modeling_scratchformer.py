@@ -64,6 +64,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
+from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.generic import can_return_tuple
 
 from .card_scratchformer import push_with_model_card
@@ -222,9 +223,15 @@ def _flag(value: bool | None, config: ScratchformerConfig, name: str) -> bool:
 CACHE_NAME = "cache" if "cache" in {field.name for field in dataclasses.fields(Seq2SeqLMOutput)} else "past_key_values"
 
 
-def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
+def _one_cache(cache: Cache | None, past_key_values: Cache | None, model: nn.Module | None = None) -> Cache | None:
     """The key/value cache given under either name: ``cache`` (what ``generate()`` passes from transformers 5.24 on)
-    or ``past_key_values`` (before 5.24, and still accepted)."""
+    or ``past_key_values`` (before 5.24, and still accepted; from 5.24 on a ``model``'s ``forward`` warns about it
+    as transformers' own models do, with their helper: a ``FutureWarning`` "`past_key_values` is deprecated")."""
+    if past_key_values is not None and model is not None and CACHE_NAME == "cache":
+        def forward(self: nn.Module, **kwargs) -> None:  # what the warning names: "<model class>.forward"
+            """Nothing: transformers' ``deprecate_kwarg`` around it warns (not on ``forward``: its signature)."""
+        deprecate_kwarg("past_key_values", "6.0.0", additional_message="Use `cache` instead.")(forward)(
+            model, past_key_values=past_key_values)
     if cache is not None and past_key_values is not None and cache is not past_key_values:
         raise ValueError("pass the key/value cache once, as cache= or as past_key_values= (the older name), not both")
     cache = cache if cache is not None else past_key_values
@@ -768,7 +775,7 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
         """Encode the source (unless ``encoder_outputs`` are given) and decode. Without decoder inputs, the
         decoder reads the source shifted right (as BART does), which makes the bare model usable on one text."""
         _warn_ignored(self, kwargs)
-        cache = _one_cache(cache, past_key_values)
+        cache = _one_cache(cache, past_key_values, self)
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
@@ -854,7 +861,7 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         """``labels`` give the mean cross-entropy over the labelled target tokens (see :func:`mean_over_labelled`
         for ``num_items_in_batch``)."""
         _warn_ignored(self, kwargs)
-        cache = _one_cache(cache, past_key_values)
+        cache = _one_cache(cache, past_key_values, self)
         if labels is not None:
             if not isinstance(labels, torch.Tensor) or labels.dim() != 2:  # before they are shifted into the decoder
                 raise ValueError("labels must be a (batch, target_length) tensor of token ids, -100 where ignored")
@@ -1138,12 +1145,6 @@ class ScratchformerForMaskedLM(ScratchformerEncoderWithHead):
         return self.lm_head(hidden_states)  # (B, S, D) -> (B, S, V)
 
 
-__all__ = [
-    "ScratchformerEncoderModel",
-    "ScratchformerForConditionalGeneration",
-    "ScratchformerForMaskedLM",
-    "ScratchformerForSequenceClassification",
-    "ScratchformerForTokenClassification",
-    "ScratchformerModel",
-    "ScratchformerPreTrainedModel",
-]
+__all__ = ["ScratchformerEncoderModel", "ScratchformerForConditionalGeneration", "ScratchformerForMaskedLM",
+           "ScratchformerForSequenceClassification", "ScratchformerForTokenClassification", "ScratchformerModel",
+           "ScratchformerPreTrainedModel"]
