@@ -957,26 +957,28 @@ def test_compiled_static_generation_equals_eager_generation():
 def test_flex_attention_is_given_block_masks_and_the_other_kernels_the_boolean_mask():
     from torch.nn.attention.flex_attention import BlockMask
 
-    from scratchformer.models.modeling_scratchformer import _flex_block_mask, _kernel, _render
+    from scratchformer.models.modeling_scratchformer import _flex_block_mask, _render
 
     may_attend = torch.ones(1, 1, 1, 5, dtype=torch.bool)
     may_attend[..., 3:] = False  # the last two keys are padding, for every row
-    config = tiny_config()
-    config._attn_implementation = "flex_attention"
-    assert _kernel(config, output_attentions=False) == "flex_attention"
-    block_mask = _render(_kernel(config, output_attentions=False), may_attend, 2, 4).mask
+    block_mask = _render("flex_attention", may_attend, 2, 4).mask
     assert isinstance(block_mask, BlockMask)
     assert block_mask.shape == (2, 1, 4, 5)  # made for every row and query (see _flex_block_mask)
     assert torch.equal(block_mask.to_dense().bool()[..., 0, 0], torch.ones(2, 1, dtype=torch.bool))
-    assert _kernel(config, output_attentions=True) == "eager"  # only the paper's formula makes the weights
-    eager = _render(_kernel(config, output_attentions=True), may_attend, 2, 4)
+    eager = _render("eager", may_attend, 2, 4)
     assert eager.kernel == "eager" and torch.equal(eager.mask[0, 0, 0], torch.tensor([True, True, True, False, False]))
     assert _render("flex_attention", None, 2, 4).mask is None
-    config._attn_implementation = "sdpa"
-    sdpa = _render(_kernel(config, output_attentions=False), may_attend, 2, 4)
+    sdpa = _render("sdpa", may_attend, 2, 4)
     assert sdpa.kernel == "sdpa" and torch.equal(sdpa.mask, eager.mask) and not sdpa.is_causal
     # made on the meta device, where every host synchronisation raises: building it never stalls a GPU
     assert _flex_block_mask(may_attend.to("meta"), 2, 4).shape == (2, 1, 4, 5)
+    # asked for the attention weights, a flex model runs the paper's formula: only it makes them
+    model = make_model()
+    model.set_attn_implementation("flex_attention")
+    with torch.no_grad():
+        out = model(input_ids=random_batch(2, 5), decoder_input_ids=random_batch(2, 3), output_attentions=True)
+    assert [tuple(weights.shape) for weights in out.encoder_attentions] == [(2, 4, 5, 5)] * 2
+    assert all(torch.allclose(weights.sum(-1), torch.ones(2, 4, 5), atol=1e-5) for weights in out.encoder_attentions)
 
 
 def test_flex_attention_with_heads_too_narrow_for_a_gpu_is_refused_before_it_runs():
