@@ -79,6 +79,7 @@ RELIABILITY = {
         "test_generate_settings_past_the_models_sizes_are_refused_before_any_work",
         "test_generating_past_learned_positions_is_refused_up_front",
         "test_embeddings_of_another_dtype_and_ids_without_values_are_refused",
+        "test_ids_of_another_dtype_get_torchs_error_naming_the_dtypes_it_takes",
         "test_labels_outside_the_classes_and_no_labels_at_all_are_refused",
         "test_masked_lm_labels_outside_the_vocabulary_or_of_the_wrong_shape_are_refused",
         "test_sequence_labels_of_the_wrong_shape_or_not_finite_are_refused",
