@@ -6,7 +6,8 @@ would give. A refusal of the file system (:func:`writing`, :func:`storage_error`
 :class:`~scratchformer.errors.StorageError` that says what to do: a full disk (as every library reports it) names the
 folder and the space, a permission denied the path and the user. A file read is a regular file (:func:`check_file`:
 a named pipe would block the read), and an output folder is writable and apart from every input
-(:func:`check_output_folder`). The standard library only; the model core imports nothing of ours.
+(:func:`check_output_folder`). :func:`available_memory` is what a new job may take (``MemAvailable`` within a
+container's cgroup limit). The standard library only; the model core imports nothing of ours.
 """
 
 from __future__ import annotations
@@ -453,3 +454,23 @@ def _resolved(path: str | os.PathLike) -> Path:
         return path.resolve()
     except (RuntimeError, OSError):
         return path.absolute()
+
+
+def available_memory() -> int | None:
+    """The memory a new request may take without swapping, in bytes: Linux's ``MemAvailable``, within the container's
+    cgroup limit (v2, else v1) less what the container uses besides page cache it could drop; ``None`` where neither
+    is known (not Linux)."""
+    known = []
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: no MemAvailable line
+        meminfo = Path("/proc/meminfo").read_text()
+        known.append(int(re.search(r"^MemAvailable:\s+(\d+) kB", meminfo, re.MULTILINE).group(1)) * 1024)
+    for folder, limit, usage, inactive in (("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file"),
+                                           ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes",
+                                            "total_inactive_file")):
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # ValueError: "max", no limit
+            cap, used = (int(Path(folder, name).read_text()) for name in (limit, usage))
+            stat = Path(folder, "memory.stat").read_text()
+            cache = int(re.search(rf"^{inactive} (\d+)", stat, re.MULTILINE).group(1))
+            if cap < 2**60:  # v1 writes "no limit" as a page-rounded 2**63
+                known.append(max(0, cap - used + cache))
+    return min(known) if known else None

@@ -202,6 +202,17 @@ def test_the_files_that_travel_with_a_checkpoint_are_listed_only_in_models():
     assert copies == [], f"a literal list of the travelling files: {copies}; use scratchformer.models.CODE_FILES"
 
 
+@pytest.mark.parametrize("probe", ["/proc", "/sys/", "sysconf", "cpu_count", "sched_getaffinity", "mem_get_info",
+                                   "memory_reserved", "MemAvailable", "cgroup", "FLOPS", "SECONDS"])
+def test_the_code_that_travels_with_the_weights_probes_nothing_of_the_machine(probe):
+    """Hub users run the model core with trust_remote_code: it reads no system file, counts no CPU, asks no device
+    for its memory and holds no time or speed constant. A long request is the caller's, as in transformers."""
+    from scratchformer.models import CODE_FILES
+
+    found = [name for name in CODE_FILES if probe in (PACKAGE / "models" / name).read_text()]
+    assert found == [], f"{probe!r} in {found}"
+
+
 def test_each_vocabulary_is_defined_once():
     """The dtypes weights are stored in, the model classes (derived from ``AUTO_MAP``) and the geometry files each
     have one definition; the CLI's copy of the dtypes (it may not import torch) is held equal to it."""
@@ -257,7 +268,7 @@ def test_the_file_system_rules_are_called_from_files_only():
 
 
 @pytest.mark.parametrize("rule, home", [
-    ("MemAvailable", "models/configuration_scratchformer.py"),  # the memory available: one reader, cgroup-aware
+    ("MemAvailable", "files.py"),  # the memory available: one reader, cgroup-aware
     ("the training corpus is empty", "tokenizer/bpe.py"),  # both trainers: bpe.TrainingTexts
     ("special tokens plus the", "tokenizer/bpe.py"),  # both trainers: bpe.check_base_size
     ("not UTF-8 text", "analysis/sense_data.py"),  # the sense TSV and the geometry data: sense_data.utf8_lines

@@ -11,6 +11,7 @@ This file is copied next to the weights by ``save_pretrained`` so that a Hub use
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import math
@@ -36,85 +37,39 @@ POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned", "rope")
 # Version of the checkpoint layout (config fields, weight names) this code reads. Bump it when a change makes
 # checkpoints unreadable by older code: the older code then refuses them with a clear error instead of misloading.
 CHECKPOINT_FORMAT = 1
-# The most layers (encoder + decoder) a model may have: ten times the deepest Transformer trained (DeepNet, Wang et
-# al. 2022: 1,000 layers). Each layer is a dozen Python modules built one after another: 6 ms a layer measured on
-# the 2-core CPU, so 10**5 layers of any width would build for ten minutes before anything could fail.
-MAX_LAYERS = 10_000
-# What a layer costs besides its parameters (its Python modules and tensor objects): 70 KiB of resident memory per
-# layer measured (CPython 3.11, torch 2.13), counted a little low so that the check never refuses what fits.
-LAYER_OVERHEAD_BYTES = 64 * 1024
 
 
-_POSITIVE_INTS = ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
-                  "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
-_FLAGS = ("pre_layer_norm", "scale_embedding", "tie_word_embeddings", "attention_bias", "bias", "use_cache")
-_PROBABILITIES = ("dropout", "attention_dropout", "activation_dropout")
-_POSITIVE_NUMBERS = ("layer_norm_eps", "init_std", "rope_theta")
-_CHOICES = {"activation_function": ACTIVATIONS, "position_embedding_type": POSITION_EMBEDDING_TYPES}
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _probability(value: object) -> bool:
+    return _number(value) and 0.0 <= value < 1.0
+
+
+# field -> (whether a value is valid, the rule a refusal states); the rules across fields are in validate_values
+_RULES = {
+    **dict.fromkeys(("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
+                     "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings"),
+                    (lambda v: _number(v) and isinstance(v, int) and v > 0, "must be a positive integer")),
+    **dict.fromkeys(("pre_layer_norm", "scale_embedding", "tie_word_embeddings", "attention_bias", "bias", "use_cache"),
+                    (lambda v: isinstance(v, bool), "must be true or false (a boolean, not a string)")),
+    **dict.fromkeys(("dropout", "attention_dropout", "activation_dropout"),
+                    (_probability, "must be a probability in [0, 1)")),
+    "classifier_dropout": (lambda v: v is None or _probability(v), "must be a probability in [0, 1), or null to use "
+                           "dropout"),
+    **dict.fromkeys(("layer_norm_eps", "init_std", "rope_theta"),
+                    (lambda v: _number(v) and v > 0, "must be a finite positive number")),
+    "activation_function": (lambda v: v in ACTIVATIONS, f"must be one of {ACTIVATIONS}"),
+    "position_embedding_type": (lambda v: v in POSITION_EMBEDDING_TYPES, f"must be one of {POSITION_EMBEDDING_TYPES}"),
+}
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
-_CHECKED_FIELDS = frozenset({*_POSITIVE_INTS, *_FLAGS, *_PROBABILITIES, *_POSITIVE_NUMBERS, *_CHOICES, *_TOKEN_IDS,
-                             "scratchformer_format"})
-
 
 # keys besides the fields that a config takes on purpose: the base class's own (labels, dtype, attention kernel, the
 # names a saved config.json carries) and generation settings, which transformers moves to the generation config
 _KNOWN_KEYS = frozenset({"auto_map", "model_type", "num_labels", "torch_dtype", "name_or_path", "output_attentions",
                          "attn_implementation", "experts_implementation", "rope_scaling", "rope_parameters",
                          "per_layer_config", "_commit_hash", "_name_or_path", "_attn_implementation_autoset"})
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def physical_memory() -> int | None:
-    """This machine's memory in bytes, or ``None`` where the system does not say (not POSIX)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def available_memory() -> int | None:
-    """The memory a new request may still take, in bytes: what the system can give without swapping (Linux's
-    ``MemAvailable``), within the container's limit (cgroup v2 or v1), else the physical memory; ``None`` where
-    nothing is known. The bound of every memory check (the config's, ``generate()``'s, an input's, tokenizer
-    training's): total RAM would pass a request that cannot fit beside what already runs."""
-    known = [room for room in (_meminfo_available(), _cgroup_room()) if room is not None]
-    return min(known) if known else physical_memory()
-
-
-def _read_int(path: str, key: str | None = None) -> int | None:
-    """An integer from a ``/proc`` or ``/sys`` file: the whole file, or the value on the line of ``key``."""
-    try:
-        with open(path, encoding="ascii") as handle:
-            text = handle.read()
-    except (OSError, ValueError):
-        return None
-    if key is not None:
-        found = re.search(rf"^{re.escape(key)}:?\s+(\d+)(\s+kB)?", text, re.MULTILINE)
-        return None if found is None else int(found.group(1)) * (1024 if found.group(2) else 1)
-    return int(text) if text.strip().isdigit() else None  # "max": no limit
-
-
-def _meminfo_available() -> int | None:
-    return _read_int("/proc/meminfo", "MemAvailable")
-
-
-def _cgroup_room() -> int | None:
-    """The container's memory limit less what it uses (the page cache it could drop left out), or ``None``."""
-    for folder, limit, usage, inactive in (("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file"),
-                                           ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes",
-                                            "total_inactive_file")):
-        cap = _read_int(os.path.join(folder, limit))
-        if cap is not None and cap < 2**60:  # v1 writes "no limit" as a page-rounded 2**63
-            used = _read_int(os.path.join(folder, usage)) or 0
-            return max(0, cap - used + (_read_int(os.path.join(folder, "memory.stat"), inactive) or 0))
-    return None
 
 
 def checkpoint_format_problem(version: object) -> str | None:
@@ -170,12 +125,8 @@ class ScratchformerConfig(PreTrainedConfig):
 
     model_type = "scratchformer"
     keys_to_ignore_at_inference = ["past_key_values", "cache"]  # the cache, before and from transformers 5.24
-    attribute_map = {
-        "hidden_size": "d_model",
-        "num_attention_heads": "encoder_attention_heads",
-        "num_hidden_layers": "encoder_layers",
-        "intermediate_size": "encoder_ffn_dim",
-    }
+    attribute_map = {"hidden_size": "d_model", "num_attention_heads": "encoder_attention_heads",
+                     "num_hidden_layers": "encoder_layers", "intermediate_size": "encoder_ffn_dim"}
 
     vocab_size: int = 37000
     d_model: int = 512
@@ -232,22 +183,6 @@ class ScratchformerConfig(PreTrainedConfig):
             logger.warning(f"ScratchformerConfig got an unknown key {key!r}: it is kept as an attribute, but no part "
                            f"of the model reads it.{hint}")
 
-    def __setattr__(self, name: str, value: object) -> None:
-        """Assignments after construction (``config.d_model = 30``, ``config.update({...})``) are checked like the
-        constructor's arguments; a refused value leaves the config as it was."""
-        field = self.attribute_map.get(name, name)
-        checking = self.__dict__.get("_post_init_done") and not self.__dict__.get("_checks_deferred")
-        if field not in _CHECKED_FIELDS or not checking:
-            super().__setattr__(name, value)
-            return
-        old = self.__dict__[field]
-        super().__setattr__(name, value)
-        try:
-            self.validate_values()
-        except ValueError:
-            super().__setattr__(field, old)
-            raise
-
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """Load as usual, but a local folder without ``config.json`` is an error: transformers would quietly return
@@ -261,10 +196,8 @@ class ScratchformerConfig(PreTrainedConfig):
         """Write the config as transformers does, but into a temporary file beside it, flushed and renamed over it
         (one ``os.replace``): transformers writes in place, so a full disk left a truncated ``config.json`` over the
         earlier one. The file gets the permissions a plain write would leave (the old file's, else the umask's)."""
-        import uuid
-
-        folder = os.path.dirname(os.path.abspath(json_file_path))
-        temporary = os.path.join(folder, f".config.{uuid.uuid4().hex[:12]}.tmp")
+        folder = os.path.dirname(os.path.abspath(json_file_path))  # beside it: os.replace stays on one file system
+        temporary = os.path.join(folder, f".config.{os.urandom(6).hex()}.tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 less the umask
         try:
             with os.fdopen(descriptor, "w", encoding="utf-8") as writer:
@@ -275,68 +208,21 @@ class ScratchformerConfig(PreTrainedConfig):
                 os.chmod(temporary, os.stat(json_file_path).st_mode & 0o7777)
             os.replace(temporary, json_file_path)
         except BaseException:
-            if os.path.exists(temporary):
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(temporary)
             raise
 
     def update(self, config_dict: dict) -> None:
-        """Set several values, then check them together (``d_model`` and the head counts may change at once); a
-        refused update changes nothing."""
+        """Set several values, then check them together (``d_model`` and the heads may change at once); a refused
+        update changes nothing. A plain assignment is checked once, by the model built from the config."""
         before = dict(self.__dict__)
-        self.__dict__["_checks_deferred"] = True
-        try:
-            super().update(config_dict)
-        finally:
-            self.__dict__.pop("_checks_deferred", None)
+        super().update(config_dict)
         try:
             self.validate_values()
         except ValueError:
             self.__dict__.clear()
             self.__dict__.update(before)
             raise
-
-    def get_text_config(self, *args, **kwargs) -> PreTrainedConfig:
-        """transformers' view of one stack (``generate()`` reads the decoder's), unchecked: it copies this config
-        and renames each ``decoder_*`` field after deleting it, so half-way the copy reads the class defaults
-        (``d_model=30`` with 2 heads met the default 8 heads and was refused)."""
-        deferred = "_checks_deferred" in self.__dict__
-        self.__dict__["_checks_deferred"] = True
-        try:
-            return super().get_text_config(*args, **kwargs)
-        finally:
-            if not deferred:
-                self.__dict__.pop("_checks_deferred", None)
-
-    def parameter_count(self) -> int:
-        """The number of parameters of the encoder-decoder with its LM head, from the sizes alone (before anything
-        is built): what :meth:`check_fits_in_memory` weighs."""
-        d = self.d_model
-        attention = 4 * d * d + (4 * d if self.attention_bias and self.bias else 0)
-
-        def ffn(inner: int) -> int:
-            return 2 * d * inner + (inner + d if self.bias else 0)
-
-        stacks = (self.encoder_layers * (attention + ffn(self.encoder_ffn_dim) + 2 * 2 * d)
-                  + self.decoder_layers * (2 * attention + ffn(self.decoder_ffn_dim) + 3 * 2 * d)
-                  + (2 * 2 * d if self.pre_layer_norm else 0))
-        tables = self.vocab_size * d * (1 if self.tie_word_embeddings else 3)
-        positions = 2 * self.max_position_embeddings * d if self.position_embedding_type == "learned" else 0
-        return stacks + tables + positions
-
-    def check_fits_in_memory(self, bytes_per_parameter: int = 4) -> None:
-        """Refuse, before anything is built, a model whose parameters (and the Python objects of its layers) exceed
-        the memory available (``vocab_size=10**9`` or ``encoder_layers=10**5`` would otherwise allocate for minutes,
-        then fail)."""
-        layers = self.encoder_layers + self.decoder_layers
-        memory = available_memory()
-        if memory is None:  # not a POSIX system: nothing to compare with
-            return
-        needed = self.parameter_count() * bytes_per_parameter + layers * LAYER_OVERHEAD_BYTES
-        if needed > memory:
-            raise ValueError(f"this ScratchformerConfig makes a model of {self.parameter_count():,} parameters, "
-                             f"{needed / 2**30:,.1f} GiB at {bytes_per_parameter} bytes each, more than the "
-                             f"{memory / 2**30:,.1f} GiB of memory available on this machine: check vocab_size, "
-                             "d_model, the layer counts and the FFN sizes")
 
     def validate_values(self) -> None:
         """Raise ``ValueError`` naming the field, its value and the rule it breaks."""
@@ -345,26 +231,8 @@ class ScratchformerConfig(PreTrainedConfig):
             if not ok:
                 raise ValueError(f"ScratchformerConfig.{field}={getattr(self, field)!r} is invalid: {rule}")
 
-        for field in _POSITIVE_INTS:
-            check(field, _is_int(getattr(self, field)) and getattr(self, field) > 0, "must be a positive integer")
-        deeper = "encoder_layers" if self.encoder_layers >= self.decoder_layers else "decoder_layers"
-        check(deeper, self.encoder_layers + self.decoder_layers <= MAX_LAYERS,
-              f"the encoder and decoder have {self.encoder_layers + self.decoder_layers:,} layers together, more "
-              f"than the {MAX_LAYERS:,} this code builds (each layer is built as Python modules, one after another: "
-              "minutes for 10**5)")
-        for field in _FLAGS:
-            check(field, isinstance(getattr(self, field), bool), "must be true or false (a boolean, not a string)")
-        for field in _PROBABILITIES:
-            check(field, _is_number(getattr(self, field)) and 0.0 <= getattr(self, field) < 1.0,
-                  "must be a probability in [0, 1)")
-        check("classifier_dropout", self.classifier_dropout is None or (
-            _is_number(self.classifier_dropout) and 0.0 <= self.classifier_dropout < 1.0),
-              "must be a probability in [0, 1), or null to use dropout")
-        for field in _POSITIVE_NUMBERS:
-            value = getattr(self, field)
-            check(field, _is_number(value) and math.isfinite(value) and value > 0, "must be a finite positive number")
-        for field, choices in _CHOICES.items():
-            check(field, getattr(self, field) in choices, f"must be one of {choices}")
+        for field, (valid, rule) in _RULES.items():
+            check(field, valid(getattr(self, field)), rule)
         for side in ("encoder", "decoder"):
             heads = f"{side}_attention_heads"
             check(heads, self.d_model % getattr(self, heads) == 0,
@@ -372,12 +240,11 @@ class ScratchformerConfig(PreTrainedConfig):
             if self.position_embedding_type == "rope":
                 check(heads, (self.d_model // getattr(self, heads)) % 2 == 0,
                       "rotary positions need an even head size (d_model / heads)")
-        for field in _TOKEN_IDS:
+        for field in _TOKEN_IDS:  # the decoder needs a first input token: decoder_start_token_id may not be None
             value = getattr(self, field)
-            check(field, value is None or (_is_int(value) and 0 <= value < self.vocab_size),
+            check(field, (value is None and field != "decoder_start_token_id") or (
+                _number(value) and isinstance(value, int) and 0 <= value < self.vocab_size),
                   f"must be a token id in [0, vocab_size={self.vocab_size})")
-        check("decoder_start_token_id", self.decoder_start_token_id is not None,
-              "must be set: the decoder needs a first input token")
         check("num_labels", self.num_labels >= 1, "a task head needs at least one label")
         problem = checkpoint_format_problem(self.scratchformer_format)
         check("scratchformer_format", problem is None, problem or "")

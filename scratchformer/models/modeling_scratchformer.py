@@ -4,15 +4,16 @@
 makes it a transformers model. Its classes subclass the paper's, so the parameter names (and every checkpoint) are
 the paper file's. Reading order:
 
-    input checks                        clear ValueErrors for what would fail deep inside torch, with no host sync
+    the input guard                     the one check of what enters the encoder or the decoder (ids, masks, positions)
     the key/value cache's two names     ``cache`` from transformers 5.24 on, ``past_key_values`` before (accepted)
     masks                               the one place a "may attend" mask takes the form of an attention kernel
     output recording                    hidden states and attention weights, collected with forward hooks
     ScratchformerAttention              the paper's attention with transformers' kernels and generate()'s cache
-    ScratchformerEncoderLayer/...Decoder the paper's layers and stacks with gradient checkpointing, checks, outputs
+    ScratchformerEncoderLayer/...Decoder the paper's layers and stacks with gradient checkpointing, the guard, outputs
     ScratchformerPreTrainedModel        initialisation, safetensors-only loading, the auto_map, push_to_hub's card
     ScratchformerModel                  the bare encoder-decoder
     ScratchformerForConditionalGeneration   + the pre-softmax projection (LM head), loss and generate()
+                                        (which checks only what the model's sizes decide: transformers the rest)
     ScratchformerEncoderModel           the encoder alone, for contextual embeddings (AutoModel)
     ScratchformerForSequenceClassification / ForTokenClassification / ForMaskedLM   task heads on the encoder
 
@@ -26,13 +27,14 @@ transformers and those siblings (single-dot relative imports).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import json
-import math
+import numbers
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import transformers
@@ -66,7 +68,7 @@ from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.generic import can_return_tuple
 
 from .card_scratchformer import push_with_model_card
-from .configuration_scratchformer import ScratchformerConfig, available_memory
+from .configuration_scratchformer import ScratchformerConfig
 from .paper_scratchformer import (
     Decoder,
     DecoderLayer,
@@ -87,161 +89,56 @@ if TYPE_CHECKING:
 logger = logging.get_logger(__name__)
 
 # --------------------------------------------------------------------------------------------------------------------
-# Input checks
+# The input guard: what enters the encoder or the decoder, checked once; the key/value cache under its two names
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
-    """Reject what would otherwise fail deep inside torch (or silently index garbage).
-
-    The value check never stalls an accelerator: on the CPU (where tokenizers put their output) a bad id is a clear
-    ``ValueError`` at once; on a GPU the check is a device-side assert (``torch._assert_async``), which stops the
-    program at the next synchronisation without making the host wait for the device on every call and every
-    generation step. Meta tensors have no values to check.
-    """
-    if not isinstance(ids, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}; "
-                         f"call the tokenizer with return_tensors='pt'")
-    if ids.dim() != 2:
-        raise ValueError(f"{name} must have shape (batch, sequence_length), got shape {tuple(ids.shape)}; "
-                         f"for a single sequence use {name}[None]")
-    if ids.shape[0] == 0 or ids.shape[1] == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(ids.shape)}): pass at least one sequence of one token")
-    if ids.dtype not in (torch.long, torch.int):
-        raise ValueError(f"{name} must hold integer token ids of dtype torch.long (or torch.int), got {ids.dtype}; "
-                         f"convert with {name}.long()")
-    if torch.compiler.is_compiling() or ids.device.type == "meta":
-        return
-    _check_values(((ids >= 0) & (ids < vocab_size)).all(),
-                  f"{name} has token ids outside 0..{vocab_size - 1} (the vocabulary has {vocab_size} tokens); was it "
-                  "made by a different tokenizer?", lambda: f" Its ids span [{int(ids.min())}, {int(ids.max())}].")
-
-
-def _check_values(ok: torch.Tensor, message: str, detail: Callable[[], str] = str) -> None:
-    """Raise ``ValueError(message + detail())`` unless ``ok``; on an accelerator a device-side assert instead, so
-    that the host never waits for the device (see :func:`_check_ids`)."""
-    if ok.device.type != "cpu":
-        torch._assert_async(ok, message)
-    elif not ok:
-        raise ValueError(message + detail())
-
-
-def _check_embeds(name: str, embeds: torch.Tensor, d_model: int, dtype: torch.dtype) -> None:
-    """Embeddings are ``(batch, length, d_model)`` floats of the model's dtype (or any float under autocast)."""
-    if not isinstance(embeds, torch.Tensor) or embeds.dim() != 3 or embeds.shape[-1] != d_model:
-        shape = tuple(embeds.shape) if isinstance(embeds, torch.Tensor) else type(embeds).__name__
-        raise ValueError(f"{name} must have shape (batch, sequence_length, d_model={d_model}), got {shape}")
-    if embeds.shape[0] == 0 or embeds.shape[1] == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(embeds.shape)})")
-    if embeds.dtype != dtype and not (embeds.is_floating_point() and torch.is_autocast_enabled(embeds.device.type)):
-        raise ValueError(f"{name} has dtype {embeds.dtype} but the model computes in {dtype}: convert them with "
-                         f"{name}.to({dtype}) (or run under torch.autocast)")
-    if torch.compiler.is_compiling() or embeds.device.type == "meta":
-        return
-    _check_values(torch.isfinite(embeds).all(), f"{name} hold NaN or infinite values, which would make every output "
-                  "NaN: check what made them", lambda: f" ({int((~torch.isfinite(embeds)).sum()):,} of "
-                  f"{embeds.numel():,} values)")
-
-
-def _check_mask(name: str, mask: torch.Tensor | None, batch: int, lengths: tuple[int, ...], values: bool = True,
-                ) -> None:
-    """A padding mask is ``(batch, length)`` of 1 (a real token) and 0 (padding), or booleans; 0.5, 2 or -1 mean
-    nothing, so they are refused rather than read as ``mask.bool()``. ``values=False``: the shape only (a mask
-    whose values were checked at an earlier decoding step)."""
-    if mask is None:
-        return
-    if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.shape[0] != batch or mask.shape[1] not in lengths:
-        shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
-        expected = " or ".join(f"({batch}, {n})" for n in lengths)
-        raise ValueError(f"{name} must have shape {expected} to match the input ids, got {shape}")
-    if not values or mask.dtype == torch.bool or torch.compiler.is_compiling() or mask.device.type == "meta":
-        return
-    _check_values(((mask == 0) | (mask == 1)).all(), f"{name} must hold only 1 (a real token) and 0 (padding), or "
-                  "booleans", lambda: f"; it holds {sorted({float(v) for v in mask.unique()[:6].tolist()})}")
-
-
-def _check_stack_input(stack: nn.Module, side: str, input_ids: torch.Tensor | None,
-                       inputs_embeds: torch.Tensor | None) -> tuple[int, int, torch.device]:
-    """Check the token ids (or embeddings) the encoder or decoder reads; return batch size, length and device."""
-    names = ("input_ids", "inputs_embeds") if side == "encoder" else ("decoder_input_ids", "decoder_inputs_embeds")
+def _check_input(stack: nn.Module, kernel: str, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
+                 attention_mask: torch.Tensor | None, cache: EncoderDecoderCache | None = None,
+                 encoder_hidden_states: torch.Tensor | None = None, encoder_attention_mask: torch.Tensor | None = None,
+                 ) -> tuple[int, int, torch.device]:
+    """The model's one input guard, where data enters the encoder or the decoder: what torch would fail on obscurely
+    (a CUDA device assert names nothing) or compute wrong in silence. Token ids within the vocabulary, embeddings of
+    the model's width and dtype, 0/1 padding masks of the inputs' shapes, lengths within learned positions (a
+    cache's included), flex attention's head size on a GPU, and an encoder output of the decoder's batch. Returns
+    the batch size, the length and the device of the input."""
+    config, side = stack.config, "decoder" if isinstance(stack, Decoder) else "encoder"
+    prefix = "decoder_" if side == "decoder" else ""
     if (input_ids is None) == (inputs_embeds is None):
-        raise ValueError(f"pass exactly one of {names[0]} or {names[1]} to the {side}")
-    given = input_ids if input_ids is not None else inputs_embeds
-    table = stack.embeddings.word_embeddings.weight
-    if isinstance(given, torch.Tensor) and given.device.type == "meta" != table.device.type:
-        raise ValueError(f"{names[0] if input_ids is not None else names[1]} are on the meta device (shapes "
-                         "without values): make them on the model's device")
+        raise ValueError(f"pass exactly one of {prefix}input_ids or {prefix}inputs_embeds to the {side}")
     if input_ids is not None:
-        _check_ids(names[0], input_ids, stack.config.vocab_size)
-        return input_ids.shape[0], input_ids.shape[1], input_ids.device
-    _check_embeds(names[1], inputs_embeds, stack.config.d_model, table.dtype)
-    return inputs_embeds.shape[0], inputs_embeds.shape[1], inputs_embeds.device
-
-
-def _check_positions(config: ScratchformerConfig, side: str, length: int, advice: str) -> None:
-    limit = config.max_position_embeddings
-    if config.position_embedding_type == "learned" and length > limit:
-        raise ValueError(f"the {side} input has {length} tokens but learned positions stop at "
-                         f"max_position_embeddings={limit}; {advice} or use sinusoidal or rope positions")
-
-
-# The fastest a device is taken to compute, in floating-point operations a second, so that a time estimated from them
-# is a lower bound: a CPU core with two AVX-512 FMA units at 3 GHz does 2e11 in float32; an H100 or H200 about 1e15
-# in bfloat16 (dense), counted twice over; other accelerators get that figure too.
-PEAK_FLOPS_PER_CPU_CORE = 2e11
-PEAK_FLOPS_ACCELERATOR = 2e15
-# The least one decoding step of generate() takes besides its arithmetic (logits processors, stopping criteria, the
-# cache's bookkeeping, in Python): 3 ms measured on the 2-core CPU (benchmarks/RESULTS.md), taken six times lower.
-STEP_SECONDS = 5e-4
-# A request estimated to take longer is refused before it starts (generate() may be given max_time= instead).
-TIME_LIMIT_SECONDS = 3600.0
-# A request estimated to need less memory is not weighed against what is available (no system call per step).
-SMALL_REQUEST_BYTES = 256 * 2**20
-
-
-def _check_request(what: str, needed: int, flops: float, device: torch.device, advice: str, *,
-                   steps: int = 0, time_advice: str | None = None) -> None:
-    """Refuse a request before its work when the memory it needs (``needed`` bytes, estimated from the sizes alone)
-    is more than its device has available, or when its ``flops`` at the device's peak speed (or its ``steps`` at
-    :data:`STEP_SECONDS` each) would take longer than :data:`TIME_LIMIT_SECONDS`; ``time_advice=""``: it stops
-    itself in time (``max_time``). One line in the style of the config's memory check."""
-    if needed > SMALL_REQUEST_BYTES:
-        memory = _device_memory(device)
-        if memory is not None and needed > memory:
-            raise ValueError(f"{what} would need about {needed / 2**30:,.1f} GiB, more than the {memory / 2**30:,.1f} GiB "
-                             f"of memory available on {device.type}: {advice}")
-    peak = _peak_flops(device)
-    seconds = max(flops / peak if peak else 0.0, steps * STEP_SECONDS)
-    if time_advice != "" and seconds > TIME_LIMIT_SECONDS:
-        stepping = f", {steps:,} decoding steps of {STEP_SECONDS * 1e3:g} ms or more" if steps else ""
-        raise ValueError(f"{what} would take at least {seconds / 3600:,.1f} hours on {device.type} ({flops:.1e} "
-                         f"floating-point operations at {peak:.0e} a second at best{stepping}), more than the "
-                         f"{TIME_LIMIT_SECONDS / 3600:g}-hour bound: {time_advice or advice}")
-
-
-def _peak_flops(device: torch.device) -> float | None:
-    """The most floating-point operations a second ``device`` is taken to do (see :data:`PEAK_FLOPS_PER_CPU_CORE`)."""
-    if device.type == "meta":
-        return None
-    if device.type != "cpu":
-        return PEAK_FLOPS_ACCELERATOR
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return PEAK_FLOPS_PER_CPU_CORE * (cores or 1)
-
-
-def _device_memory(device: torch.device) -> int | None:
-    """The memory a request on ``device`` may still take, in bytes, or ``None`` where unknown: on a GPU what the
-    driver reports free plus what torch's allocator holds unused (a driver query: no synchronisation with the
-    device's work); on the CPU :func:`available_memory`."""
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    return available_memory() if device.type == "cpu" else None
+        _check_ids(f"{prefix}input_ids", input_ids, config.vocab_size)
+    else:
+        _check_embeds(f"{prefix}inputs_embeds", inputs_embeds, stack)
+    given = input_ids if input_ids is not None else inputs_embeds
+    (batch, length), later_step = given.shape[:2], cache is not None and bool(cache.is_updated.get(0, False))
+    if cache is not None and cache.is_compileable:  # every slot of a static cache is a key (_static_cache_layout)
+        keys = cache.self_attention_cache.get_mask_sizes(length, 0)[0]
+        if attention_mask is None or attention_mask.dim() != 4:
+            _check_mask(f"{prefix}attention_mask", attention_mask, batch, (keys,))
+        elif attention_mask.shape[-2:] != (length, keys):  # the 4-D mask generate() makes
+            raise ValueError(f"decoder_attention_mask must have shape (batch, {keys}) or (batch, 1, {length}, {keys}) "
+                             f"with a static cache of {keys} slots, got {tuple(attention_mask.shape)}")
+    else:  # with a growing cache, a decoder mask covers the new tokens or all of them
+        keys = length + (cache.get_seq_length() if cache is not None else 0)
+        _check_mask(f"{prefix}attention_mask", attention_mask, batch, (length, keys))
+    if config.position_embedding_type == "learned" and keys > config.max_position_embeddings:
+        raise ValueError(f"the {side} input has {keys} tokens but learned positions stop at max_position_embeddings="
+                         f"{config.max_position_embeddings}; shorten it (tokenizer truncation=True, or generate fewer "
+                         "tokens) or use sinusoidal or rope positions")
+    _check_kernel(config, side, kernel, given.device)
+    if side == "decoder":
+        if encoder_hidden_states is None or encoder_hidden_states.shape[0] != batch:
+            raise ValueError(f"the decoder inputs have batch size {batch} and need encoder_hidden_states of that "
+                             "batch (run the encoder first)")
+        _check_mask("encoder attention_mask", encoder_attention_mask, batch, (encoder_hidden_states.shape[1],),
+                    values=not later_step)  # the same mask at every decoding step: its values were checked
+    return batch, length, given.device
 
 
 def _check_kernel(config: ScratchformerConfig, side: str, kernel: str, device: torch.device) -> None:
-    """Refuse flex attention where torch cannot run it, before it fails deep inside compilation: its GPU (Triton)
-    kernel needs a head dimension of at least 16, which the CPU's does not."""
+    """flex attention's GPU (Triton) kernel needs a head dimension of at least 16 and otherwise fails deep inside
+    compilation; the CPU's takes any."""
     heads = getattr(config, f"{side}_attention_heads")
     if kernel == "flex_attention" and device.type not in ("cpu", "mps", "meta") and config.d_model // heads < 16:
         raise ValueError(f"flex_attention on {device.type} needs a head dimension of at least 16 (torch's kernel "
@@ -249,33 +146,58 @@ def _check_kernel(config: ScratchformerConfig, side: str, kernel: str, device: t
                          f"{config.d_model // heads}: use attn_implementation='sdpa', or fewer heads")
 
 
-def _check_input_size(stack: nn.Module, side: str, batch: int, queries: int, keys: int, sources: int, kernel: str,
-                      device: torch.device, keep: bool) -> None:
-    """Refuse, before the stack runs, an input whose forward pass cannot fit in memory or would run past the time
-    bound (a one-million-token input): its activations ``(B, T, 4D + d_ff)`` and, for the paper's formula
-    ("eager"), the attention weights ``(B, H, T, S)``, for one layer or, when they are ``keep``-t for the backward
-    pass or returned, for every layer. ``sources``: the encoder output the decoder's cross-attention reads."""
-    if torch.compiler.is_compiling() or device.type == "meta":
+def _check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
+    """Token ids are a non-empty ``(batch, length)`` tensor, each in ``0..vocab_size - 1`` (a float or bool tensor:
+    torch's embedding names the dtypes it takes)."""
+    if not isinstance(ids, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}; "
+                         f"call the tokenizer with return_tensors='pt'")
+    if ids.dim() != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
+        raise ValueError(f"{name} must have shape (batch, sequence_length), not empty, got shape {tuple(ids.shape)}; "
+                         f"for a single sequence use {name}[None]")
+    _check_values(ids, lambda: ((ids >= 0) & (ids < vocab_size)).all(),
+                  f"{name} has token ids outside 0..{vocab_size - 1} (the vocabulary has {vocab_size} tokens); was it "
+                  "made by a different tokenizer?", lambda: f" Its ids span [{int(ids.min())}, {int(ids.max())}].")
+
+
+def _check_values(tensor: torch.Tensor, ok: Callable[[], torch.Tensor], message: str,
+                  detail: Callable[[], str] = str) -> None:
+    """The one place that reads an input's values, never making the host wait for the device: unless ``ok()``,
+    ``ValueError(message + detail())`` on the CPU (where tokenizers put their output), an accelerator's device-side
+    assert (``torch._assert_async``, which stops the program at its next sync); none under compile or on meta."""
+    if torch.compiler.is_compiling() or tensor.device.type == "meta":
         return
-    config, table = stack.config, stack.embeddings.word_embeddings.weight
-    ffn, heads = getattr(config, f"{side}_ffn_dim"), getattr(config, f"{side}_attention_heads")
-    layers, d = len(stack.layers), config.d_model
-    tokens, pairs = batch * queries, batch * queries * (keys + sources)  # query-key pairs of every attention
-    size = table.element_size()
-    needed = size * (tokens * (4 * d + ffn) + (heads * pairs if kernel == "eager" else 0)) * (layers if keep else 1)
-    flops = layers * (2 * tokens * (4 * d * d * (2 if sources else 1) + 2 * d * ffn) + 4 * pairs * d)
-    _check_request(f"the {side} input of {batch:,} x {queries:,} tokens", needed, flops * (3 if keep else 1),
-                   device, "split it into shorter inputs or smaller batches (tokenizer truncation=True)")
+    if tensor.device.type != "cpu":
+        torch._assert_async(ok(), message)
+    elif not ok():
+        raise ValueError(message + detail())
 
 
-def _check_encoder_output(encoder_hidden_states: torch.Tensor | None, encoder_attention_mask: torch.Tensor | None,
-                          batch: int, values: bool = True) -> None:
-    if encoder_hidden_states is None:
-        raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
-    if encoder_hidden_states.shape[0] != batch:
-        raise ValueError(f"the decoder inputs have batch size {batch} but the encoder output has "
-                         f"{encoder_hidden_states.shape[0]}")
-    _check_mask("encoder attention_mask", encoder_attention_mask, batch, (encoder_hidden_states.shape[1],), values)
+def _check_embeds(name: str, embeds: torch.Tensor, stack: nn.Module) -> None:
+    """Embeddings are ``(batch, length, d_model)`` floats of the model's dtype (or any float under autocast)."""
+    d_model, dtype = stack.config.d_model, stack.embeddings.word_embeddings.weight.dtype
+    if not isinstance(embeds, torch.Tensor) or embeds.dim() != 3 or embeds.shape[-1] != d_model or not embeds.numel():
+        shape = tuple(embeds.shape) if isinstance(embeds, torch.Tensor) else type(embeds).__name__
+        raise ValueError(f"{name} must have shape (batch, sequence_length, d_model={d_model}), not empty, got {shape}")
+    if embeds.dtype != dtype and not (embeds.is_floating_point() and torch.is_autocast_enabled(embeds.device.type)):
+        raise ValueError(f"{name} has dtype {embeds.dtype} but the model computes in {dtype}: convert them with "
+                         f"{name}.to({dtype}) (or run under torch.autocast)")
+
+
+def _check_mask(name: str, mask: torch.Tensor | None, batch: int, lengths: tuple[int, ...], values: bool = True,
+                ) -> None:
+    """A padding mask is ``(batch, length)`` of 1 (a real token) and 0 (padding), or booleans; 0.5, 2 or -1 mean
+    nothing, so they are refused rather than read as ``mask.bool()``. ``values=False``: the shape only."""
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.shape[0] != batch or mask.shape[1] not in lengths:
+        shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        expected = " or ".join(f"({batch}, {n})" for n in dict.fromkeys(lengths))
+        raise ValueError(f"{name} must have shape {expected} to match the input ids, got {shape}")
+    if values and mask.dtype != torch.bool:
+        _check_values(mask, lambda: ((mask == 0) | (mask == 1)).all(),
+                      f"{name} must hold only 1 (a real token) and 0 (padding), or booleans",
+                      lambda: f"; it holds {sorted({float(v) for v in mask.unique()[:6].tolist()})}")
 
 
 # What the Trainer (and some generate() versions) pass that this model has no use for: it reads positions from the cache.
@@ -290,22 +212,10 @@ def _warn_ignored(model: nn.Module, kwargs: dict) -> None:
         logger.warning_once(f"{type(model).__name__}.forward ignores {', '.join(ignored)}: it has no such argument")
 
 
-def _keeps(stack: nn.Module, output_attentions: bool) -> bool:
-    """Whether a forward pass keeps every layer's activations: to return attention weights, or for the backward pass
-    (unless gradient checkpointing runs each layer again there instead)."""
-    checkpointed = stack.training and stack.layers[0].gradient_checkpointing
-    return output_attentions or (torch.is_grad_enabled() and stack.embeddings.word_embeddings.weight.requires_grad
-                                 and not checkpointed)
-
-
 def _flag(value: bool | None, config: ScratchformerConfig, name: str) -> bool:
     """An ``output_*`` / ``use_cache`` argument, or the config's value where it is ``None``."""
     return bool(value) if value is not None else bool(getattr(config, name, False))
 
-
-# --------------------------------------------------------------------------------------------------------------------
-# The key/value cache under its two names
-# --------------------------------------------------------------------------------------------------------------------
 
 # transformers 5.24 renamed the key/value cache from ``past_key_values`` to ``cache``: in the output classes, in
 # ``generate()`` and in what it passes to ``forward``. This file travels with checkpoints, so it runs on both sides.
@@ -313,19 +223,15 @@ def _flag(value: bool | None, config: ScratchformerConfig, name: str) -> bool:
 CACHE_NAME = "cache" if "cache" in {field.name for field in dataclasses.fields(Seq2SeqLMOutput)} else "past_key_values"
 
 
-def _output_with_cache(output_class: type, cache: Cache | None, **fields):
-    """``output_class(**fields)`` with the key/value cache under the name this transformers version uses."""
-    return output_class(**fields, **{CACHE_NAME: cache})
-
-
-def _cache_of(output) -> Cache | None:
-    """The key/value cache of a transformers output, whatever this version calls it."""
-    return getattr(output, CACHE_NAME)
-
-
-def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
+def _one_cache(cache: Cache | None, past_key_values: Cache | None, model: nn.Module | None = None) -> Cache | None:
     """The key/value cache given under either name: ``cache`` (what ``generate()`` passes from transformers 5.24 on)
-    or ``past_key_values`` (before 5.24, and still accepted)."""
+    or ``past_key_values`` (before 5.24, and still accepted; from 5.24 on a ``model``'s ``forward`` warns about it
+    as transformers' own models do, with their helper: a ``FutureWarning`` "`past_key_values` is deprecated")."""
+    if past_key_values is not None and model is not None and CACHE_NAME == "cache":
+        def forward(self: nn.Module, **kwargs) -> None:  # what the warning names: "<model class>.forward"
+            """Nothing: transformers' ``deprecate_kwarg`` around it warns (not on ``forward``: its signature)."""
+        deprecate_kwarg("past_key_values", "6.0.0", additional_message="Use `cache` instead.")(forward)(
+            model, past_key_values=past_key_values)
     if cache is not None and past_key_values is not None and cache is not past_key_values:
         raise ValueError("pass the key/value cache once, as cache= or as past_key_values= (the older name), not both")
     cache = cache if cache is not None else past_key_values
@@ -336,27 +242,8 @@ def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | No
     return cache
 
 
-def _forward_took(self: nn.Module, **kwargs) -> None:
-    """Does nothing: transformers' ``deprecate_kwarg`` around it says what a ``forward`` was given (see below)."""
-
-
-_forward_took.__name__ = "forward"  # the warning names "<model class>.forward"
-_old_cache_name_notice = deprecate_kwarg("past_key_values", "6.0.0", additional_message="Use `cache` instead.")(
-    _forward_took)
-
-
-def _model_cache(model: nn.Module, cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
-    """The cache a model's ``forward`` was given, under either name. From transformers 5.24 on, ``past_key_values=``
-    is the old name and is warned about as transformers' own models do, with their helper (a ``FutureWarning``
-    "`past_key_values` is deprecated ... Use `cache` instead."); before 5.24 it is the current name (``generate()``
-    passes it at every step) and nothing is said. (Not a decorator on ``forward``: that would hide its signature.)"""
-    if past_key_values is not None and CACHE_NAME == "cache":
-        _old_cache_name_notice(model, past_key_values=past_key_values)
-    return _one_cache(cache, past_key_values)
-
-
 # --------------------------------------------------------------------------------------------------------------------
-# Masks: the one place a "may attend" mask takes the form an attention kernel reads
+# Masks: the one place a "may attend" mask takes the form an attention kernel reads; output recording
 # --------------------------------------------------------------------------------------------------------------------
 
 
@@ -368,12 +255,6 @@ class KernelMask(NamedTuple):
     kernel: str  # the attention implementation that runs: "eager" (the paper's formula), "sdpa", "flex_attention"...
     mask: torch.Tensor | BlockMask | None  # None: every key may be attended to (or, with is_causal, every earlier key)
     is_causal: bool = False  # sdpa only: apply the causal mask itself
-
-
-def _kernel(config: ScratchformerConfig, output_attentions: bool) -> str:
-    """The attention kernel of one call: the configured one, or the paper's formula ("eager") when the attention
-    weights are asked for, as only it makes them. Decided once per call, by the encoder or decoder."""
-    return "eager" if output_attentions else config._attn_implementation
 
 
 def _render(kernel: str, may_attend: torch.Tensor | None, batch: int, query_length: int) -> KernelMask:
@@ -425,7 +306,6 @@ def _dynamic_cache_layout(kernel: str, attention_mask: torch.Tensor | None, cach
     the keys are the ``past`` cached ones plus these ``T``."""
     past = cache.get_seq_length() if cache is not None else 0
     total = past + length
-    _check_mask("decoder_attention_mask", attention_mask, batch, (length, total) if past else (length,))
     if attention_mask is not None and attention_mask.shape[1] == length and past:
         attention_mask = None  # a mask of the new tokens only says nothing about the cached ones
     position_ids = _position_ids(attention_mask, batch, length, past, device)
@@ -436,9 +316,7 @@ def _static_cache_layout(kernel: str, attention_mask: torch.Tensor | None, cache
                          length: int, device: torch.device) -> tuple[torch.Tensor, KernelMask, int]:
     """Positions ``(B, T)``, the self-attention mask and the number of keys ``S`` for a preallocated cache of ``S``
     slots (``generate(..., cache_implementation="static")``, whose fixed shapes ``torch.compile`` captures as one
-    graph).
-
-    Fixed shapes and no host synchronisation: the number of tokens already cached is a 0-d tensor on the device
+    graph). Fixed shapes and no host synchronisation: the number of tokens already cached is a 0-d tensor on the device
     (``past``), the keys are all ``S`` slots, and query ``i`` may attend to a slot that holds a token at or before it
     (``slot <= past + i``), which masks the empty slots and the future alike (section 3.2.3). Decoder inputs are
     taken as unpadded (what ``generate`` feeds an encoder-decoder); a 2-D ``(B, S)`` padding mask or the 4-D mask
@@ -449,12 +327,8 @@ def _static_cache_layout(kernel: str, attention_mask: torch.Tensor | None, cache
     query_positions = torch.arange(length, device=device) + past  # (T,)
     may_attend = (torch.arange(total, device=device)[None, :] <= query_positions[:, None])[None, None]  # (1, 1, T, S)
     if attention_mask is not None and attention_mask.dim() == 2:
-        _check_mask("decoder_attention_mask", attention_mask, batch, (total,))
         may_attend = may_attend & padding_mask(attention_mask)
-    elif attention_mask is not None:
-        if attention_mask.dim() != 4 or attention_mask.shape[-2:] != (length, total):
-            raise ValueError(f"decoder_attention_mask must have shape (batch, {total}) or (batch, 1, {length}, "
-                             f"{total}) with a static cache of {total} slots, got {tuple(attention_mask.shape)}")
+    elif attention_mask is not None:  # generate()'s 4-D mask, True or 0 where a query may attend
         may_attend = may_attend & (attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0)
     return query_positions.expand(batch, length), _render(kernel, may_attend, batch, length), total
 
@@ -469,20 +343,13 @@ def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, pa
     return positions[:, -length:]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Output recording
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def _start_recording(stack: nn.Module, output_hidden_states: bool, output_attentions: bool,
-                     ) -> tuple[dict[str, list], list]:
-    """Forward hooks that collect what one call of ``stack`` is asked for: the embeddings' and every layer's output
-    (``hidden_states``), and the weights of each self-attention (``attentions``) and cross-attention
-    (``cross_attentions``). Returns the lists they fill and the hooks, which the caller removes when the call ends.
-
-    (transformers' ``capture_outputs`` does this by declaration, but its behaviour differs between 5.4, the floor,
-    and 5.24, so the hooks are made here.)
-    """
+@contextlib.contextmanager
+def _recording(stack: nn.Module, output_hidden_states: bool | None, output_attentions: bool,
+               ) -> Iterator[dict[str, list]]:
+    """Forward hooks that collect, during one call of ``stack``, what it is asked for: the embeddings' and every
+    layer's output (``hidden_states``), and the weights of each self-attention (``attentions``) and cross-attention
+    (``cross_attentions``). Yields the lists they fill; the hooks are removed when the block ends. (transformers'
+    ``capture_outputs`` does this by declaration, but it behaves differently in 5.4, the floor, and 5.24.)"""
     recorded: dict[str, list] = {}
     hooks = []
 
@@ -491,7 +358,7 @@ def _start_recording(stack: nn.Module, output_hidden_states: bool, output_attent
         hooks.append(module.register_forward_hook(
             lambda _module, _inputs, output: store.append(output if index is None else output[index])))
 
-    if output_hidden_states:
+    if _flag(output_hidden_states, stack.config, "output_hidden_states"):
         for module in (stack.embeddings, *stack.layers):
             record("hidden_states", module)
     if output_attentions:
@@ -499,7 +366,11 @@ def _start_recording(stack: nn.Module, output_hidden_states: bool, output_attent
             record("attentions", layer.self_attn, 1)
             if hasattr(layer, "cross_attn"):
                 record("cross_attentions", layer.cross_attn, 1)
-    return recorded, hooks
+    try:
+        yield recorded
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 def _recorded(recorded: dict[str, list], last_hidden_state: torch.Tensor) -> dict[str, tuple]:
@@ -566,10 +437,6 @@ class ScratchformerEncoder(Encoder):
 
     layer_class = ScratchformerEncoderLayer
 
-    def __init__(self, config: ScratchformerConfig):
-        super().__init__(config)
-        self.config = config
-
     @can_return_tuple
     def forward(
         self,
@@ -581,23 +448,14 @@ class ScratchformerEncoder(Encoder):
     ) -> BaseModelOutput:
         """input_ids, attention_mask: (B, S); ``attention_mask`` is 1 for real tokens and 0 for padding."""
         config = self.config
-        batch, length, device = _check_stack_input(self, "encoder", input_ids, inputs_embeds)
-        _check_mask("attention_mask", attention_mask, batch, (length,))
-        _check_positions(config, "encoder", length, "truncate it (tokenizer truncation=True)")
         output_attentions = _flag(output_attentions, config, "output_attentions")
-        kernel = _kernel(config, output_attentions)
-        _check_kernel(config, "encoder", kernel, device)
-        _check_input_size(self, "encoder", batch, length, length, 0, kernel, device, _keeps(self, output_attentions))
+        kernel = "eager" if output_attentions else config._attn_implementation  # only eager makes weights
+        batch, length, device = _check_input(self, kernel, input_ids, inputs_embeds, attention_mask)
         mask = _mask_for(kernel, attention_mask, batch, length, length, device, causal=False)
         position_ids = _position_ids(attention_mask, batch, length, 0, device)
 
-        recorded, hooks = _start_recording(self, _flag(output_hidden_states, config, "output_hidden_states"),
-                                           output_attentions)
-        try:
+        with _recording(self, output_hidden_states, output_attentions) as recorded:
             hidden_states = super().forward(input_ids, position_ids, mask, inputs_embeds)
-        finally:
-            for hook in hooks:
-                hook.remove()
         return BaseModelOutput(last_hidden_state=hidden_states, **_recorded(recorded, hidden_states))
 
 
@@ -610,7 +468,6 @@ class ScratchformerDecoder(Decoder):
 
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
-        self.config = config
         for index, layer in enumerate(self.layers):  # the cache keeps each layer's keys and values at its index
             layer.self_attn.layer_idx = layer.cross_attn.layer_idx = index
             layer.cross_attn.is_cross_attention = True
@@ -620,9 +477,7 @@ class ScratchformerDecoder(Decoder):
         each layer again in the backward pass and would fill it twice)."""
         if use_cache and self.training and torch.is_grad_enabled() and self.layers[0].gradient_checkpointing:
             return None
-        if use_cache and cache is None:
-            # every layer is full attention: its cache is made when first filled (DynamicCache(config=...) would
-            # copy the config at every forward, docs/performance.md)
+        if use_cache and cache is None:  # filled as it grows (DynamicCache(config=...) copies the config every call)
             return EncoderDecoderCache(DynamicCache(), DynamicCache())
         return cache
 
@@ -645,32 +500,23 @@ class ScratchformerDecoder(Decoder):
         encoder_attention_mask: (B, S); cache (or past_key_values, its name before transformers 5.24): the keys and
         values of the earlier steps."""
         config = self.config
-        batch, length, device = _check_stack_input(self, "decoder", input_ids, inputs_embeds)
         use_cache = _flag(use_cache, config, "use_cache")
         cache = self._cache_for(_one_cache(cache, past_key_values), use_cache)
-        later_step = cache is not None and bool(cache.is_updated.get(0, False))  # a dict lookup, no sync
-        _check_encoder_output(encoder_hidden_states, encoder_attention_mask, batch, values=not later_step)
         output_attentions = _flag(output_attentions, config, "output_attentions")
-        kernel = _kernel(config, output_attentions)
-        _check_kernel(config, "decoder", kernel, device)
+        kernel = "eager" if output_attentions else config._attn_implementation  # only eager makes weights
+        batch, length, device = _check_input(self, kernel, input_ids, inputs_embeds, attention_mask, cache,
+                                             encoder_hidden_states, encoder_attention_mask)
         layout = _static_cache_layout if cache is not None and cache.is_compileable else _dynamic_cache_layout
         position_ids, self_mask, total = layout(kernel, attention_mask, cache, batch, length, device)
-        _check_positions(config, "decoder", total, "generate fewer tokens")
-        _check_input_size(self, "decoder", batch, length, total, encoder_hidden_states.shape[1], kernel, device,
-                          _keeps(self, output_attentions))
         source_mask = _mask_for(kernel, encoder_attention_mask, batch, length, encoder_hidden_states.shape[1], device,
                                 causal=False)
 
-        recorded, hooks = _start_recording(self, _flag(output_hidden_states, config, "output_hidden_states"),
-                                           output_attentions)
-        try:
+        with _recording(self, output_hidden_states, output_attentions) as recorded:
             hidden_states = super().forward(input_ids, encoder_hidden_states, self_mask, source_mask, position_ids,
                                             inputs_embeds, num_positions=total, cache=cache)
-        finally:
-            for hook in hooks:
-                hook.remove()
-        return _output_with_cache(BaseModelOutputWithPastAndCrossAttentions, cache if use_cache else None,
-                                  last_hidden_state=hidden_states, **_recorded(recorded, hidden_states))
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states,
+                                                         **{CACHE_NAME: cache if use_cache else None},
+                                                         **_recorded(recorded, hidden_states))
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -692,67 +538,41 @@ AUTO_MAP = {
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz")
 
 
-def safetensors_problem(folder: str | os.PathLike) -> str | None:
-    """Why ``folder`` has no weights we may load, or ``None``: the one place of the safetensors-only rule (and of
-    float weights: :func:`_weights_dtype_problem`)."""
-    names = os.listdir(folder)
-    if "model.safetensors" in names or "model.safetensors.index.json" in names:
-        return _weights_dtype_problem(folder, names)
-    pickles = sorted(name for name in names if os.path.splitext(name)[1] in PICKLE_SUFFIXES)
-    detail = f" (it has {', '.join(pickles)}: pickled weights are never loaded)" if pickles else ""
-    return (f"Scratchformer loads weights from safetensors only, and {folder} has no model.safetensors{detail}. "
-            "Unpickling a pytorch_model.bin can run arbitrary code: convert the checkpoint where you trust it (load "
-            "it, then save_pretrained writes safetensors).")
-
-
 # safetensors' names of the floating-point dtypes: every weight of a Transformer is one of them.
 FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"})
 
 
-def _weights_dtype_problem(folder: str | os.PathLike, names: list[str]) -> str | None:
-    """Why the weights files of ``folder`` hold weights that are not floats (``int32`` weights would load silently
-    converted, their fractions lost), or ``None``; from each file's header alone. Weights are the tensors named
-    ``*.weight`` and ``*.bias`` (every parameter of ours); another tensor is not loaded into the model."""
-    files = ["model.safetensors"] if "model.safetensors" in names else []
-    if not files:
-        try:
+def safetensors_problem(folder: str | os.PathLike) -> str | None:
+    """Why ``folder`` has no weights we may load, or ``None``: the one place of the safetensors-only rule, and of
+    float weights (``int32`` weights would load silently converted), read from each file's header (an 8-byte
+    little-endian size, then JSON). Weights are the tensors named ``*.weight`` and ``*.bias``: no other is loaded."""
+    names = os.listdir(folder)
+    if "model.safetensors" not in names and "model.safetensors.index.json" not in names:
+        pickles = sorted(name for name in names if os.path.splitext(name)[1] in PICKLE_SUFFIXES)
+        detail = f" (it has {', '.join(pickles)}: pickled weights are never loaded)" if pickles else ""
+        return (f"Scratchformer loads weights from safetensors only, and {folder} has no model.safetensors{detail}. "
+                "Unpickling a pytorch_model.bin can run arbitrary code: convert the checkpoint where you trust it "
+                "(load it, then save_pretrained writes safetensors).")
+    files, headers = ["model.safetensors"] if "model.safetensors" in names else [], {}
+    try:
+        if not files:
             with open(os.path.join(folder, "model.safetensors.index.json"), encoding="utf-8") as handle:
                 files = sorted(set(json.load(handle)["weight_map"].values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return None  # an unreadable index: transformers' own error names it
-    for file in files:
-        path = os.path.join(folder, file)
-        odd = sorted((name, dtype) for name, dtype in _safetensors_dtypes(path).items()
-                     if dtype not in FLOAT_DTYPES and name.rsplit(".", 1)[-1] in ("weight", "bias"))
+        for file in files:
+            with open(os.path.join(folder, file), "rb") as handle:
+                size = int.from_bytes(handle.read(8), "little")
+                headers[file] = dict(json.loads(handle.read(size)) if 0 < size <= 100_000_000 else {})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # an unreadable index or header: transformers' own error, or the integrity checks, name it
+    for file, header in headers.items():
+        odd = sorted((name, str(entry.get("dtype"))) for name, entry in header.items() if isinstance(entry, dict)
+                     and entry.get("dtype") not in FLOAT_DTYPES and name.rsplit(".", 1)[-1] in ("weight", "bias"))
         if odd:
             more = f" and {len(odd) - 1} more" if len(odd) > 1 else ""
-            return (f"{path} holds weights that are not floating-point numbers ({odd[0][0]}: {odd[0][1]}{more}): "
-                    "they would load silently converted. Save the model again with float weights "
-                    "(model.float().save_pretrained(...))")
+            return (f"{os.path.join(folder, file)} holds weights that are not floating-point numbers ({odd[0][0]}: "
+                    f"{odd[0][1]}{more}): they would load silently converted. Save the model again with float "
+                    "weights (model.float().save_pretrained(...))")
     return None
-
-
-def _safetensors_dtypes(path: str) -> dict[str, str]:
-    """Each tensor's dtype in a safetensors file, in safetensors' names (``"F32"``, ``"I32"``), from its header (an
-    8-byte little-endian size, then JSON) without reading a tensor; empty where the header cannot be read (the
-    integrity checks say why)."""
-    try:
-        with open(path, "rb") as handle:
-            size = int.from_bytes(handle.read(8), "little")
-            header = json.loads(handle.read(size)) if 0 < size <= 100_000_000 else {}  # safetensors' own limit
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(header, dict):
-        return {}
-    return {name: str(entry.get("dtype")) for name, entry in header.items()
-            if name != "__metadata__" and isinstance(entry, dict)}
-
-
-def _signature_computed_once(forward: Callable) -> Callable:
-    """Store ``forward``'s signature on it, so that ``inspect.signature`` becomes a lookup: ``generate()`` reads it at
-    every decoding step of a model registered for remote code (docs/performance.md). The signature is unchanged."""
-    forward.__signature__ = inspect.signature(forward)
-    return forward
 
 
 class ScratchformerPreTrainedModel(PreTrainedModel):
@@ -779,7 +599,7 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
     _auto_classes_also_served = ("AutoModel",)  # auto_map entries a saved folder gets besides its own class
 
     def __init__(self, config: ScratchformerConfig, *args, **kwargs):
-        config.check_fits_in_memory(torch.finfo(torch.get_default_dtype()).bits // 8)  # the dtype it is built in
+        config.validate_values()  # once, before anything is built: an assignment (config.d_model = 30) is not checked
         super().__init__(config, *args, **kwargs)
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -791,20 +611,23 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         if self.config.tie_word_embeddings and hasattr(self.base_model, "decoder"):
             self.base_model.decoder.embeddings.word_embeddings = value
 
+    def get_output_embeddings(self) -> nn.Linear | None:
+        """The LM head (the pre-softmax linear, tied to the token table), where the model has one."""
+        return getattr(self, "lm_head", None)
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save as usual, with our ``auto_map`` only: transformers lists just the class being saved (Hub users also
-        need ``AutoModel`` -> the encoder, for embeddings and the feature-extraction pipeline), and keeps any
-        foreign entry a loaded config carried in (code we never reviewed would then run for Hub users).
+        need ``AutoModel`` -> the encoder), and keeps any foreign entry a loaded config carried in (code we never
+        reviewed would then run for Hub users). A path that is a file raises ``NotADirectoryError`` (transformers
+        logs an error and saves nothing). The weights get the permissions ``config.json`` got from the umask
+        (safetensors 0.8 makes them ``-rw-------``, safetensors issue #782).
 
-        A path that is a file raises ``NotADirectoryError`` (transformers logs an error and saves nothing). The
-        weights get the permissions ``config.json`` got from the umask: safetensors 0.8 writes them through a
-        temporary file made ``-rw-------`` (safetensors issue #782), which no other user could read.
-
-        A failed save (a full disk) leaves an earlier save in the folder as it was: transformers writes
-        ``config.json`` and the others in place, so the files are written into a temporary folder inside
-        ``save_directory`` and then moved into place, one ``os.replace`` each; the shards of an earlier, differently
-        sharded save are removed afterwards, as transformers removes them. The error is the library's own (this file
-        travels with the weights and imports nothing of scratchformer's)."""
+        A failed save (a full disk) leaves an earlier save as it was: transformers writes in place, so the files are
+        written into a temporary folder inside ``save_directory``, then moved into place, one ``os.replace`` each;
+        the shards of an earlier, differently sharded save are removed afterwards, as transformers removes them."""
         import shutil
         import tempfile
 
@@ -847,8 +670,7 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         is never unpickled, unless the caller passes ``use_safetensors=False``), and an unreadable weights file gives
         an error that names it."""
         kwargs.setdefault("use_safetensors", True)
-        # None: no folder or repo at all, the weights come as state_dict= (a form transformers supports)
-        if (kwargs["use_safetensors"] and pretrained_model_name_or_path is not None
+        if (kwargs["use_safetensors"] and pretrained_model_name_or_path is not None  # None: weights as state_dict=
                 and os.path.isdir(pretrained_model_name_or_path)):
             problem = safetensors_problem(pretrained_model_name_or_path)
             if problem:
@@ -858,9 +680,8 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         except Exception as error:
             source = str(pretrained_model_name_or_path)
             if type(error).__name__ == "SafetensorError":  # header or size check failed: truncated or corrupted
-                names = ["model.safetensors"]
-                if os.path.isdir(source):
-                    names = sorted(name for name in os.listdir(source) if name.endswith(".safetensors"))
+                names = sorted(name for name in os.listdir(source) if name.endswith(".safetensors")) if (
+                    os.path.isdir(source)) else ["model.safetensors"]
                 raise OSError(f"cannot read the weights file {' / '.join(names)} of {source}: it is truncated or "
                               f"corrupted ({error}). Download it again (force_download=True) or re-export the "
                               "checkpoint.") from error
@@ -903,7 +724,13 @@ def mean_over_labelled(total: torch.Tensor, labels: torch.Tensor,
 def _token_loss(logits: torch.Tensor, labels: torch.Tensor,
                 num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
     """The mean cross-entropy of ``logits`` (B, L, C) against ``labels`` (B, L), ``-100`` where nothing is to be
-    predicted (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
+    predicted (see :func:`mean_over_labelled` for ``num_items_in_batch``), after the labels' check: the one of every
+    head that predicts ids (the LM, masked-LM and token-classification heads)."""
+    if not isinstance(labels, torch.Tensor) or labels.shape != logits.shape[:2]:
+        shape = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
+        raise ValueError(f"labels must be a tensor of shape {tuple(logits.shape[:2])}, one id (or -100) per "
+                         f"position of the output, got {shape}")
+    _check_labels(labels, logits.shape[-1], ignored=-100)
     labels = labels.to(logits.device).reshape(-1)
     total = nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels, ignore_index=-100,
                                         reduction="sum")
@@ -916,10 +743,8 @@ def _token_loss(logits: torch.Tensor, labels: torch.Tensor,
 
 
 class ScratchformerModel(ScratchformerPreTrainedModel):
-    """The bare encoder-decoder (Figure 1 of the paper, without the final linear + softmax).
-
-    With ``tie_word_embeddings`` (default) the encoder and decoder read one shared token table.
-    """
+    """The bare encoder-decoder (Figure 1 of the paper, without the final linear + softmax). With
+    ``tie_word_embeddings`` (default) the encoder and decoder read one shared token table."""
 
     _tied_weights_keys = {"decoder.embeddings.word_embeddings.weight": "encoder.embeddings.word_embeddings.weight"}
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)lm_head\."]
@@ -950,30 +775,23 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
         """Encode the source (unless ``encoder_outputs`` are given) and decode. Without decoder inputs, the
         decoder reads the source shifted right (as BART does), which makes the bare model usable on one text."""
         _warn_ignored(self, kwargs)
-        cache = _model_cache(self, cache, past_key_values)
-        if decoder_input_ids is None and decoder_inputs_embeds is None:
-            if input_ids is None:
-                raise ValueError("pass decoder_input_ids (or input_ids, which are then shifted right)")
-            _check_ids("input_ids", input_ids, self.config.vocab_size)
-            decoder_input_ids = shift_tokens_right(input_ids, self.config.pad_token_id,
-                                                   self.config.decoder_start_token_id)
+        cache = _one_cache(cache, past_key_values, self)
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
                 output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True)
-        elif not isinstance(encoder_outputs, BaseModelOutput):
-            encoder_outputs = BaseModelOutput(
-                last_hidden_state=encoder_outputs[0],
-                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
-                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
-            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):  # a tuple (last_hidden_state, hidden_states, attentions)
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        if decoder_input_ids is None and decoder_inputs_embeds is None and input_ids is not None:  # checked by now
+            decoder_input_ids = shift_tokens_right(input_ids, self.config.pad_token_id,
+                                                   self.config.decoder_start_token_id)
         decoder_outputs = self.decoder(
             input_ids=decoder_input_ids, attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
             cache=cache, inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True)
-        return _output_with_cache(
-            Seq2SeqModelOutput, _cache_of(decoder_outputs),
+        return Seq2SeqModelOutput(
+            **{CACHE_NAME: getattr(decoder_outputs, CACHE_NAME)},
             last_hidden_state=decoder_outputs.last_hidden_state,
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
@@ -985,12 +803,10 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
 
 
 class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, GenerationMixin):
-    """The encoder-decoder with the pre-softmax linear projection to the vocabulary (section 3.4).
-
-    ``labels`` give the cross-entropy loss (positions with ``-100`` are ignored) and, shifted right, the decoder
-    inputs. ``generate()`` (greedy, beam search, sampling) comes from ``GenerationMixin`` and uses a key/value cache
-    in which the cross-attention keys and values are computed once per sequence.
-    """
+    """The encoder-decoder with the pre-softmax linear projection to the vocabulary (section 3.4). ``labels`` give
+    the cross-entropy loss (positions with ``-100`` are ignored) and, shifted right, the decoder inputs.
+    ``generate()`` (greedy, beam search, sampling) comes from ``GenerationMixin`` and uses a key/value cache in which
+    the cross-attention keys and values are computed once per sequence."""
 
     _tied_weights_keys = {"lm_head.weight": "model.encoder.embeddings.word_embeddings.weight"}
     _auto_classes_also_served = ("AutoModel", "AutoModelForMaskedLM")  # the encoder + this LM head = fill-mask
@@ -1001,40 +817,28 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         self.lm_head = pre_softmax_linear(config)
         self.post_init()
 
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, value: nn.Linear) -> None:
-        self.lm_head = value
-
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
     def generate(self, *args, **kwargs):
-        """``GenerationMixin.generate``, with its settings checked first (:func:`_check_generation`): counts that
-        would fail deep inside it (``num_beams=0`` divides by zero there), values it accepts but cannot mean
-        (``top_p=0``, ``max_new_tokens=2.5``, ``eos_token_id=-1``), more beams than tokens, and lengths past the
-        positions, the memory or the time bound (:func:`_check_generation_size`)."""
+        """``GenerationMixin.generate``, after the arithmetic only this model can do (:func:`_check_generation`).
+        Every other setting is transformers' to check (``GenerationConfig.validate``): in greedy decoding it warns
+        about ``temperature`` or ``top_p`` and ignores them, and ``max_time`` stops a long request."""
         base = kwargs.get("generation_config") or self.generation_config
-        settings = {**base.to_dict(), **{key: value for key, value in kwargs.items() if hasattr(base, key)}}
-        inputs = args[0] if args else kwargs.get("input_ids", kwargs.get("inputs", kwargs.get("inputs_embeds")))
-        given = isinstance(inputs, torch.Tensor) and inputs.dim() >= 2
-        _check_generation(settings, self.config, batch=inputs.shape[0] if given else 1,
-                          source_length=inputs.shape[1] if given else 0, device=self.device, dtype=self.dtype)
+        _check_generation({**base.to_dict(), **{key: value for key, value in kwargs.items() if hasattr(base, key)}},
+                          self.config)
         return super().generate(*args, **kwargs)
 
     def create_masks_for_generate(self, config, inputs_embeds, attention_mask, *args, **kwargs):
         """What ``generate()`` calls at every step with a static cache, outside the compiled step, to make a 4-D
-        decoder mask. Without a decoder mask (what ``generate`` passes an encoder-decoder) there is nothing to make:
-        the decoder masks the empty slots and the future itself (:func:`_static_cache_layout`), and no host work is
-        spent on it at every step (docs/performance.md)."""
+        decoder mask: without a decoder mask (what it passes an encoder-decoder) none, as the decoder masks the empty
+        slots and the future itself (:func:`_static_cache_layout`): no host work at every step (docs/performance.md)."""
         if attention_mask is None:
             return None
         from transformers.masking_utils import create_masks_for_generate
 
         return create_masks_for_generate(config, inputs_embeds, attention_mask, *args, **kwargs)
 
-    @_signature_computed_once
     @can_return_tuple
     def forward(
         self,
@@ -1057,11 +861,10 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         """``labels`` give the mean cross-entropy over the labelled target tokens (see :func:`mean_over_labelled`
         for ``num_items_in_batch``)."""
         _warn_ignored(self, kwargs)
-        cache = _model_cache(self, cache, past_key_values)
+        cache = _one_cache(cache, past_key_values, self)
         if labels is not None:
-            if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
+            if not isinstance(labels, torch.Tensor) or labels.dim() != 2:  # before they are shifted into the decoder
                 raise ValueError("labels must be a (batch, target_length) tensor of token ids, -100 where ignored")
-            _check_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
             use_cache = False  # teacher forcing: the whole target at once
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
@@ -1071,24 +874,23 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
             inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True)
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
-        loss = None
-        if labels is not None:
-            if labels.shape != logits.shape[:2]:
-                raise ValueError(f"labels have shape {tuple(labels.shape)} but the decoder produced "
-                                 f"{tuple(logits.shape[:2])} positions")
-            loss = _token_loss(logits, labels, num_items_in_batch)
+        loss = _token_loss(logits, labels, num_items_in_batch) if labels is not None else None
         # the model's outputs (the cache under this transformers version's name), with the logits for the last state
         return Seq2SeqLMOutput(loss=loss, logits=logits,
                                **{name: value for name, value in outputs.items() if name != "last_hidden_state"})
 
 
-class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
-    """The encoder alone: contextual embeddings of a text, the class behind ``AutoModel``.
+# generate() reads the signature of forward at every decoding step of a model registered for remote code
+# (docs/performance.md): stored once, inspect.signature becomes a lookup. The signature is unchanged.
+ScratchformerForConditionalGeneration.forward.__signature__ = inspect.signature(
+    ScratchformerForConditionalGeneration.forward)
 
-    Loads from a full encoder-decoder checkpoint (the decoder and LM head are skipped). As in DistilBERT,
-    ``model.embeddings.word_embeddings`` is the learned token table and
-    ``model(**tokenizer(text, return_tensors="pt")).last_hidden_state`` the contextual vectors.
-    """
+
+class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
+    """The encoder alone: contextual embeddings of a text, the class behind ``AutoModel``; it loads from a full
+    encoder-decoder checkpoint (the decoder and LM head are skipped). As in DistilBERT, the learned token table is
+    ``model.embeddings.word_embeddings`` and the contextual vectors are
+    ``model(**tokenizer(text, return_tensors="pt")).last_hidden_state``."""
 
     # A full encoder-decoder checkpoint also holds the decoder and the LM head: they are simply not needed here.
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\.", r"(^|\.)lm_head\."]
@@ -1128,133 +930,54 @@ class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
 
 
 def mean_over_tokens(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-    """The sentence vector: the mean of the encoder output over the real tokens, ``(B, S, D) -> (B, D)``.
-
-    Padding (``attention_mask == 0``) is left out, so a sentence gets the same vector alone or in a padded batch. The
-    same pooling as the card's embedding snippet and the exported sentence-transformers folder.
-    """
+    """The sentence vector: the mean of the encoder output over the real tokens, ``(B, S, D) -> (B, D)``. Padding
+    (``attention_mask == 0``) is left out, so a sentence gets the same vector alone or in a padded batch. The same
+    pooling as the card's embedding snippet and the exported sentence-transformers folder."""
     if attention_mask is None:
         return hidden_states.mean(dim=1)
     mask = attention_mask.bool().unsqueeze(-1).to(hidden_states.dtype)  # (B, S, 1)
     return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 
 
-# generate() counts and their smallest meaningful value
-_GENERATION_COUNTS = {"max_new_tokens": 1, "max_length": 1, "min_length": 0, "min_new_tokens": 0, "top_k": 0,
-                      "no_repeat_ngram_size": 0, "encoder_no_repeat_ngram_size": 0, "num_beams": 1,
-                      "num_return_sequences": 1, "num_beam_groups": 1}
+# generate() settings that are token ids of this model's vocabulary
 _GENERATION_TOKEN_IDS = ("eos_token_id", "pad_token_id", "bos_token_id", "decoder_start_token_id",
                          "forced_bos_token_id", "forced_eos_token_id")
-# generate() numbers: (name, low, high), low excluded; -inf to inf: any finite number
-_GENERATION_NUMBERS = (("top_p", 0.0, 1.0), ("temperature", 0.0, math.inf), ("repetition_penalty", 0.0, math.inf),
-                       ("length_penalty", -math.inf, math.inf))
 
 
-def _check_generation(settings: dict, config: ScratchformerConfig, batch: int, source_length: int,
-                      device: torch.device, dtype: torch.dtype) -> None:
-    """Refuse generate() settings that transformers accepts but cannot mean (it warns at most), and a length that
-    runs past learned positions or whose key/value cache alone would not fit in the device's memory."""
-    for name, least in _GENERATION_COUNTS.items():
-        value = settings.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-            rule = "a positive integer" if least == 1 else f"an integer >= {least}"
-            raise ValueError(f"generate: {name}={value!r} must be {rule}")
-    for name, low, high in _GENERATION_NUMBERS:
-        value = settings.get(name)
-        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and low < value <= high):
-            where = f" in ({low}, {high}]" if math.isfinite(low) else ""
-            raise ValueError(f"generate: {name}={value!r} must be a finite number{where}")
-    least, most = settings.get("min_new_tokens"), settings.get("max_new_tokens")
-    if least is not None and most is not None and least > most:
-        raise ValueError(f"generate: min_new_tokens={least} is more than max_new_tokens={most}: no output can have "
-                         "both lengths")
+def _check_generation(settings: dict, config: ScratchformerConfig) -> None:
+    """Refuse, before the encoder runs, what only this model's sizes decide: a token id outside its vocabulary (an
+    ``IndexError`` in a logits processor, another token forced in silence, a device assert), more beams than tokens
+    (beam search keeps that many continuations; its first step has one per token), a length past learned positions."""
     for name in _GENERATION_TOKEN_IDS:
         ids = settings.get(name)
         for token in ids if isinstance(ids, (list, tuple)) else [ids]:
-            if token is not None and (isinstance(token, bool) or not isinstance(token, int)
-                                      or not 0 <= token < config.vocab_size):
-                raise ValueError(f"generate: {name}={ids!r} must be a token id in [0, {config.vocab_size})")
-    _check_generation_size(settings, config, batch, source_length, device, dtype)
-
-
-# Rotary angles are computed from float32 positions (paper_scratchformer.RotaryEmbedding): exact up to 2**24.
-ROPE_MAX_POSITIONS = 2**24
-
-
-def _check_generation_size(settings: dict, config: ScratchformerConfig, batch: int, source_length: int,
-                           device: torch.device, dtype: torch.dtype) -> None:
-    """Refuse, before the encoder runs, beams that the vocabulary cannot fill, a length past the positions, and a
-    request whose key/value cache, logits and position table would not fit in the device's memory or whose decoding
-    would take longer than :data:`TIME_LIMIT_SECONDS` (unless ``max_time`` stops it)."""
-    beams = settings.get("num_beams") or 1
-    if beams > config.vocab_size:
+            if isinstance(token, numbers.Integral) and not 0 <= token < config.vocab_size:
+                raise ValueError(f"generate: {name}={ids!r} is outside the vocabulary: token ids are in "
+                                 f"[0, {config.vocab_size})")
+    beams = settings.get("num_beams")
+    if isinstance(beams, numbers.Real) and beams > config.vocab_size:
         raise ValueError(f"generate: num_beams={beams:,} is more than the {config.vocab_size:,} tokens of the "
                          "vocabulary: beam search keeps that many different continuations, and the first step has "
                          "only one per token; ask for fewer beams")
-    new_tokens = settings.get("max_new_tokens")
-    length = new_tokens + 1 if new_tokens is not None else settings.get("max_length") or 1  # + the start token
-    if config.position_embedding_type == "learned" and length > config.max_position_embeddings:
+    new_tokens = settings.get("max_new_tokens")  # else max_length, which counts the start token
+    length = new_tokens + 1 if isinstance(new_tokens, numbers.Real) else settings.get("max_length")
+    if (config.position_embedding_type == "learned" and isinstance(length, numbers.Real)
+            and length > config.max_position_embeddings):
         raise ValueError(f"generate: up to {length} decoder tokens, but learned positions stop at "
                          f"max_position_embeddings={config.max_position_embeddings}: ask for fewer new tokens")
-    if config.position_embedding_type == "rope" and max(length, source_length) > ROPE_MAX_POSITIONS:
-        raise ValueError(f"generate: up to {max(length, source_length):,} positions, but rotary angles are exact up "
-                         f"to {ROPE_MAX_POSITIONS:,} (float32 positions): ask for fewer new tokens")
-    max_time = settings.get("max_time")
-    if max_time is not None and not (isinstance(max_time, (int, float)) and not isinstance(max_time, bool)
-                                     and math.isfinite(max_time) and max_time > 0):
-        raise ValueError(f"generate: max_time={max_time!r} must be a finite number of seconds > 0")
-    rows = batch * max(beams, settings.get("num_return_sequences") or 1)
-    d, layers, size = config.d_model, config.decoder_layers, torch.finfo(dtype).bits // 8
-    static = "static" in str(settings.get("cache_implementation") or "")  # every step attends to every slot
-    cache = rows * layers * 2 * (length + source_length) * d * size  # keys and values, self- and cross-attention
-    logits = rows * config.vocab_size * 4 * 3  # a step's float32 logits, their log-softmax and the beam scores
-    table = 2 * max(length, source_length) * d * 8 if config.position_embedding_type == "sinusoidal" else 0
-    per_step = 2 * layers * (8 * d * d + 2 * d * config.decoder_ffn_dim) + 2 * config.vocab_size * d
-    attention = 4 * d * layers * (length * source_length + (length * length if static else length * length // 2))
-    _check_request(f"generate: {rows:,} sequence(s) of up to {length:,} tokens", cache + logits + table,
-                   rows * (length * per_step + attention), device,
-                   "ask for fewer new tokens, beams or sequences", steps=length - 1,
-                   time_advice="" if max_time is not None else
-                   "ask for fewer new tokens (max_new_tokens), or pass max_time=<seconds> to stop it in time")
 
 
 def _check_labels(labels: torch.Tensor, num_labels: int, ignored: int | None = None) -> None:
-    """Class labels are integers in ``0..num_labels-1`` (or ``ignored``); cross-entropy fails obscurely otherwise."""
+    """Class labels (a token id for an LM head) are integers in ``0..num_labels-1`` (or ``ignored``): cross-entropy
+    fails obscurely otherwise (a device assert on a GPU)."""
     if labels.is_floating_point() or labels.dtype == torch.bool:
         raise ValueError(f"labels must be integer class ids in 0..{num_labels - 1}, got dtype {labels.dtype}")
-    if torch.compiler.is_compiling() or labels.device.type == "meta":
-        return
     ok = (labels >= 0) & (labels < num_labels)
     if ignored is not None:
         ok |= labels == ignored
-    _check_values(ok.all(), f"labels must be class ids in 0..{num_labels - 1} (num_labels={num_labels})"
-                  + (f" or {ignored}" if ignored is not None else ""),
+    _check_values(labels, ok.all, f"labels must be class ids in 0..{num_labels - 1} ({num_labels} classes: num_labels, "
+                  "or an LM head's vocabulary)" + (f" or {ignored}" if ignored is not None else ""),
                   lambda: f"; they span [{int(labels.min())}, {int(labels.max())}]")
-
-
-# the targets of the losses on numbers, as the message of a target outside them says
-_NUMBER_TARGETS = {"regression": "(regression targets)",
-                   "multi_label_classification": "in [0, 1] (the probability of each label)"}
-
-
-def _check_sequence_labels(labels: torch.Tensor, batch: int, config: ScratchformerConfig) -> None:
-    """One target per text in the shape the loss of ``config.problem_type`` reads (MSE would broadcast a ``(B,)``
-    target against ``(B, num_labels)`` outputs in silence), and numbers that give a finite loss."""
-    num_labels, problem = config.num_labels, config.problem_type
-    shapes = {"single_label_classification": [(batch,), (batch, 1)],
-              "regression": [(batch,), (batch, 1)] if num_labels == 1 else [(batch, num_labels)],
-              "multi_label_classification": [(batch, num_labels)]}.get(problem, [tuple(labels.shape)])
-    if tuple(labels.shape) not in shapes:
-        raise ValueError(f"labels have shape {tuple(labels.shape)}; {problem} with num_labels={num_labels} needs "
-                         f"{' or '.join(map(str, shapes))}: one target per text of the batch")
-    if problem == "single_label_classification":
-        return _check_labels(labels, num_labels)
-    if torch.compiler.is_compiling() or labels.device.type == "meta" or problem not in _NUMBER_TARGETS:
-        return
-    values = labels.float()
-    ok = torch.isfinite(values) if problem == "regression" else (values >= 0) & (values <= 1)
-    _check_values(ok.all(), f"labels must be finite numbers {_NUMBER_TARGETS[problem]}",
-                  lambda: f"; {int((~ok).sum())} of {ok.numel()} are not, e.g. {values[~ok][0].item()}")
 
 
 def _classifier_dropout(config: ScratchformerConfig) -> float:
@@ -1279,10 +1002,10 @@ class ScratchformerClassificationHead(nn.Module):
 def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config: ScratchformerConfig) -> torch.Tensor:
     """The loss for ``config.problem_type``, chosen as transformers does when it is not set: one label -> regression
     (MSE), integer labels -> single-label classification (cross-entropy), float labels of shape ``(B, num_labels)``
-    -> multi-label classification (binary cross-entropy on each label). The choice is stored in the config."""
-    if not isinstance(labels, torch.Tensor):
-        raise ValueError(f"labels must be a torch.Tensor, got {type(labels).__name__}")
-    num_labels = config.num_labels
+    -> multi-label classification (binary cross-entropy on each label). The choice is stored in the config. The
+    labels are one target per text in the shape the loss reads (MSE would broadcast a ``(B,)`` target against
+    ``(B, num_labels)`` outputs in silence), and numbers that give a finite loss."""
+    num_labels, batch = config.num_labels, logits.shape[0]
     if config.problem_type is None:
         if num_labels == 1:
             config.problem_type = "regression"
@@ -1290,26 +1013,37 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, con
             config.problem_type = "single_label_classification"
         else:
             config.problem_type = "multi_label_classification"
-    labels = labels.to(logits.device)
-    _check_sequence_labels(labels, logits.shape[0], config)
-    if config.problem_type == "regression":
-        if num_labels == 1:
-            return nn.functional.mse_loss(logits.squeeze(-1).float(), labels.squeeze(-1).float())
-        return nn.functional.mse_loss(logits.float(), labels.float())
-    if config.problem_type == "single_label_classification":
+    problem, labels = config.problem_type, labels.to(logits.device)
+    shapes = {"single_label_classification": [(batch,), (batch, 1)],
+              "regression": [(batch,), (batch, 1)] if num_labels == 1 else [(batch, num_labels)],
+              "multi_label_classification": [(batch, num_labels)]}.get(problem)
+    if shapes is None:
+        raise ValueError(f"problem_type={problem!r} is not one of 'regression', 'single_label_classification', "
+                         "'multi_label_classification'")
+    if tuple(labels.shape) not in shapes:
+        raise ValueError(f"labels have shape {tuple(labels.shape)}; {problem} with num_labels={num_labels} needs "
+                         f"{' or '.join(map(str, shapes))}: one target per text of the batch")
+    if problem == "single_label_classification":
+        _check_labels(labels, num_labels)
         return nn.functional.cross_entropy(logits.float().view(-1, num_labels), labels.view(-1))
-    if config.problem_type == "multi_label_classification":
-        return nn.functional.binary_cross_entropy_with_logits(logits.float(), labels.float())
-    raise ValueError(f"problem_type={config.problem_type!r} is not one of 'regression', "
-                     "'single_label_classification', 'multi_label_classification'")
+    values = labels.float()
+    ok = torch.isfinite(values) if problem == "regression" else (values >= 0) & (values <= 1)
+    _check_values(labels, ok.all, "labels must be finite numbers " + ("(regression targets)" if problem ==
+                  "regression" else "in [0, 1] (the probability of each label)"),
+                  lambda: f"; {int((~ok).sum())} of {ok.numel()} are not, e.g. {values[~ok][0].item()}")
+    if problem == "regression":
+        return nn.functional.mse_loss(logits.float().reshape(values.shape), values)
+    return nn.functional.binary_cross_entropy_with_logits(logits.float(), values)
 
 
 class ScratchformerEncoderWithHead(ScratchformerPreTrainedModel):
-    """What the task heads share: the encoder (``self.model``, a :class:`ScratchformerEncoderModel`) and its
-    accessors. Loads from a full encoder-decoder checkpoint: the encoder is reused (``model.encoder.*``), the decoder
-    and LM head are skipped, and the head starts from random values, as BERT's does."""
+    """What the task heads share: the encoder (``self.model``, a :class:`ScratchformerEncoderModel`), its accessors
+    and the forward: encode, the head's ``logits``, its ``loss`` against ``labels``. Loads from a full
+    encoder-decoder checkpoint: the encoder is reused (``model.encoder.*``), the decoder and LM head are skipped, and
+    the head starts from random values, as BERT's does."""
 
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\.", r"(^|\.)lm_head\."]
+    output_class: type = TokenClassifierOutput
 
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
@@ -1319,11 +1053,31 @@ class ScratchformerEncoderWithHead(ScratchformerPreTrainedModel):
     def get_encoder(self) -> ScratchformerEncoder:
         return self.model.encoder
 
-    def _encode(self, input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
-                ) -> BaseModelOutput:
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                          output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                          return_dict=True)
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ):
+        """labels: what the head's ``loss`` reads; ``num_items_in_batch``: see :func:`mean_over_labelled`."""
+        _warn_ignored(self, kwargs)
+        encoded = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                             return_dict=True)
+        logits = self.logits(encoded.last_hidden_state, attention_mask)
+        loss = self.loss(logits, labels, num_items_in_batch) if labels is not None else None
+        return self.output_class(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                 attentions=encoded.attentions)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch) -> torch.Tensor:
+        """labels: ``(B, S)`` ids, ``-100`` where there is nothing to predict; their mean cross-entropy."""
+        return _token_loss(logits, labels, num_items_in_batch)
 
 
 class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
@@ -1333,11 +1087,11 @@ class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
     out), then :class:`ScratchformerClassificationHead`. Our encoder has no ``[CLS]`` token trained to summarise
     the text, and the mean is what the word-sense study and the sentence-transformers export use. ``num_labels``,
     ``id2label``/``label2id`` and ``problem_type`` come from the config; the loss follows ``problem_type`` as in
-    transformers (:func:`sequence_classification_loss`).
+    transformers (:func:`sequence_classification_loss`): ``labels`` are ``(B,)`` class ids, ``(B,)`` or ``(B, 1)``
+    targets for regression, or ``(B, num_labels)`` 0/1 floats for multi-label classification. Loads from a full
+    encoder-decoder checkpoint (:class:`ScratchformerEncoderWithHead`)."""
 
-    Loads from a full encoder-decoder checkpoint (:class:`ScratchformerEncoderWithHead`).
-    """
-
+    output_class = SequenceClassifierOutput
     # The loss is a mean over the texts of the batch (MSE, or cross-entropy), with no per-token count to pass: the
     # Trainer then divides each micro-batch's loss by their number, which is what gradient accumulation needs.
     accepts_loss_kwargs = False
@@ -1347,25 +1101,11 @@ class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
         self.classifier = ScratchformerClassificationHead(config)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        **kwargs,
-    ) -> SequenceClassifierOutput:
-        """labels: ``(B,)`` class ids, ``(B,)`` or ``(B, 1)`` targets for regression, or ``(B, num_labels)`` 0/1
-        floats for multi-label classification."""
-        _warn_ignored(self, kwargs)
-        encoded = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
-        logits = self.classifier(mean_over_tokens(encoded.last_hidden_state, attention_mask))  # (B, num_labels)
-        loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
-        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
-                                        attentions=encoded.attentions)
+    def logits(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        return self.classifier(mean_over_tokens(hidden_states, attention_mask))  # (B, S, D) -> (B, num_labels)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch) -> torch.Tensor:
+        return sequence_classification_loss(logits, labels, self.config)
 
 
 class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
@@ -1373,8 +1113,7 @@ class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
 
     Each vector of the last encoder layer goes through dropout and a linear projection to ``num_labels`` scores.
     ``labels`` of ``-100`` (padding, special tokens, the second text of a pair) are left out of the cross-entropy.
-    Loads from a full encoder-decoder checkpoint like :class:`ScratchformerForSequenceClassification`.
-    """
+    Loads from a full encoder-decoder checkpoint like :class:`ScratchformerForSequenceClassification`."""
 
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
@@ -1382,29 +1121,8 @@ class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
         self.classifier = nn.Linear(config.d_model, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        num_items_in_batch: int | torch.Tensor | None = None,
-        **kwargs,
-    ) -> TokenClassifierOutput:
-        """labels: ``(B, S)`` label ids, ``-100`` where a token has no label; the loss is their mean cross-entropy
-        (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
-        _warn_ignored(self, kwargs)
-        encoded = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
-        logits = self.classifier(self.dropout(encoded.last_hidden_state))  # (B, S, num_labels)
-        loss = None
-        if labels is not None:
-            _check_labels(labels.to(logits.device).reshape(-1), self.num_labels, ignored=-100)
-            loss = _token_loss(logits, labels, num_items_in_batch)
-        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
-                                     attentions=encoded.attentions)
+    def logits(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        return self.classifier(self.dropout(hidden_states))  # (B, S, D) -> (B, S, num_labels)
 
 
 class ScratchformerForMaskedLM(ScratchformerEncoderWithHead):
@@ -1412,58 +1130,21 @@ class ScratchformerForMaskedLM(ScratchformerEncoderWithHead):
 
     The same weights the encoder's masked-token loss trains (``scratchformer train --encoder-mlm-weight``): each
     vector of the last encoder layer times the shared token table gives one score per token. Loads from a full
-    encoder-decoder checkpoint with nothing new to learn (the decoder is skipped; the projection is the token table).
-    """
+    encoder-decoder checkpoint with nothing new to learn (the decoder is skipped; the projection is the token table)."""
 
     _tied_weights_keys = {"lm_head.weight": "model.encoder.embeddings.word_embeddings.weight"}
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\."]
+    output_class = MaskedLMOutput
 
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
         self.lm_head = pre_softmax_linear(config)
         self.post_init()
 
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, value: nn.Linear) -> None:
-        self.lm_head = value
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        num_items_in_batch: int | torch.Tensor | None = None,
-        **kwargs,
-    ) -> MaskedLMOutput:
-        """labels: ``(B, S)`` token ids to predict, ``-100`` where there is nothing to predict; the loss is their
-        mean cross-entropy (see :func:`mean_over_labelled` for ``num_items_in_batch``)."""
-        _warn_ignored(self, kwargs)
-        if labels is not None:  # as the seq2seq head checks its labels: ids outside the vocabulary fail in torch
-            if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
-                raise ValueError("labels must be a (batch, sequence_length) tensor of token ids, -100 where ignored")
-            _check_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
-        encoded = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
-        logits = self.lm_head(encoded.last_hidden_state)  # (B, S, V)
-        if labels is not None and labels.shape != logits.shape[:2]:
-            raise ValueError(f"labels have shape {tuple(labels.shape)} but the input has shape "
-                             f"{tuple(logits.shape[:2])}: give one label (or -100) per input token")
-        loss = _token_loss(logits, labels, num_items_in_batch) if labels is not None else None
-        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
-                              attentions=encoded.attentions)
+    def logits(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        return self.lm_head(hidden_states)  # (B, S, D) -> (B, S, V)
 
 
-__all__ = [
-    "ScratchformerEncoderModel",
-    "ScratchformerForConditionalGeneration",
-    "ScratchformerForMaskedLM",
-    "ScratchformerForSequenceClassification",
-    "ScratchformerForTokenClassification",
-    "ScratchformerModel",
-    "ScratchformerPreTrainedModel",
-]
+__all__ = ["ScratchformerEncoderModel", "ScratchformerForConditionalGeneration", "ScratchformerForMaskedLM",
+           "ScratchformerForSequenceClassification", "ScratchformerForTokenClassification", "ScratchformerModel",
+           "ScratchformerPreTrainedModel"]

@@ -31,7 +31,7 @@ from tokenizers import (
     trainers,
 )
 
-from ..models.configuration_scratchformer import available_memory
+from ..files import available_memory
 from ..models.tokenization_scratchformer import ScratchformerTokenizer
 from . import bpe
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TrainingSetupError, one_line
-from ..models.configuration_scratchformer import available_memory
+from ..files import available_memory
 from ..tokenizer.bpe import SPECIAL_TOKENS
 from .options import option_flag, parse_overrides, process_counts, shown
 from .sampling import check_sampling
@@ -443,10 +443,6 @@ def _planned_config(options: TrainOptions, overrides: dict):
         vocabulary = _vocabulary(source_folder(options.tokenizer)) if options.tokenizer else None
         size = len(vocabulary) if vocabulary else options.tokenizer_vocab_size
         config = model_config(options, overrides, vocab_size=size)
-    try:
-        config.check_fits_in_memory()
-    except ValueError as err:
-        raise TrainingSetupError(f"invalid model configuration: {one_line(err)}") from None
     return config
 
 

@@ -350,6 +350,7 @@ class Encoder(nn.Module):
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
+        self.config = config  # the adapter reads it
         self.embeddings = Embeddings(config)
         head_dim = config.d_model // config.encoder_attention_heads
         rope = config.position_embedding_type == "rope"
@@ -375,6 +376,7 @@ class Decoder(nn.Module):
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
+        self.config = config  # the adapter reads it
         self.embeddings = Embeddings(config)
         head_dim = config.d_model // config.decoder_attention_heads
         rope = config.position_embedding_type == "rope"
