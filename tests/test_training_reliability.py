@@ -1115,23 +1115,28 @@ def poison_at(update: int):
     return Poison()
 
 
-@pytest.mark.parametrize("update, stops_at, kept", [
-    (5, 6, ["checkpoint-2", "checkpoint-4"]),  # the loss of step 6 is NaN; found at the checkpoint step 6
-    (4, 4, ["checkpoint-2"]),  # finite loss, NaN weights at a checkpoint step: found before they are saved
-    (1, 2, []),  # nothing good to keep
+@pytest.mark.parametrize("update, stopped, kept", [
+    # the loss of step 6 is NaN; found at the checkpoint step 6
+    (5, "the training loss became NaN or infinite at step 6", ["checkpoint-2", "checkpoint-4"]),
+    # finite loss, NaN weights at a checkpoint step: refused where the checkpoint is published
+    (4, "checkpoint-4 is not published: its weight model.", ["checkpoint-2"]),
+    # finite loss, NaN weights at the last step (a checkpoint there would be refused as above): the final model is
+    (7, "the final model (step 7) is not published: its ", []),
+    (1, "the training loss became NaN or infinite at step 2", []),  # nothing good to keep
 ])
 def test_a_non_finite_loss_stops_the_run_at_its_step_and_keeps_the_good_checkpoints(tmp_path, corpus, update,  # noqa: F811
-                                                                                    stops_at, kept):
+                                                                                    stopped, kept):
     from safetensors.torch import load_file as load_weights
 
     from scratchformer.errors import NonFiniteLossError
 
-    options, args = tiny(tmp_path, corpus, save_steps=2, logging_steps=100)
+    last = dict(max_steps=7, save_strategy="no") if update == 7 else {}
+    options, args = tiny(tmp_path, corpus, save_steps=2, logging_steps=100, **last)
     with pytest.raises(NonFiniteLossError) as error:
         run_training(options, args, callbacks=[poison_at(update)])
     out = Path(args.output_dir)
     said = str(error.value)
-    assert f"the training loss became NaN or infinite at step {stops_at}; the run stopped there and " in said
+    assert said.startswith(stopped) and "; the run stopped there and " in said, said
     assert all(hint in said for hint in ("--learning-rate", "--fp16/--bf16", "init_std", "--no-stop-on-nonfinite"))
     assert sorted(p.name for p in out.glob("checkpoint-*")) == kept
     if kept:
@@ -1143,6 +1148,7 @@ def test_a_non_finite_loss_stops_the_run_at_its_step_and_keeps_the_good_checkpoi
         weights = load_weights(out / name / "model.safetensors")
         assert all(torch.isfinite(t).all() for t in weights.values()), name
     assert not (out / "model.safetensors").exists()  # no final model of NaN weights
+    assert not (out / "_checkpoint-staging").exists()
     if update == 5:  # what the line offers works: a new run from the last good checkpoint's weights
         again = run_training(*tiny(tmp_path, corpus, "again", model=str(out / kept[-1]), max_steps=2, save_steps=2))
         assert again["global_step"] == 2 and math.isfinite(again["metrics"]["eval_loss"])
@@ -1160,9 +1166,43 @@ def test_a_diverging_run_ends_in_one_line_unless_told_to_train_on(tmp_path, corp
         code = cli_main([*base, "--output-dir", str(tmp_path / name), *extra])
         line = one_error_line(capsys)
         assert code == 2 and "the training loss became NaN or infinite at step " in line, line
+    # it trains on past the NaN loss of step 2, up to the first checkpoint, whose NaN weights are not published
     code = cli_main([*base, "--output-dir", str(tmp_path / "on"), "--learning-rate", "1e6", "--lr-schedule",
                      "constant", "--no-stop-on-nonfinite"])
-    assert code == 0 and (tmp_path / "on" / "checkpoint-6").is_dir()
+    line = one_error_line(capsys)
+    assert code == 2 and line.startswith("scratchformer train: error: checkpoint-3 is not published: its "), line
+    assert not list((tmp_path / "on").glob("*checkpoint*")) and not (tmp_path / "on" / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("eval_steps", ["500", "0"])
+def test_a_model_whose_final_evaluation_is_nan_is_not_published(tmp_path, corpus, capsys, eval_steps):  # noqa: F811
+    """Issue 66: --learning-rate 1e7 leaves finite weights (about 5e6) whose evaluation loss is NaN; the run said
+    "done", exited 0 and published them. Now one line, exit 2, and neither the checkpoint of that step (with the
+    Trainer's evaluation at the last step) nor the final model (evaluated by the pipeline: --eval-steps 0)."""
+    out = tmp_path / "run"
+    code = cli_main(["train", "--train-files", str(corpus), "--output-dir", str(out), "--preset", "tiny",
+                     "--tokenizer-vocab-size", "300", "--max-length", "32", "--max-steps", "2", "--learning-rate",
+                     "1e7", "--eval-steps", eval_steps, "--save-steps", "500", "--no-progress-bar",
+                     "--max-eval-samples", "16", "--cache-dir", str(tmp_path / "cache")])
+    line = one_error_line(capsys)
+    what = "checkpoint-2" if eval_steps == "500" else "the final model (step 2)"
+    assert code == 2 and f"error: {what} is not published: its eval_loss is nan; the run stopped there" in line, line
+    assert not (out / "model.safetensors").exists() and not (out / "all_results.json").exists()
+    # without an evaluation of its own (--eval-steps 0) the checkpoint of step 2 has only its finite weights checked
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ([] if eval_steps == "500" else ["checkpoint-2"])
+
+
+def test_the_publishing_check_names_the_first_non_finite_value():
+    """integrity.check_finite: an eval_* metric that is NaN or infinite, else the first weight that holds one;
+    training loss, step counts and finite values pass."""
+    from scratchformer.integrity import check_finite
+
+    fine = [("a", torch.ones(2)), ("ids", torch.tensor([1, 2]))]
+    check_finite("m", fine, {"eval_loss": 1.5, "train_loss": float("nan"), "epoch": 1})
+    with pytest.raises(TrainingSetupError, match=r"^m is not published: its eval_loss is inf; try$"):
+        check_finite("m", fine, {"eval_loss": float("inf")}, error=TrainingSetupError, advice="; try")
+    with pytest.raises(ValueError, match=r"^m is not published: its weight b holds NaN or infinite values$"):
+        check_finite("m", [*fine, ("b", torch.tensor([0.0, float("nan")], dtype=torch.float16))])
 
 
 @pytest.mark.slow
