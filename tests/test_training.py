@@ -644,6 +644,38 @@ def test_missing_data_file_is_one_line(tmp_path, capsys):
     assert "scratchformer train: error: data file not found" in capsys.readouterr().err
 
 
+def test_the_quick_train_parser_describes_the_real_one():
+    """``train --help`` and option mistakes are answered from cli/train_options.json without torch; it must describe
+    the real parser. After a change of training/options.py or of transformers, write it again:
+    ``python -c "from scratchformer.cli.train import write_options; write_options()"``."""
+    from scratchformer.cli.train import OPTIONS, describe
+    from scratchformer.training import TrainArgumentParser
+
+    assert json.loads(OPTIONS.read_text()) == json.loads(json.dumps(describe(TrainArgumentParser())))
+
+
+@pytest.mark.parametrize("argv", [
+    ["--max-steps", "x"], ["--objective", "foo"], ["--bogus", "1"], ["--fp16", "maybe"], ["--batch-size"],
+    ["--report-to"], ["--lr-schedule", "nope"], ["--save-dtype", "int8"], ["--max-step", "3"], ["--preset"],
+])
+def test_train_option_mistakes_are_answered_before_torch_with_the_real_parsers_message(argv):
+    """Issue 67: ``train``'s mistakes took 5-6 s (importing transformers and torch before reading the arguments).
+    The quick parser says what the real one says, word for word, and imports neither."""
+    from scratchformer.cli.train import _check_quickly
+
+    argv = ["--train-files", "a.txt", "--output-dir", "out", *argv]
+    with pytest.raises(TrainingSetupError) as quick:
+        _check_quickly(argv)
+    with pytest.raises(TrainingSetupError) as real:
+        config_from_args(argv)
+    assert str(quick.value) == str(real.value)
+    probe = ("import sys, scratchformer_launcher; from scratchformer.cli import main; code = main(['train', "
+             f"*{argv!r}]); print(code, sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert result.stdout.strip() == "2 []" and str(real.value) in result.stderr, result.stdout + result.stderr
+
+
 def test_train_help_shows_every_default_and_top_level_help_stays_light(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli_main(["train", "--help"])
@@ -653,8 +685,17 @@ def test_train_help_shows_every_default_and_top_level_help_stays_light(capsys):
                      "--gradient_accumulation_steps", "--report-to", "(default: 500)", "(default: mini)",
                      "(default: 0.98)", "--resume"):
         assert expected in help_text, expected
-    probe = ("import sys, scratchformer_launcher; from scratchformer.cli import build_parser; build_parser(); "
-             "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))")
+    from scratchformer.training import TrainArgumentParser
+
+    assert help_text == " ".join(TrainArgumentParser().format_help().split())  # the real parser's help
+    # neither the top-level help nor train's (answered from cli/train_options.json) imports torch or transformers
+    probe = "\n".join([
+        "import contextlib, io, sys, scratchformer_launcher",
+        "from scratchformer.cli import build_parser, main",
+        "build_parser()",
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):",
+        "    main(['train', '--help'])",
+        "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))"])
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
