@@ -469,6 +469,8 @@ def check_output_folder(output: str | os.PathLike, inputs: Iterable[tuple[str, s
         raise error(f"{name}: an empty name is no folder; give a folder to write into")
     if folder.exists() and not folder.is_dir():
         raise error(f"{name} is a file, not a folder; give a folder to write into")
+    if folder.is_symlink() and not folder.exists():  # where it leads nothing can be made ("File exists")
+        raise error(f"{name} is a symbolic link to nothing or a loop of them; give a folder to write into")
     written = [] if writes is None else list(writes)
     for what, path in inputs:
         relation = overlap(folder, path)

@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -224,6 +225,43 @@ def test_a_killed_runs_lock_dies_with_it(tmp_path):
     said = []
     OutputLock(out, said.append).acquire().release()  # at once, without a word
     assert said == []
+
+
+def test_sigterm_during_a_checkpoint_save_ends_the_run_as_ctrl_c_does(tmp_path, corpus):  # noqa: F811
+    """Issue 67: SIGTERM or SIGHUP to ``train`` killed the process, and a checkpoint being saved stayed behind in
+    ``_checkpoint-staging``. Now they end the run as Ctrl-C does: the staged checkpoint goes, the lock is released,
+    status 128 + the signal."""
+    ready, out = tmp_path / "ready", tmp_path / "out"
+    script = textwrap.dedent(f"""
+        import pathlib, time
+        from scratchformer.cli import main
+        from scratchformer.training import checkpoints
+        def stalled(staged, final):  # checkpoint-2 is staged: wait here to be ended
+            pathlib.Path({str(ready)!r}).write_text("staged")
+            time.sleep(300)
+        checkpoints.publish = stalled
+        raise SystemExit(main(["train", "--train-files", {str(corpus)!r}, "--output-dir", {str(out)!r}, "--preset",
+                               "tiny", "--tokenizer-vocab-size", "300", "--max-length", "32", "--max-steps", "4",
+                               "--save-steps", "2", "--eval-steps", "0", "--no-progress-bar",
+                               "--cache-dir", {str(tmp_path / "cache")!r}]))
+    """)
+    run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        for _ in range(3000):
+            if ready.exists() or run.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert ready.exists(), run.communicate(timeout=10)
+        assert (out / "_checkpoint-staging" / "checkpoint-2" / "model.safetensors").is_file()
+        run.send_signal(signal.SIGTERM)
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert not (out / "_checkpoint-staging").exists() and not list(out.glob("checkpoint-*")), stderr[-3000:]
+    assert lock_is_free(out)
 
 
 def test_second_run_on_a_locked_folder_is_refused(tmp_path, corpus, capsys):  # noqa: F811

@@ -95,8 +95,10 @@ def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
             if is_main else None)
     try:
         # the Trainer's pushes show no token; a refused write the steps below do not name themselves (the datasets
-        # cache, a log file) is a StorageError naming its file
-        with no_secrets(args.hub_token), files.writing(args.output_dir, reading=None, named_by_error=True):
+        # cache, a log file) is a StorageError naming its file; SIGTERM and SIGHUP end the run as Ctrl-C does (a
+        # checkpoint being staged is removed, the lock released)
+        with no_secrets(args.hub_token), files.writing(args.output_dir, reading=None, named_by_error=True), \
+                files.signals_end_the_block():
             return _run(options, args, callbacks, is_main)
     finally:
         if lock is not None:
