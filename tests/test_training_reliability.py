@@ -936,24 +936,9 @@ def installed(package: str) -> bool:
 
 
 @pytest.mark.parametrize("option, message", [
-    (["--dataloader-num-workers", "-1"], "--dataloader-num-workers must be >= 0 (0 = load batches in the training "
-                                         "process), got -1"),
     (["--seed", "-1"], "--seed must be in [0, 2**32 - 1] (the seeds numpy takes), got -1"),
     (["--seed", str(2**32)], f"--seed must be in [0, 2**32 - 1] (the seeds numpy takes), got {2**32}"),
     (["--data-seed", "-3"], "--data-seed must be in [0, 2**32 - 1]"),
-    (["--max-grad-norm", "-1"], "--max-grad-norm must be >= 0 (0 = no clipping), got -1"),
-    (["--adam-beta1", "1"], "--adam-beta1 must be in [0, 1), got 1"),
-    (["--adam-beta2", "-0.5"], "--adam-beta2 must be in [0, 1), got -0.5"),
-    (["--weight-decay", "-0.1"], "--weight-decay must be >= 0, got -0.1"),
-    (["--optim", "paged_adamw_8bit"], "--optim paged_adamw_8bit needs a package that is not installed: You need to "
-                                      "install `bitsandbytes`"),
-    (["--optim", "adamw_8bit"], "--optim adamw_8bit needs a package that is not installed: You need to install "
-                                "`bitsandbytes`"),
-    (["--optim", "adamw_torch_4bit"], "--optim adamw_torch_4bit needs a package that is not installed: You need to "
-                                      "have `torchao"),
-    (["--optim", "galore_adamw"], "--optim galore_adamw needs a package that is not installed: You need to install "
-                                  "`galore_torch`"),
-    (["--fp16", "--use-cpu"], "--fp16 needs a CUDA GPU and this run trains on CPU cores"),
     (["--config-overrides", "vocab_size=10"], "--config-overrides vocab_size=10: the vocabulary size and the "
                                               "special-token ids come from the tokenizer (--tokenizer-vocab-size sets "
                                               "the size of the tokenizer trained on the fly); leave vocab_size out"),
@@ -980,11 +965,6 @@ def installed(package: str) -> bool:
                                   "1000000-token sequences"),
     (["--deepspeed", "ds.json"], "an option needs a package that is not installed: "),
     (["--fsdp", "full_shard"], "--fsdp shards the model over the processes of a distributed run and this run has one"),
-    (["--dataloader-persistent-workers"], "--dataloader-persistent-workers keeps the data-loader workers alive "
-                                          "between epochs and there are none"),
-    (["--optim-args", "eps"], "--optim-args must be key=value pairs separated by commas"),
-    (["--optim-args", "eps=1e-8,"], "--optim-args must be key=value pairs separated by commas"),
-    (["--neftune-noise-alpha", "-1"], "--neftune-noise-alpha must be positive, got -1"),
 ])
 def test_every_option_mistake_is_one_line_before_any_data(tmp_path, capsys, option, message):
     """A bad value, a missing package or options that contradict each other (or the tokenizer, or the machine):
@@ -997,41 +977,6 @@ def test_every_option_mistake_is_one_line_before_any_data(tmp_path, capsys, opti
     line = one_error_line(capsys)
     assert code == 2 and message in line, line
     assert "missing.txt" not in line and not (tmp_path / "o" / "tokenizer").exists()
-
-
-@pytest.mark.parametrize("kernels", [False, True])
-def test_bf16_on_cpu_cores_without_bfloat16_kernels_is_one_line_before_any_data(tmp_path, capsys, monkeypatch,
-                                                                                 kernels):
-    """``--bf16`` on CPU cores where bfloat16 is emulated (x86 below AVX-512: tens of times slower than float32) is
-    refused in one line that says how to turn it off; with the kernels it passes the checks (and the run stops at the
-    missing file); ``--bf16 false`` after it, as after a recipe that has it, is float32 and passes everywhere."""
-    from scratchformer.training import checks
-
-    monkeypatch.setattr(checks, "cpu_has_bf16_kernels", lambda: kernels)
-    command = ["train", "--train-files", str(tmp_path / "missing.txt"), "--output-dir", str(tmp_path / "o"),
-               "--use-cpu"]
-    assert cli_main([*command, "--bf16"]) == 2
-    line = one_error_line(capsys)
-    if kernels:
-        assert "missing.txt" in line and "--bf16" not in line, line
-    else:
-        assert line.startswith("scratchformer train: error: --bf16: this run trains on CPU cores without AVX-512")
-        assert "tens of times slower than float32: leave it out, or give --bf16 false after" in line, line
-    assert cli_main([*command, "--bf16", "--bf16", "false"]) == 2
-    assert "missing.txt" in one_error_line(capsys)
-
-
-@pytest.mark.parametrize("machine, capability, expected", [
-    ("x86_64", "AVX2", False), ("AMD64", "DEFAULT", False), ("x86_64", "AVX512", True), ("aarch64", "DEFAULT", True)])
-def test_cpu_has_bf16_kernels_from_torchs_cpu_capability(monkeypatch, machine, capability, expected):
-    """An x86 CPU has bfloat16 kernels from AVX-512 on; other architectures are not judged (never refused)."""
-    import platform
-
-    from scratchformer.training.checks import cpu_has_bf16_kernels
-
-    monkeypatch.setattr(platform, "machine", lambda: machine)
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
-    assert cpu_has_bf16_kernels() is expected
 
 
 def test_a_model_and_a_tokenizer_of_other_vocabularies_are_refused_before_data(tmp_path, corpus, capsys):  # noqa: F811

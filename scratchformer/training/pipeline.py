@@ -29,7 +29,7 @@ import torch
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerState, set_seed
 
 from .. import files
-from ..errors import NonFiniteLossError, TrainingSetupError, no_secrets
+from ..errors import NonFiniteLossError, no_secrets
 from ..integrity import CHECKSUMS, check_finite, write_checksums
 from . import data, streaming
 from .callbacks import (
@@ -83,11 +83,6 @@ def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
     (:mod:`scratchformer.training.output_dir`), which must be apart from everything the run reads. A full disk or a
     folder this user may not write into, at any step, is a :class:`~scratchformer.errors.StorageError` (one line in
     the CLI) naming the folder."""
-    if not isinstance(options, TrainOptions) or not isinstance(args, ScratchformerTrainingArguments) or not isinstance(
-            callbacks, (list, tuple, type(None))):
-        raise TrainingSetupError(f"run_training takes (TrainOptions, ScratchformerTrainingArguments) as config_from_args "
-                                 f"gives them, and a list of callbacks; got ({type(options).__name__}, "
-                                 f"{type(args).__name__}, {type(callbacks).__name__})")
     check_options(options, args)
     check_apart_from_inputs(options, args.output_dir)
     is_main = args.process_index == 0
