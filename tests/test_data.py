@@ -258,11 +258,6 @@ def test_short_fraction_adds_short_windows_of_about_that_fraction_of_rows():
     assert len(_denoising_rows(1.0)[1]) == 400
 
 
-def test_short_fraction_out_of_range_is_a_clear_error():
-    with pytest.raises(DataError, match=r"short_fraction=1.5 must be in \[0, 1\]"):
-        _denoising_rows(1.5)
-
-
 def test_packing_joins_consecutive_chunks_in_order_up_to_max_length_and_loses_no_token():
     assert data.packed([[1, 2], [3, 4, 5], [6], [7, 8, 9, 10, 11, 12]], 6) == [[1, 2, 3, 4, 5, 6],
                                                                              [7, 8, 9, 10, 11, 12]]

@@ -435,10 +435,6 @@ def tokenize_for_denoising(dataset, tokenizer, text_column: str = "text", max_le
     ``pack`` joins consecutive chunks of a map batch, each with its ``</s>``, into examples of up to ``max_length``
     tokens, so that a step holds more text and less padding."""
     check_columns(dataset, [text_column])
-    if max_length < 2:
-        raise DataError(f"max_length={max_length} leaves no room for text before </s>")
-    if not 0.0 <= short_fraction <= 1.0:
-        raise DataError(f"short_fraction={short_fraction} must be in [0, 1]")
     eos = tokenizer.eos_token_id
     width = max_length - 1
 
