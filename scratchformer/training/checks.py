@@ -75,6 +75,11 @@ RULES = (
     Rule("num_train_epochs", lambda v: v > 0, "positive"),
     Rule("learning_rate", lambda v: v > 0, "positive"),
     Rule("save_steps", lambda v: v > 0, "positive"),
+    Rule("logging_steps", lambda v: v > 0, "positive"),  # the Trainer refuses 0; -1 would log nothing
+    # the Trainer's own parse says "not enough values to unpack (expected 2, got 1)"
+    Rule("optim_args", lambda v: all(k and sep and value for k, sep, value in (
+        pair.partition("=") for pair in v.replace(" ", "").split(","))),
+         "key=value pairs separated by commas (e.g. 'weight_decouple=True,eps=1e-8')"),
     Rule("eval_steps", _at_least(0), ">= 0 (0 = only at the end of the run)"),
     Rule("save_total_limit", _at_least(1), ">= 1"),
     Rule("generation_max_length", _at_least(1), ">= 1"),

@@ -62,8 +62,6 @@ def _check_file(path: str | os.PathLike) -> None:
     path = Path(path)
     if not path.exists():
         raise DataError(f"data file not found: {path}")
-    if not path.is_file():
-        raise DataError(f"not a file: {path}")
     with files.reading(path), open(path, "rb") as f:  # a file this user may not read: one line naming both
         gzipped = f.read(2) == b"\x1f\x8b"
     try:
