@@ -95,23 +95,10 @@ class NonFiniteLoss(TrainerCallback):
 
     def error(self, args, output_dir: str | Path) -> NonFiniteLossError:
         """The one line that says where the run stopped, what it kept and what to try."""
+        from .checkpoints import stopped_run_advice
+
         return NonFiniteLossError(f"the training loss became NaN or infinite at step {self.step}"
                                   f"{stopped_run_advice(args, output_dir, self.step)}")
-
-
-def stopped_run_advice(args, output_dir: str | Path, step: int) -> str:
-    """What a run stopped at ``step`` by a non-finite loss or model kept (its newest complete checkpoint before
-    ``step``), and what to try."""
-    from .checkpoints import checkpoint_problems, list_checkpoints
-
-    kept = next((folder for at, folder in reversed(list_checkpoints(output_dir))
-                 if at < step and not checkpoint_problems(folder)), None)
-    keeps = (f"its last good checkpoint is {kept} (--resume {kept} continues the same run; --model {kept} starts "
-             "a new one from its weights, where the options below may change)" if kept is not None
-             else "no checkpoint was saved before it")
-    return (f"; the run stopped there and {keeps}. Try a lower --learning-rate (the peak was {args.learning_rate:.3g}), "
-            "float32 instead of --fp16/--bf16, or a smaller init_std in --config-overrides; --no-stop-on-nonfinite "
-            "trains on past a non-finite training loss")
 
 
 class WatchesLoss:

@@ -353,8 +353,6 @@ class CrashSafeCheckpoints:
         if self.state.best_model_checkpoint is not None and Path(self.state.best_model_checkpoint) == staged:
             self.state.best_model_checkpoint = str(final)  # the Trainer found the best checkpoint in staging
             self.state.save_to_json(str(staged / "trainer_state.json"))
-        from .callbacks import stopped_run_advice
-
         step = self.state.global_step
         check_finite(final.name, saved_weights(staged), evaluation_at(self.state.log_history, step),
                      error=NonFiniteLossError, advice=stopped_run_advice(self.args, final.parent, step))
@@ -379,3 +377,16 @@ def evaluation_at(log_history: list[dict], step: int) -> dict | None:
         if any(key.startswith("eval_") for key in entry):
             return {k: v for k, v in entry.items() if k != "step"} if entry.get("step") == step else None
     return None
+
+
+def stopped_run_advice(args, output_dir: str | Path, step: int) -> str:
+    """What a run stopped at ``step`` by a non-finite loss or model kept (its newest complete checkpoint before
+    ``step``), and what to try."""
+    kept = next((folder for at, folder in reversed(list_checkpoints(output_dir))
+                 if at < step and not checkpoint_problems(folder)), None)
+    keeps = (f"its last good checkpoint is {kept} (--resume {kept} continues the same run; --model {kept} starts "
+             "a new one from its weights, where the options below may change)" if kept is not None
+             else "no checkpoint was saved before it")
+    return (f"; the run stopped there and {keeps}. Try a lower --learning-rate (the peak was {args.learning_rate:.3g}), "
+            "float32 instead of --fp16/--bf16, or a smaller init_std in --config-overrides; --no-stop-on-nonfinite "
+            "trains on past a non-finite training loss")

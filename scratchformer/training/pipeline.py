@@ -39,9 +39,8 @@ from .callbacks import (
     RunRecord,
     TimeLimit,
     WatchesLoss,
-    stopped_run_advice,
 )
-from .checkpoints import CrashSafeCheckpoints, evaluation_at
+from .checkpoints import CrashSafeCheckpoints, evaluation_at, stopped_run_advice
 from .checks import check_batch_size, check_options, check_resume_steps, check_tokenizer_matches
 from .contrastive import CROP_KEYS, CroppingLoss
 from .electra import TrainsLossModules, check_electra, replaced_token_detection
