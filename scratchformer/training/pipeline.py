@@ -32,14 +32,7 @@ from .. import files
 from ..errors import NonFiniteLossError, no_secrets
 from ..integrity import CHECKSUMS, check_finite, write_checksums
 from . import data, streaming
-from .callbacks import (
-    RUN_RECORD,
-    EpochCallback,
-    NonFiniteLoss,
-    RunRecord,
-    TimeLimit,
-    WatchesLoss,
-)
+from .callbacks import RUN_RECORD, EpochCallback, NonFiniteLoss, RunRecord, TimeLimit, WatchesLoss
 from .checkpoints import CrashSafeCheckpoints, evaluation_at, stopped_run_advice
 from .checks import check_batch_size, check_options, check_resume_steps, check_tokenizer_matches
 from .contrastive import CROP_KEYS, CroppingLoss
