@@ -408,6 +408,8 @@ def check_output_folder(output: str | os.PathLike, inputs: Iterable[tuple[str, s
         raise error(f"{name} is a file, not a folder; give a folder to write into")
     if (problem := not_a_file(folder)) and not folder.is_dir():  # a loop of symbolic links, a named pipe, ...
         raise error(f"{problem}; give a folder to write into")
+    if folder.is_symlink() and not folder.exists():  # where it leads nothing can be made ("File exists")
+        raise error(f"{name} is a symbolic link to nothing or a loop of them; give a folder to write into")
     written = [] if writes is None else list(writes)
     for what, path in inputs:
         relation = overlap(folder, path)

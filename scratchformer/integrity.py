@@ -8,8 +8,10 @@ safetensors has no checksum); ``config.json`` agrees with the weights' shapes (:
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +111,30 @@ def check_checksums(folder: str | os.PathLike) -> None:
             f"the files in {folder} do not match their checksums ({'; '.join(problems)}): restore the file from a "
             f"backup, or download or export it again (if you changed it on purpose, write the checksums again with "
             f"scratchformer.integrity.write_checksums, or delete {CHECKSUMS})")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What is published is finite
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def check_finite(what: str, weights: Iterable[tuple[str, Any]] = (), metrics: Mapping[str, Any] | None = None, *,
+                 error: type[ScratchformerError] = ScratchformerError, advice: str = "") -> None:
+    """The publishing invariant: nothing is published whose own evaluation (an ``eval_*`` value of ``metrics``) is
+    NaN or infinite, or that holds such a weight (``weights``: ``(name, tensor)`` pairs, as they are written). Raises
+    ``error``, one line: ``"<what> is not published: <the first bad value>"`` and ``advice``. Every step that makes a
+    model visible calls it first: each training checkpoint, a run's final model, ``export`` and the packaging script.
+    A weight can be finite and its evaluation not: a learning rate of 1e7 leaves weights near 5e6, whose loss is NaN."""
+    import torch
+
+    bad = next((f"its {key} is {value}" for key, value in (metrics or {}).items()
+                if key.startswith("eval_") and isinstance(value, (int, float)) and not math.isfinite(value)), None)
+    for name, tensor in weights if bad is None else ():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            bad = f"its weight {name} holds NaN or infinite values"
+            break
+    if bad is not None:
+        raise error(f"{what} is not published: {bad}{advice}")
 
 
 # ---------------------------------------------------------------------------------------------------------------

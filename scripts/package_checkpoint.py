@@ -23,6 +23,7 @@ from scratchformer.analysis.senses import SenseReport, run_senses
 from scratchformer.errors import ScratchformerError, one_line
 from scratchformer.files import overlap
 from scratchformer.hub import check_folder, export
+from scratchformer.integrity import check_finite
 from scratchformer.loading import CHECKPOINTS, PRETRAINED_DIR
 from scratchformer.training import checkpoint_step
 
@@ -391,6 +392,7 @@ def package(args: argparse.Namespace) -> None:
     reached = reached if isinstance(reached, int) else train_config.get("max_steps", 0)
     cpu = cpu_lines(train_config, reached, args.cpu_seconds_per_step, args.cpu_batch_size)
     model = ScratchformerForConditionalGeneration.from_pretrained(args.run, dtype=torch.float32).eval()
+    check_finite(f"--run {args.run}", model.state_dict().items(), results)  # before minutes of scoring
     tokenizer = ScratchformerTokenizer.from_pretrained(args.run)
 
     work = args.run / "package"

@@ -203,28 +203,17 @@ def test_collator_batches_and_is_a_function_of_seed_epoch_and_text():
     assert collator(features)["input_ids"].tolist() != batch["input_ids"].tolist()
 
 
-@pytest.mark.parametrize("setting, message", [
-    ({"poisson_lambda": math.inf}, r"poisson_lambda=inf must be a finite number"),
-    ({"mask_ratio": "0.3"}, r"mask_ratio='0.3' must be a finite number"),
-    ({"seed": -1}, r"seed=-1 must be an integer >= 0"),
-    ({"seed": 1.5}, r"seed=1.5 must be an integer >= 0"),
-    ({"pad_to_multiple_of": -2}, r"pad_to_multiple_of=-2 must be an integer >= 1"),
-    ({"mask_token_id": None}, r"mask_token_id=None must be an integer >= 0"),
+@pytest.mark.parametrize("setting, error, message", [
+    ({"poisson_lambda": math.inf}, ValueError, r"poisson_lambda=inf must be a finite number"),  # would never end
+    ({"mask_ratio": 1.5}, ValueError, r"mask_ratio=1.5 must be in \[0, 1\)"),  # would mask past the text
+    ({"seed": -1}, ValueError, "negative"),  # numpy's own
 ])
-def test_collator_settings_that_would_fail_at_the_first_batch_are_refused(setting, message):
-    """The collator is public (docs/training.md): these failed inside numpy or torch at the first batch."""
+def test_collator_settings_that_noise_nothing_sensible_are_refused(setting, error, message):
+    """The collator is public (docs/training.md): its noise is checked when it is built; the ids and the seed are
+    numpy's to refuse, at the first batch."""
     settings = {"pad_token_id": 0, "mask_token_id": MASK, "eos_token_id": 2, "decoder_start_token_id": 1, **setting}
-    with pytest.raises(ValueError, match=message):
-        DataCollatorForTextInfilling(**settings)
-
-
-@pytest.mark.parametrize("features", [[], [{"text": "a bank"}], [{"input_ids": [11, 2]}, {"input_ids": []}]],
-                         ids=["no feature", "no input_ids", "empty input_ids"])
-def test_collator_refuses_a_batch_without_ids(features):
-    collator = DataCollatorForTextInfilling(pad_token_id=0, mask_token_id=MASK, eos_token_id=2,
-                                            decoder_start_token_id=1)
-    with pytest.raises(DataError, match="a batch of one or more features, each with non-empty input_ids"):
-        collator(features)
+    with pytest.raises(error, match=message):
+        DataCollatorForTextInfilling(**settings)([{"input_ids": [11, 12, 13, 14, 2]}])
 
 
 def test_short_window_is_a_run_of_consecutive_words_in_the_asked_range():
@@ -267,11 +256,6 @@ def test_short_fraction_adds_short_windows_of_about_that_fraction_of_rows():
     assert _denoising_rows(0.25)[1] == more  # a function of the seed and the texts
     assert _denoising_rows(0.25, seed=1)[1] != more
     assert len(_denoising_rows(1.0)[1]) == 400
-
-
-def test_short_fraction_out_of_range_is_a_clear_error():
-    with pytest.raises(DataError, match=r"short_fraction=1.5 must be in \[0, 1\]"):
-        _denoising_rows(1.5)
 
 
 def test_packing_joins_consecutive_chunks_in_order_up_to_max_length_and_loses_no_token():

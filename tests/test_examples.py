@@ -52,11 +52,9 @@ def corpus(tmp_path) -> Path:
 
 
 def test_pretrain_denoising_example_runs(tmp_path, corpus):
-    """The shipped recipe on a tiny corpus: in bf16 where this CPU has its kernels, else with the way out that
-    ``--bf16``'s refusal names (``--bf16 false``)."""
-    from scratchformer.training.checks import cpu_has_bf16_kernels
-
-    out, bf16 = tmp_path / "pretrain", cpu_has_bf16_kernels()
+    """The shipped recipe on a tiny corpus: in bf16 where this CPU has its kernels, else with ``--bf16 false``
+    (emulated bfloat16 is tens of times slower)."""
+    out, bf16 = tmp_path / "pretrain", torch.backends.cpu.get_cpu_capability() == "AVX512"
     run_example("pretrain_denoising.py", "--train-files", str(corpus), "--output-dir", str(out), "--preset", "tiny",
                 "--tokenizer-vocab-size", "300", "--max-length", "32", "--batch-size", "8", "--max-steps", "4",
                 "--warmup-steps", "2", "--eval-steps", "0", "--save-steps", "100", "--max-eval-samples", "16",
@@ -164,11 +162,10 @@ def test_finetune_kjv_to_web_example_scores_held_out_books(tmp_path):
 
 
 def test_measure_step_time_example_prints_a_row_per_preset(tmp_path, corpus):
-    """One row per preset and precision; bf16 where this CPU has its kernels (``--bf16`` is refused elsewhere, and
+    """One row per preset and precision; bf16 where this CPU has its kernels (emulated elsewhere, tens of times slower;
     tests/test_encoder_mlm.py checks that it reaches the encoder's loss on any CPU)."""
-    from scratchformer.training.checks import cpu_has_bf16_kernels
-
-    out, precisions = tmp_path / "steps.json", ["fp32", "bf16"] if cpu_has_bf16_kernels() else ["fp32"]
+    bf16 = torch.backends.cpu.get_cpu_capability() == "AVX512"
+    out, precisions = tmp_path / "steps.json", ["fp32", "bf16"] if bf16 else ["fp32"]
     run_example("measure_step_time.py", "--corpus", str(corpus), "--presets", "tiny", "--steps", "4", "--skip", "1",
                 "--batch-size", "4", "--max-length", "32", "--rows", "100", "--json", str(out),
                 "--precision", *precisions, "--encoder-mlm-weight", "1", "--denoising-weight", "0",

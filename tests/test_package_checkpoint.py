@@ -183,3 +183,29 @@ def test_missing_inputs_and_an_output_over_the_run_are_one_line_before_any_work(
         error = capsys.readouterr().err.strip().splitlines()[-1]
         assert stop.value.code == 2 and message in error, error
     assert sorted(path.name for path in run.iterdir()) == ["all_results.json", "train_config.json"]
+
+
+@pytest.mark.parametrize("damage", ["eval_loss", "weight"])
+def test_a_run_whose_evaluation_or_weights_are_not_finite_is_not_packaged(tmp_path, capsys, damage):
+    """The publishing invariant (integrity.check_finite): a run whose all_results.json has a NaN eval_loss, or whose
+    weights hold one, is one line and exit 2 before any scoring, and nothing is written."""
+    from scratchformer import ScratchformerConfig, ScratchformerForConditionalGeneration
+
+    main = runpy.run_path(str(REPO_ROOT / "scripts" / "package_checkpoint.py"))["main"]
+    run, out = tmp_path / "run", tmp_path / "packaged"
+    model = ScratchformerForConditionalGeneration(ScratchformerConfig(
+        vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16))
+    if damage == "weight":
+        with torch.no_grad():
+            model.model.encoder.layers[0].feed_forward.fc2.weight[0, 0] = float("inf")
+    model.save_pretrained(run)
+    (run / "all_results.json").write_text(json.dumps({"eval_loss": float("nan") if damage == "eval_loss" else 2.0}))
+    (run / "train_config.json").write_text("{}")
+    with pytest.raises(SystemExit) as stop:
+        main(["--run", str(run), "--senses-data", str(write_tsv(tmp_path / "senses.tsv")), "--output", str(out)])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    bad = ("its eval_loss is nan" if damage == "eval_loss"
+           else "its weight model.encoder.layers.0.feed_forward.fc2.weight holds NaN or infinite values")
+    assert stop.value.code == 2 and error.endswith(f"--run {run} is not published: {bad}"), error
+    assert not out.exists() and not (run / "package").exists()

@@ -50,12 +50,18 @@ SAVED_FILES = ("tokenizer.json", "tokenizer_config.json")  # what save_pretraine
 
 
 def _check_output(output: str, overwrite: bool, inputs: list[str] = ()) -> None:
-    """Before any training: ``--output`` must be a folder (or nothing yet) this user may write into, not hold a
-    tokenizer already (unless ``overwrite``), and no file saved there may be one of the training files."""
+    """Before any training: ``--output`` must be a folder (or nothing yet) this user may write into, not a model's
+    folder (a command never writes into one: the model's weights are numbered by its tokenizer, and its checksums do
+    not cover the tokenizer), not hold a tokenizer already (unless ``overwrite``), and no file saved there may be one
+    of the training files."""
     from .. import files
 
     folder = files.check_output_folder(output, [(f"the training file {path}", path) for path in inputs],
                                        writes=SAVED_FILES, name=f"--output {output!r}")
+    if model := next((path.name for path in (folder / "config.json", *folder.glob("*.safetensors"))
+                      if path.exists()), None):
+        raise ScratchformerError(f"--output {output!r} is a model's folder ({model}): its weights go with its own "
+                                 "tokenizer, which train-tokenizer never replaces; choose another folder")
     if (folder / "tokenizer.json").exists() and not overwrite:
         raise ScratchformerError(f"--output {output!r} already holds a tokenizer (tokenizer.json): choose another "
                                  "folder, or pass --overwrite to replace it")
@@ -67,35 +73,36 @@ def _train_tokenizer(args: argparse.Namespace) -> int:
     from ..training.data import load_data_files
 
     _check_output(args.output, args.overwrite, args.files)
-    try:
-        tt.check_vocab_size(args.vocab_size, args.trainer)  # before the data is read
-        texts = load_data_files(args.files, fmt="txt")["text"]  # a bad file is a DataError naming it
-        show_progress = not args.no_progress
-        print(f"training a {args.scheme} BPE ({args.trainer} trainer) on {len(texts):,} lines", file=sys.stderr)
-        settings = dict(model_max_length=args.model_max_length, min_frequency=args.min_frequency)
-        if args.trainer == "fast":
-            tokenizer = tt.train_fast_tokenizer(
-                texts, args.vocab_size, args.scheme, show_progress=show_progress, **settings
-            )
-        else:
-            from tqdm.auto import tqdm
-
-            with tqdm(unit="merge", disable=not show_progress) as bar:
-
-                def progress(done: int, total: int) -> None:
-                    bar.total = total
-                    bar.update(done - bar.n)
-
-                tokenizer = tt.train_reference_tokenizer(
-                    texts, args.vocab_size, args.scheme, progress=progress, **settings
+    with files.signals_end_the_block():  # SIGTERM, SIGHUP: as Ctrl-C, the staged save (.saving-*) goes
+        try:
+            tt.check_vocab_size(args.vocab_size, args.trainer)  # before the data is read
+            texts = load_data_files(args.files, fmt="txt")["text"]  # a bad file is a DataError naming it
+            show_progress = not args.no_progress
+            print(f"training a {args.scheme} BPE ({args.trainer} trainer) on {len(texts):,} lines", file=sys.stderr)
+            settings = dict(model_max_length=args.model_max_length, min_frequency=args.min_frequency)
+            if args.trainer == "fast":
+                tokenizer = tt.train_fast_tokenizer(
+                    texts, args.vocab_size, args.scheme, show_progress=show_progress, **settings
                 )
-        # each file whole or not at all: an earlier tokenizer (--overwrite) stays intact if the save fails
-        files.save_files_into(args.output, lambda staging: tokenizer.save_pretrained(str(staging)),
-                              needed=tt.saved_size(tokenizer))
-    except ScratchformerError:
-        raise
-    except (ValueError, TypeError, OSError) as err:
-        raise ScratchformerError(str(err)) from err
+            else:
+                from tqdm.auto import tqdm
+
+                with tqdm(unit="merge", disable=not show_progress) as bar:
+
+                    def progress(done: int, total: int) -> None:
+                        bar.total = total
+                        bar.update(done - bar.n)
+
+                    tokenizer = tt.train_reference_tokenizer(
+                        texts, args.vocab_size, args.scheme, progress=progress, **settings
+                    )
+            # each file whole or not at all: an earlier tokenizer (--overwrite) stays intact if the save fails
+            files.save_files_into(args.output, lambda staging: tokenizer.save_pretrained(str(staging)),
+                                  needed=tt.saved_size(tokenizer))
+        except ScratchformerError:
+            raise
+        except (ValueError, TypeError, OSError) as err:
+            raise ScratchformerError(str(err)) from err
     print(f"saved to {args.output}")
     print(f"vocabulary size: {len(tokenizer)}")
     print(f"tokens per word: {tt.tokens_per_word(tokenizer, texts):.3f}")

@@ -59,14 +59,14 @@ NO_BAD_STEP = 2**62  # NonFiniteLoss's "every loss so far was finite"
 
 
 class NonFiniteLoss(TrainerCallback):
-    """Stop a run at the step where its training loss (or, at a checkpoint, a weight) became NaN or infinite, before
-    that step's checkpoint, so the checkpoints kept are all good; :attr:`step` then names the step.
+    """Stop a run at the step where its training loss became NaN or infinite, before that step's checkpoint, so the
+    checkpoints kept are all good; :attr:`step` then names the step. (A checkpoint whose weights or evaluation are not
+    finite is refused where it is published: :func:`scratchformer.integrity.check_finite`.)
 
     No host synchronisation per step (GPUs are the target): :meth:`observe`, called by the trainer
     (:class:`WatchesLoss`) with each micro-batch's loss, keeps on the loss's device the first step whose loss was not
     finite (``torch.where``, no ``.item()``). The flag is read only where the Trainer synchronises anyway: at a
-    logging, evaluation or checkpoint step and at the last step. Before a checkpoint the weights are checked too (a
-    finite loss may still give a non-finite update). Under ``torchrun`` the processes take the earliest bad step of
+    logging, evaluation or checkpoint step and at the last step. Under ``torchrun`` the processes take the earliest bad step of
     any of them (an all-reduce at those steps), so they all stop at the same step."""
 
     def __init__(self):
@@ -84,11 +84,6 @@ class NonFiniteLoss(TrainerCallback):
                                           or control.should_training_stop or state.global_step >= state.max_steps):
             return
         first = self.first_bad
-        if control.should_save and model is not None:
-            # each process's own shard under FSDP2 (a DTensor's local part); the all-reduce below joins them
-            weights = torch.stack([getattr(p, "to_local", lambda p=p: p)().detach().isfinite().all()
-                                   for p in model.parameters()]).all().to(first.device)
-            first = torch.where(weights | (first != NO_BAD_STEP), first, state.global_step)
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             first = first.clone()
             torch.distributed.all_reduce(first, op=torch.distributed.ReduceOp.MIN)
@@ -100,16 +95,10 @@ class NonFiniteLoss(TrainerCallback):
 
     def error(self, args, output_dir: str | Path) -> NonFiniteLossError:
         """The one line that says where the run stopped, what it kept and what to try."""
-        from .checkpoints import newest_complete_checkpoint
+        from .checkpoints import stopped_run_advice
 
-        kept, _ = newest_complete_checkpoint(Path(output_dir))
-        keeps = (f"its last good checkpoint is {kept} (--resume {kept} continues the same run; --model {kept} starts "
-                 "a new one from its weights, where the options below may change)" if kept is not None
-                 else "no checkpoint was saved before it")
-        return NonFiniteLossError(
-            f"the training loss became NaN or infinite at step {self.step}; the run stopped there and {keeps}. Try a "
-            f"lower --learning-rate (the peak was {args.learning_rate:.3g}), float32 instead of --fp16/--bf16, or a "
-            "smaller init_std in --config-overrides; --no-stop-on-nonfinite trains on regardless")
+        return NonFiniteLossError(f"the training loss became NaN or infinite at step {self.step}"
+                                  f"{stopped_run_advice(args, output_dir, self.step)}")
 
 
 class WatchesLoss:

@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .. import files
-from ..errors import StorageError, redact
-from ..integrity import checksum_problems, safetensors_file_problem, write_checksums
+from ..errors import NonFiniteLossError, StorageError, redact
+from ..integrity import check_finite, checksum_problems, safetensors_file_problem, write_checksums
 
 CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
 CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}-(\d+)$")
@@ -353,5 +353,40 @@ class CrashSafeCheckpoints:
         if self.state.best_model_checkpoint is not None and Path(self.state.best_model_checkpoint) == staged:
             self.state.best_model_checkpoint = str(final)  # the Trainer found the best checkpoint in staging
             self.state.save_to_json(str(staged / "trainer_state.json"))
+        step = self.state.global_step
+        check_finite(final.name, saved_weights(staged), evaluation_at(self.state.log_history, step),
+                     error=NonFiniteLossError, advice=stopped_run_advice(self.args, final.parent, step))
         write_checksums(staged)  # checksums.sha256 of the weights: scratchformer.load verifies them
         publish(staged, final)
+
+
+def saved_weights(folder: Path) -> Iterator[tuple[str, object]]:
+    """``(name, tensor)`` of every weight in the safetensors files of ``folder``, one tensor read at a time."""
+    from safetensors import safe_open
+
+    for path in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(path), framework="pt") as handle:
+            for name in handle.keys():
+                yield name, handle.get_tensor(name)
+
+
+def evaluation_at(log_history: list[dict], step: int) -> dict | None:
+    """The metrics of the Trainer's evaluation at ``step`` (the latest evaluation logged, if it is of that step;
+    ``Trainer.log`` adds ``"step"``), or ``None``."""
+    for entry in reversed(log_history):
+        if any(key.startswith("eval_") for key in entry):
+            return {k: v for k, v in entry.items() if k != "step"} if entry.get("step") == step else None
+    return None
+
+
+def stopped_run_advice(args, output_dir: str | Path, step: int) -> str:
+    """What a run stopped at ``step`` by a non-finite loss or model kept (its newest complete checkpoint before
+    ``step``), and what to try."""
+    kept = next((folder for at, folder in reversed(list_checkpoints(output_dir))
+                 if at < step and not checkpoint_problems(folder)), None)
+    keeps = (f"its last good checkpoint is {kept} (--resume {kept} continues the same run; --model {kept} starts "
+             "a new one from its weights, where the options below may change)" if kept is not None
+             else "no checkpoint was saved before it")
+    return (f"; the run stopped there and {keeps}. Try a lower --learning-rate (the peak was {args.learning_rate:.3g}), "
+            "float32 instead of --fp16/--bf16, or a smaller init_std in --config-overrides; --no-stop-on-nonfinite "
+            "trains on past a non-finite training loss")

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,36 +78,30 @@ RULES = (
     Rule("max_steps", lambda v: v == -1 or v > 0, "a positive number of steps, or -1 (train for --num-train-epochs)"),
     Rule("num_train_epochs", lambda v: v > 0, "positive"),
     Rule("learning_rate", lambda v: v > 0, "positive"),
-    Rule("warmup_steps", _at_least(0), ">= 0"),
-    Rule("label_smoothing_factor", lambda v: 0 <= v < 1, "in [0, 1)"),
     Rule("save_steps", lambda v: v > 0, "positive"),
-    Rule("logging_steps", lambda v: v > 0, "positive"),
+    Rule("logging_steps", lambda v: v > 0, "positive"),  # the Trainer refuses 0; -1 would log nothing
+    # the Trainer's own parse says "not enough values to unpack (expected 2, got 1)"
+    Rule("optim_args", lambda v: all(k and sep and value for k, sep, value in (
+        pair.partition("=") for pair in v.replace(" ", "").split(","))),
+         "key=value pairs separated by commas (e.g. 'weight_decouple=True,eps=1e-8')"),
     Rule("eval_steps", _at_least(0), ">= 0 (0 = only at the end of the run)"),
     Rule("save_total_limit", _at_least(1), ">= 1"),
     Rule("generation_max_length", _at_least(1), ">= 1"),
     Rule("generation_num_beams", _at_least(1), ">= 1"),
     Rule("seed", lambda v: 0 <= v < 2**32, "in [0, 2**32 - 1] (the seeds numpy takes)"),
     Rule("data_seed", lambda v: 0 <= v < 2**32, "in [0, 2**32 - 1] (the seeds numpy takes)"),
-    Rule("dataloader_num_workers", _at_least(0), ">= 0 (0 = load batches in the training process)"),
-    Rule("dataloader_prefetch_factor", _at_least(1), ">= 1"),
-    Rule("max_grad_norm", _at_least(0), ">= 0 (0 = no clipping)"),
-    Rule("weight_decay", _at_least(0), ">= 0"),
-    Rule("adam_beta1", lambda v: 0 <= v < 1, "in [0, 1)"),
-    Rule("adam_beta2", lambda v: 0 <= v < 1, "in [0, 1)"),
-    Rule("adam_epsilon", _at_least(0), ">= 0"),
     Rule("eval_accumulation_steps", _at_least(1), ">= 1"),
-    Rule("neftune_noise_alpha", lambda v: v > 0, "positive"),
 )
 
 
 def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -> None:
-    """Every mistake in the options that needs no data, in one place: a value out of range (ours and the
-    Trainer's), a path given as an empty string, a missing companion option, a bad ``--config-overrides`` or
-    ``--group-pattern``, a package an option needs, options that contradict each other or this machine (``--fp16``
-    on CPU cores, ``--bf16`` on a CPU without bfloat16 kernels, ``--fsdp`` in one process), a lock path taken by a
-    folder, and the model the run will build (:func:`check_model_options`). Raises :class:`TrainingSetupError`
-    naming the option."""
-    _check_numbers_are_finite(options, args)
+    """The mistakes in the options that need no data and that nothing below says clearly, in one place: a value
+    out of range (ours, and the Trainer's where a later failure would not name it), a path given as an empty
+    string, a missing companion option, a bad ``--config-overrides`` or ``--group-pattern``, options that
+    contradict each other (``--fsdp`` in one process), a lock path taken by a folder, and the model the run will
+    build (:func:`check_model_options`). What the Trainer or torch refuse clearly themselves (Adam's betas, a
+    ``--report-to`` or ``--optim`` whose package is missing) is theirs. Raises :class:`TrainingSetupError` naming
+    the option."""
     _check_paths(options, args)
     _check_choices(options)
     for rule in RULES:
@@ -125,87 +118,14 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
     if options.overwrite_output_dir and args.resume_from_checkpoint is not None:
         raise TrainingSetupError("--resume continues the run in --output-dir and --overwrite_output_dir deletes it: "
                                  "give one of them")
-    _check_precision(args)
     _check_processes(options, args)
     _check_lock_path(args.output_dir)
-    check_metric_packages(options)
-    check_reporting_packages(args)
-    check_optimizer_packages(args)
     check_model_options(options, args)
 
 
-def check_reporting_packages(args: ScratchformerTrainingArguments) -> None:
-    """Each ``--report-to`` integration is one the Trainer knows, and its package is installed (transformers'
-    ``is_<name>_available``, ``comet_ml``'s without ``_ml``): found before any data is read, not when the Trainer is
-    built after the data and the tokenizer."""
-    from transformers import integrations
-    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
-
-    for name in args.report_to or []:
-        if name not in INTEGRATION_TO_CALLBACK:
-            raise TrainingSetupError(f"--report-to {name}: not one of the Trainer's integrations "
-                                     f"({', '.join(INTEGRATION_TO_CALLBACK)}), nor none or all")
-        available = getattr(integrations, f"is_{name.removesuffix('_ml')}_available", None)
-        if available is not None and not available():
-            raise TrainingSetupError(f"--report-to {name} needs the {name} package, which is not installed: "
-                                     f"pip install {name}")
-
-
-def check_optimizer_packages(args: ScratchformerTrainingArguments) -> None:
-    """``--optim`` names an optimizer whose package is installed (``bitsandbytes`` for the 8-bit and paged ones,
-    ``torchao``, ``galore_torch``, ...) and ``--optim-args`` are ``key=value`` pairs: the Trainer's own lookup,
-    done before any data is read instead of when the optimizer is made after the data and the model."""
-    from transformers import Trainer
-
-    pairs = (args.optim_args or "").replace(" ", "").split(",")
-    if args.optim_args and not all(key and sep and value for key, sep, value in (p.partition("=") for p in pairs)):
-        raise TrainingSetupError(f"--optim-args must be key=value pairs separated by commas (e.g. "
-                                 f"'weight_decouple=True,eps=1e-8'), got {args.optim_args!r}")
-
-    try:
-        Trainer.get_optimizer_cls_and_kwargs(args)
-    except ImportError as err:
-        raise TrainingSetupError(f"--optim {shown(args.optim)} needs a package that is not installed: "
-                                 f"{one_line(err)}") from None
-    except ValueError as err:  # a bad --optim-args, a package missing, a setting missing; not the model it lacks
-        if "pass a model" not in str(err) and "pass a `model`" not in str(err):
-            missing = "install" in str(err).lower() or "import" in str(err).lower()
-            said = (" needs a package that is not installed: " if missing else
-                    f" with --optim-args {args.optim_args!r}: " if args.optim_args else ": ")
-            raise TrainingSetupError(f"--optim {shown(args.optim)}{said}{one_line(err)}") from None
-
-
-def cpu_has_bf16_kernels() -> bool:
-    """Whether torch has vector kernels for bfloat16 on this CPU. On x86 they need AVX-512 (fast with AVX-512 BF16 or
-    AMX); below it bfloat16 is emulated, tens of times slower than float32. Other architectures are not refused."""
-    import platform
-
-    import torch
-
-    if platform.machine().lower() not in {"x86_64", "amd64", "i386", "i686"}:
-        return True
-    return torch.backends.cpu.get_cpu_capability() == "AVX512"
-
-
-def _check_precision(args: ScratchformerTrainingArguments) -> None:
-    """Half precision that would slow a CPU run down: ``--fp16`` needs a CUDA GPU (on CPU cores torch's float16
-    autocast runs slower than float32 and the loss scaler guards nothing), and ``--bf16`` needs a CPU with bfloat16
-    kernels (:func:`cpu_has_bf16_kernels`)."""
-    if args.fp16 and args.use_cpu:
-        raise TrainingSetupError("--fp16 needs a CUDA GPU and this run trains on CPU cores (no GPU, or --use-cpu): "
-                                 "leave it out (float32), or give --bf16 for half precision on a CPU")
-    if args.bf16 and args.use_cpu and not cpu_has_bf16_kernels():
-        import torch
-
-        raise TrainingSetupError(f"--bf16: this run trains on CPU cores without AVX-512 (torch uses "
-                                 f"{torch.backends.cpu.get_cpu_capability()}), where bfloat16 is emulated, tens of "
-                                 "times slower than float32: leave it out, or give --bf16 false after a command "
-                                 "that has it")
-
-
 def _check_processes(options: TrainOptions, args: ScratchformerTrainingArguments) -> None:
-    """What needs other processes has them (``--fsdp`` shards over the processes of a ``torchrun`` run, persistent
-    data-loader workers need workers), and what needs one process has one (``--denoising-weight 0``)."""
+    """What needs other processes has them (``--fsdp`` shards over the processes of a ``torchrun`` run), and what
+    needs one process has one (``--denoising-weight 0``)."""
     if args.fsdp and process_counts()[0] < 2:
         raise TrainingSetupError("--fsdp shards the model over the processes of a distributed run and this run has "
                                  "one: launch it with torchrun --nproc_per_node=N or accelerate launch "
@@ -214,9 +134,6 @@ def _check_processes(options: TrainOptions, args: ScratchformerTrainingArguments
         raise TrainingSetupError("--denoising-weight 0 skips the model's own forward pass, which is where "
                                  "distributed training synchronises the gradients: run it in one process, or give "
                                  "the decoder's loss a weight above 0")
-    if args.dataloader_persistent_workers and args.dataloader_num_workers == 0:
-        raise TrainingSetupError("--dataloader-persistent-workers keeps the data-loader workers alive between "
-                                 "epochs and there are none: give --dataloader-num-workers N (N > 0), or leave it out")
 
 
 # the options that name files and folders
@@ -247,27 +164,6 @@ def _check_lock_path(output_dir: str | None) -> None:
             kind = "a symbolic link" if path.is_symlink() else "a folder" if path.is_dir() else "not a plain file"
             raise TrainingSetupError(f"--output-dir {output_dir}: {path} is {kind}, where the run keeps its lock "
                                      f"file; remove it, or choose another --output-dir")
-
-
-def check_metric_packages(options: TrainOptions) -> None:
-    """The packages the objective's evaluation needs (seq2seq: sacrebleu for BLEU and chrF), before any data is read
-    rather than at the first evaluation."""
-    if options.objective != "seq2seq":
-        return
-    try:
-        import sacrebleu  # noqa: F401
-    except ImportError:
-        raise TrainingSetupError("--objective seq2seq reports BLEU and chrF with sacrebleu, which is not installed: "
-                                 "pip install 'scratchformer[train]'") from None
-
-
-def _check_numbers_are_finite(*dataclass_objects: Any) -> None:
-    """No option takes NaN or infinity (``float("nan")`` passes argparse and every comparison-free check)."""
-    for obj in dataclass_objects:
-        for spec in dataclasses.fields(obj):
-            value = getattr(obj, spec.name)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise TrainingSetupError(f"{option_flag(spec.name)} must be a finite number, got {value}")
 
 
 def _check_choices(options: TrainOptions) -> None:

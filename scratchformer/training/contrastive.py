@@ -31,7 +31,6 @@ import torch.nn.functional as F
 
 WINDOW_TOKENS = (6, 20)  # the length range of one window, in tokens (about 5-15 words)
 MIN_SOURCE_TOKENS = 30  # shorter texts give no pair: two windows would be most of the text
-TARGETS = ("tokens", "sentence")
 CROP_KEYS = ("crops_input_ids", "crops_attention_mask", "crops_token_mask")
 
 
@@ -98,12 +97,6 @@ class CroppingLoss:
     temperature: float = 0.05
     name = "contrastive"
     keys = CROP_KEYS
-
-    def __post_init__(self):
-        if self.target not in TARGETS:
-            raise ValueError(f"target={self.target!r} must be one of {TARGETS}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature={self.temperature} must be positive")
 
     def __call__(self, model: torch.nn.Module, crops: dict[str, torch.Tensor]) -> torch.Tensor | None:
         """The loss for one micro-batch's windows, read by ``model.get_encoder()``, or ``None`` when fewer than two

@@ -62,8 +62,6 @@ def _check_file(path: str | os.PathLike) -> None:
     path = Path(path)
     if not path.exists():
         raise DataError(f"data file not found: {path}")
-    if not path.is_file():
-        raise DataError(f"not a file: {path}")
     with files.reading(path), open(path, "rb") as f:  # a file this user may not read: one line naming both
         gzipped = f.read(2) == b"\x1f\x8b"
     try:
@@ -435,10 +433,6 @@ def tokenize_for_denoising(dataset, tokenizer, text_column: str = "text", max_le
     ``pack`` joins consecutive chunks of a map batch, each with its ``</s>``, into examples of up to ``max_length``
     tokens, so that a step holds more text and less padding."""
     check_columns(dataset, [text_column])
-    if max_length < 2:
-        raise DataError(f"max_length={max_length} leaves no room for text before </s>")
-    if not 0.0 <= short_fraction <= 1.0:
-        raise DataError(f"short_fraction={short_fraction} must be in [0, 1]")
     eos = tokenizer.eos_token_id
     width = max_length - 1
 

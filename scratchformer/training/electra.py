@@ -112,9 +112,6 @@ def generator_shape(config, width: int | None, layers: int | None) -> tuple[int,
     :class:`~scratchformer.errors.ScratchformerError`."""
     width = width or max(32, config.d_model // 4 // 32 * 32)
     layers = layers or config.encoder_layers
-    if width < 8 or layers < 1:
-        raise ScratchformerError(f"the ELECTRA generator needs a width of at least 8 and a layer; got width {width}, "
-                                 f"{layers} layers")
     heads = max(1, width // 64)
     if width % heads or (width // heads) % 2:
         raise ScratchformerError(f"--electra-generator-width {width} must split into heads of an even size "

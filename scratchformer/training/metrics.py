@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import torch
 
@@ -26,10 +24,7 @@ class Seq2SeqLoss:
     labelled token gives 0, not NaN."""
 
     def __init__(self, label_smoothing: float = 0.1):
-        if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real) or not (
-                0.0 <= label_smoothing < 1.0):  # torch refuses the rest only at the first step, NaN included
-            raise ValueError(f"label_smoothing={label_smoothing!r} must be a number in [0, 1)")
-        self.label_smoothing = label_smoothing
+        self.label_smoothing = label_smoothing  # torch's cross_entropy says what it takes
 
     def __call__(self, outputs, labels, num_items_in_batch=None):
         logits = outputs["logits"] if isinstance(outputs, dict) else outputs[0]
@@ -61,15 +56,16 @@ class GenerationMetrics:
     """BLEU and chrF (``sacrebleu``) of generated outputs against the references."""
 
     def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
+        import sacrebleu  # when the trainer is built, not at the first evaluation after training steps
+
+        self.tokenizer, self.sacrebleu = tokenizer, sacrebleu
 
     def decode(self, ids) -> list[str]:
         ids = np.where(ids < 0, self.tokenizer.pad_token_id, ids)
         return [t.strip() for t in self.tokenizer.batch_decode(ids, skip_special_tokens=True)]
 
     def __call__(self, eval_pred) -> dict[str, float]:
-        import sacrebleu
-
+        sacrebleu = self.sacrebleu
         preds = eval_pred.predictions[0] if isinstance(eval_pred.predictions, tuple) else eval_pred.predictions
         hyps, refs = self.decode(preds), self.decode(eval_pred.label_ids)
         return {"bleu": sacrebleu.corpus_bleu(hyps, [refs]).score, "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score}

@@ -11,7 +11,7 @@ import functools
 import math
 import numbers
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,13 +127,8 @@ class DataCollatorForTextInfilling:
     word_pieces: Any = None  # ... as the tokenizer's encoder_mlm.WordPieces tell them
 
     def __post_init__(self):
-        """Refuse settings that would fail inside numpy or torch at the first batch, or noise nothing sensible."""
-        for name in ("pad_token_id", "mask_token_id", "eos_token_id", "decoder_start_token_id", "seed", "epoch",
-                     "pad_to_multiple_of"):
-            value, least = getattr(self, name), 1 if name == "pad_to_multiple_of" else 0
-            if (value is not None or least == 0) and (
-                    isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least):
-                raise ValueError(f"{name}={value!r} must be an integer >= {least}")
+        """Refuse noise that would never end or mask past the text (:func:`check_noise`), and settings missing
+        their companion; the ids and the seed are numpy's and torch's to check."""
         check_noise(self.mask_ratio, self.poisson_lambda, encoder_mlm_probability=self.encoder_mlm_probability)
         if self.encoder_mlm_probability > 0 and self.vocab_size is None:
             raise ValueError("encoder_mlm_probability > 0 needs vocab_size (the ids random replacements come from)")
@@ -189,9 +184,6 @@ class DataCollatorForTextInfilling:
         return out
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
-        if not features or any(not isinstance(f, Mapping) or f.get("input_ids") is None or not len(f["input_ids"])
-                               for f in features):
-            raise DataError("the collator needs a batch of one or more features, each with non-empty input_ids")
         clean = [list(f["input_ids"]) for f in features]
         noised = [self.noise(ids, f.get("epoch")) for ids, f in zip(clean, features)]
         input_ids = self._pad(noised, self.pad_token_id)

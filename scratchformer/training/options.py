@@ -21,13 +21,12 @@ import contextlib
 import copy
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
-from transformers.hf_argparser import string_to_bool
 from transformers.trainer_utils import IntervalStrategy, SchedulerType
 
 from ..errors import TrainingSetupError, one_line
@@ -374,26 +373,11 @@ def config_from_args(argv: list[str] | None = None) -> tuple[TrainOptions, Scrat
     return TrainArgumentParser().parse(list(argv or []))
 
 
-# the argparse type of an option that is a number or a flag -> (the Python types its value may have, their name)
-_TYPED_OPTIONS = {int: ((int,), "an integer"), float: ((int, float), "a number"),
-                  string_to_bool: ((bool,), "True or False")}
-
-
 def config_from_dict(settings: dict[str, Any]) -> tuple[TrainOptions, ScratchformerTrainingArguments]:
     """The options from a dict of field names of either dataclass (``{"preset": "tiny", "max_steps": 8, ...}``).
-    The values are not converted as a command line's are: one of another type than its option's is refused."""
-    if not isinstance(settings, Mapping):
-        raise TrainingSetupError(f"the settings must be a dict of option names to values, got {type(settings).__name__}")
-    parser = TrainArgumentParser()
-    for action in parser._actions:
-        value = settings.get(action.dest)
-        wanted, kind = _TYPED_OPTIONS.get(action.type, ((), ""))
-        if value is not None and (isinstance(value, str) if action.nargs in ("+", "*") else wanted and (
-                not isinstance(value, wanted) or isinstance(value, bool) != (bool in wanted))):
-            kind = "a list" if action.nargs in ("+", "*") else kind
-            raise TrainingSetupError(f"{option_flag(action.dest)} must be {kind}, got {value!r}")
+    The values are taken as they are (``HfArgumentParser.parse_dict``), not converted as a command line's are."""
     with _setup_errors():
-        return parser.parse_dict(settings)
+        return TrainArgumentParser().parse_dict(settings)
 
 
 @contextlib.contextmanager

@@ -133,9 +133,7 @@ def claim_output_dir(output_dir: str, resume: str | None, overwrite: bool,
                      say: Callable[[str], None] | None = None) -> OutputLock:
     """Take the folder's lock, then check that the run may use the folder (see the module docstring); with
     ``overwrite``, delete what an earlier run left. Returns the held lock (release it when the run ends)."""
-    out = Path(output_dir)
-    if out.exists() and not out.is_dir():
-        raise TrainingSetupError(f"--output-dir {out} is a file, not a folder")
+    out = Path(output_dir)  # not a file: check_apart_from_inputs said so first
     lock = OutputLock(out, say).acquire()
     try:
         found = previous_run(out)

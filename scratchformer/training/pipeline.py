@@ -25,14 +25,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerState, set_seed
 
 from .. import files
-from ..errors import TrainingSetupError, no_secrets
-from ..integrity import CHECKSUMS, write_checksums
+from ..errors import NonFiniteLossError, no_secrets
+from ..integrity import CHECKSUMS, check_finite, write_checksums
 from . import data, streaming
 from .callbacks import RUN_RECORD, EpochCallback, NonFiniteLoss, RunRecord, TimeLimit, WatchesLoss
-from .checkpoints import CrashSafeCheckpoints
+from .checkpoints import CrashSafeCheckpoints, evaluation_at, stopped_run_advice
 from .checks import check_batch_size, check_options, check_resume_steps, check_tokenizer_matches
 from .contrastive import CROP_KEYS, CroppingLoss
 from .electra import TrainsLossModules, check_electra, replaced_token_detection
@@ -76,11 +77,6 @@ def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
     (:mod:`scratchformer.training.output_dir`), which must be apart from everything the run reads. A full disk or a
     folder this user may not write into, at any step, is a :class:`~scratchformer.errors.StorageError` (one line in
     the CLI) naming the folder."""
-    if not isinstance(options, TrainOptions) or not isinstance(args, ScratchformerTrainingArguments) or not isinstance(
-            callbacks, (list, tuple, type(None))):
-        raise TrainingSetupError(f"run_training takes (TrainOptions, ScratchformerTrainingArguments) as config_from_args "
-                                 f"gives them, and a list of callbacks; got ({type(options).__name__}, "
-                                 f"{type(args).__name__}, {type(callbacks).__name__})")
     check_options(options, args)
     check_apart_from_inputs(options, args.output_dir)
     is_main = args.process_index == 0
@@ -88,8 +84,10 @@ def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
             if is_main else None)
     try:
         # the Trainer's pushes show no token; a refused write the steps below do not name themselves (the datasets
-        # cache, a log file) is a StorageError naming its file
-        with no_secrets(args.hub_token), files.writing(args.output_dir, reading=None, named_by_error=True):
+        # cache, a log file) is a StorageError naming its file; SIGTERM and SIGHUP end the run as Ctrl-C does (a
+        # checkpoint being staged is removed, the lock released)
+        with no_secrets(args.hub_token), files.writing(args.output_dir, reading=None, named_by_error=True), \
+                files.signals_end_the_block():
             return _run(options, args, callbacks, is_main)
     finally:
         if lock is not None:
@@ -344,7 +342,11 @@ def _finish(options: TrainOptions, args: ScratchformerTrainingArguments, trainer
         eval_metrics = trainer.evaluate()
     metrics.update(eval_metrics)
     out = Path(args.output_dir)
-    result: dict[str, Any] = {"global_step": trainer.state.global_step, "metrics": metrics, "output_dir": str(out)}
+    step = trainer.state.global_step
+    result: dict[str, Any] = {"global_step": step, "metrics": metrics, "output_dir": str(out)}
+    dtype = getattr(torch, options.save_dtype)  # as written: a weight of 1e5 is finite in float32, inf in float16
+    check_finite(f"the final model (step {step})", ((n, p.to(dtype)) for n, p in trainer.model.named_parameters()),
+                 eval_metrics, error=NonFiniteLossError, advice=stopped_run_advice(args, out, step))
     _save_final_model(trainer, tokenizer, out, options.save_dtype)
     if trainer.is_world_process_zero():
         history = loss_history(trainer.state.log_history)
@@ -365,11 +367,7 @@ def _last_step_evaluation(trainer: Seq2SeqTrainer, args: ScratchformerTrainingAr
     evaluations, one with ``--eval-steps 0`` and one finished from its checkpoint are evaluated by the caller."""
     if "finished_from_checkpoint" in metrics or args.load_best_model_at_end:  # not evaluated now, or other weights
         return None
-    for entry in reversed(trainer.state.log_history):  # the latest evaluation logged (Trainer.log adds "step")
-        if any(key.startswith("eval_") for key in entry):
-            return {k: v for k, v in entry.items() if k != "step"} if entry.get("step") == trainer.state.global_step \
-                else None
-    return None
+    return evaluation_at(trainer.state.log_history, trainer.state.global_step)
 
 
 def _report_speed(trainer: ScratchformerTrainer, out: Path) -> None:
@@ -391,8 +389,6 @@ def _report_speed(trainer: ScratchformerTrainer, out: Path) -> None:
 def _save_final_model(trainer: Seq2SeqTrainer, tokenizer, out: Path, save_dtype: str) -> None:
     """The final model and tokenizer in ``out``, with the weights in ``save_dtype`` (checkpoints stay float32; load
     a half-precision one with ``dtype=torch.float32`` to run it in float32)."""
-    import torch
-
     trainer.model.config.use_cache = True  # the Trainer turned it off for training; generation wants it
     trainer.finish_checkpoint_push()  # its upload reads the folder written below
     for failure in trainer.failed_pushes:

@@ -51,8 +51,6 @@ KEEP_POSITIONS = 64  # batch positions kept beyond the gradient-accumulation win
 def load_stream_splits(options: TrainOptions, seed: int) -> data.RawSplits:
     """The training rows as a stream and the validation rows as a small ``Dataset`` (see the module docstring);
     ``--max-train-samples`` caps the stream, ``--max-eval-samples`` the validation set (a seeded sample)."""
-    if not hasattr(_datasets().IterableDataset, "load_state_dict"):
-        raise TrainingSetupError("--streaming needs datasets >= 2.18 (IterableDataset.state_dict for --resume)")
     columns = data.text_columns(options)
     train = data.load_training_rows(options, streaming=True)
     if not data.column_names(train):
