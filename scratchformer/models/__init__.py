@@ -1,17 +1,10 @@
 """The model core: the configuration, the models and the tokenizer, laid out as a native transformers model.
 
-``paper_scratchformer.py`` is the Transformer of the paper in PyTorch alone (read it first);
-``modeling_scratchformer.py`` makes it a transformers model by subclassing its classes. With
-``configuration_scratchformer.py`` and ``card_scratchformer.py`` (the card ``push_to_hub`` writes) they are the
-**remote code**: ``save_pretrained`` copies them flat next to the weights, and Hub users run them with
-``trust_remote_code=True``. They import only torch, transformers, the standard library and each other (single-dot
-relative imports); the paper file imports torch and the standard library only.
-``tokenization_scratchformer.py`` follows the same import rule but does not travel: a saved tokenizer folder loads as
-transformers' built-in ``TokenizersBackend`` (same ``tokenizer.json``, same ids) for anyone without this package.
-
-This ``__init__`` is not copied either. Importing it registers the classes with the ``Auto*`` factories of
-transformers (in-process use: ``AutoTokenizer`` then gives ``ScratchformerTokenizer``, with its input checks) and marks
-the model classes for remote-code export, so that ``save_pretrained`` writes an ``auto_map`` and the code files.
+``paper_scratchformer.py`` (the paper in PyTorch alone: read it first), ``modeling_scratchformer.py``,
+``configuration_scratchformer.py`` and ``card_scratchformer.py`` are the remote code (:data:`CODE_FILES`):
+``save_pretrained`` copies them next to the weights, so they import only torch, transformers and each other;
+``tokenization_scratchformer.py`` does not travel (a saved tokenizer loads without it). Importing this ``__init__``
+registers the classes with transformers' ``Auto*`` factories and for remote-code export.
 """
 
 import transformers

@@ -1,12 +1,6 @@
-"""Configuration of the Scratchformer encoder-decoder.
+"""Configuration of the Scratchformer encoder-decoder; the defaults are the paper's base model (section 6.1, Table 3).
 
-The defaults are the *base* model of Vaswani et al. (2017), "Attention Is All You Need", section 6.1 / Table 3:
-N = 6 encoder and 6 decoder layers, d_model = 512, h = 8 heads, d_ff = 2048, P_drop = 0.1, sinusoidal positions,
-post-LayerNorm residual blocks, embeddings multiplied by sqrt(d_model), and one embedding matrix shared between the
-encoder input, the decoder input and the pre-softmax projection (section 3.4).
-
-This file is copied next to the weights by ``save_pretrained`` so that a Hub user can load the model with
-``trust_remote_code=True``; it therefore imports nothing from the ``scratchformer`` package.
+``save_pretrained`` copies this file next to the weights (remote code): it imports nothing from ``scratchformer``.
 """
 
 from __future__ import annotations
@@ -20,9 +14,8 @@ import re
 
 import transformers
 
-# Hub users run this file with the transformers they have: say what it needs before an import below fails with a
-# bare "cannot import name ..." (transformers 4.x). 5.4 is scratchformer's floor (pyproject.toml); this check uses
-# only the standard library and transformers.__version__.
+# Hub users run this file with their transformers: name the floor (5.4, pyproject.toml) before an import below fails
+# with a bare "cannot import name ..." (4.x). Standard library and transformers.__version__ only.
 if tuple(int(part) for part in re.findall(r"\d+", transformers.__version__)[:2]) < (5, 4):
     raise ImportError(f"Scratchformer's model code (configuration_scratchformer.py) needs transformers >= 5.4, but "
                       f"transformers {transformers.__version__} is installed: pip install -U \"transformers>=5.4\"")
@@ -86,42 +79,8 @@ def checkpoint_format_problem(version: object) -> str | None:
 
 
 class ScratchformerConfig(PreTrainedConfig):
-    """Hyper-parameters of a Scratchformer model.
-
-    Args:
-        vocab_size: size of the (shared) token vocabulary.
-        d_model: width of every residual stream (the paper's ``d_model``).
-        encoder_layers / decoder_layers: number of layers ``N`` in each stack.
-        encoder_attention_heads / decoder_attention_heads: number of heads ``h``; ``d_model`` must be divisible.
-        encoder_ffn_dim / decoder_ffn_dim: inner size ``d_ff`` of the position-wise feed-forward network.
-        activation_function: ``"relu"`` (paper) or ``"gelu"``.
-        dropout: ``P_drop``, applied to each sub-layer output before the residual add and to the embedding sums.
-        attention_dropout: dropout on the attention probabilities (not in the paper; 0 by default).
-        activation_dropout: dropout after the FFN activation (not in the paper; 0 by default).
-        classifier_dropout: dropout in the task heads (sequence and token classification); ``None`` = ``dropout``.
-        max_position_embeddings: longest sequence for ``"learned"`` positions; also the tokenizer's
-            ``model_max_length``. Sinusoidal and rotary positions work past it.
-        position_embedding_type: ``"sinusoidal"`` (paper), ``"learned"`` (BERT-style table) or ``"rope"`` (rotary,
-            applied to queries and keys of self-attention; nothing is added to the embeddings).
-        rope_theta: base of the rotary frequencies.
-        pre_layer_norm: ``False`` = post-LN, ``LayerNorm(x + Sublayer(x))`` as in the paper; ``True`` = pre-LN,
-            ``x + Sublayer(LayerNorm(x))`` with a final LayerNorm after each stack (more stable for deep models).
-        layer_norm_eps: epsilon of every LayerNorm.
-        scale_embedding: multiply token embeddings by ``sqrt(d_model)`` (paper, section 3.4).
-        tie_word_embeddings: share one matrix between the encoder input, decoder input and output projection.
-            When ``False`` the three are separate matrices.
-        attention_bias: use biases in the q/k/v/output projections.
-        bias: ``False`` drops the biases of every attention projection (q, k, v, output) and feed-forward linear, as
-            Cramming does (Geiping & Goldstein 2023: fewer parameters, same quality at a fixed compute budget);
-            LayerNorms keep theirs. ``True`` (default) is the paper's ``x W + b``.
-        init_std: standard deviation of the normal initialisation of linear layers. Token embeddings use
-            ``d_model ** -0.5`` when ``scale_embedding`` is on, so that the scaled embedding has unit variance.
-        pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids; they must agree
-            with the tokenizer (``<pad>``=0, ``<s>``=1, ``</s>``=2, ``<unk>``=3, ``<mask>``=4 for ours).
-        use_cache: return key/value caches from the decoder (used by ``generate``).
-        scratchformer_format: checkpoint layout version (``CHECKPOINT_FORMAT``); a config.json written by a newer,
-            incompatible version is refused.
-    """
+    """Hyper-parameters of a Scratchformer model, named as BART's; the defaults are the paper's base model. The
+    fields are described in docs/architecture.md ("The configuration")."""
 
     model_type = "scratchformer"
     keys_to_ignore_at_inference = ["past_key_values", "cache"]  # the cache, before and from transformers 5.24
@@ -165,9 +124,8 @@ class ScratchformerConfig(PreTrainedConfig):
         self.validate_values()  # after it, so that values given under an alias are checked too
 
     def _check_extra_keys(self, kwargs: dict) -> None:
-        """Refuse an alias given beside its field with another value (``d_model=32, hidden_size=64``), and warn
-        about a key that is neither a field nor known to transformers, naming the closest field (``encoder_layer``
-        would otherwise be kept silently while the model gets the default number of layers)."""
+        """Refuse an alias given beside its field with another value (``d_model=32, hidden_size=64``); warn about
+        an unknown key (``encoder_layer`` would be kept silently), naming the closest field."""
         fields = {field.name: field.default for field in dataclasses.fields(self)}
         for alias, value in kwargs.items():
             target = self.attribute_map.get(alias)
@@ -185,17 +143,15 @@ class ScratchformerConfig(PreTrainedConfig):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        """Load as usual, but a local folder without ``config.json`` is an error: transformers would quietly return
-        the defaults (the paper's base model), which then looks like a mismatch far away from the cause."""
+        """Load as usual, but a local folder without ``config.json`` is an error (transformers gives defaults)."""
         folder = str(pretrained_model_name_or_path)
         if os.path.isdir(folder) and not os.path.isfile(os.path.join(folder, kwargs.get("subfolder", ""), "config.json")):
             raise OSError(f"{folder} has no config.json: it is not a saved model or checkpoint (or it is incomplete)")
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     def to_json_file(self, json_file_path, use_diff: bool = True) -> None:
-        """Write the config as transformers does, but into a temporary file beside it, flushed and renamed over it
-        (one ``os.replace``): transformers writes in place, so a full disk left a truncated ``config.json`` over the
-        earlier one. The file gets the permissions a plain write would leave (the old file's, else the umask's)."""
+        """Write the config as transformers does, but atomically (transformers writes in place, and a full disk left
+        a truncated ``config.json``), with the permissions a plain write would leave."""
         folder = os.path.dirname(os.path.abspath(json_file_path))  # beside it: os.replace stays on one file system
         temporary = os.path.join(folder, f".config.{os.urandom(6).hex()}.tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 less the umask

@@ -13,16 +13,12 @@ the paper file's. Reading order:
     ScratchformerPreTrainedModel        initialisation, safetensors-only loading, the auto_map, push_to_hub's card
     ScratchformerModel                  the bare encoder-decoder
     ScratchformerForConditionalGeneration   + the pre-softmax projection (LM head), loss and generate()
-                                        (which checks only what the model's sizes decide: transformers the rest)
     ScratchformerEncoderModel           the encoder alone, for contextual embeddings (AutoModel)
     ScratchformerForSequenceClassification / ForTokenClassification / ForMaskedLM   task heads on the encoder
 
 Shapes in comments as in the paper file: B batch, T target length, S source length, D d_model, V vocabulary.
-
-This file is copied next to the weights by ``save_pretrained``, with its siblings ``paper_scratchformer.py``,
-``configuration_scratchformer.py`` and ``card_scratchformer.py``, so that ``from_pretrained(...,
-trust_remote_code=True)`` works where the ``scratchformer`` package is not installed; it imports only torch,
-transformers and those siblings (single-dot relative imports).
+``save_pretrained`` copies this file and its siblings next to the weights (remote code, for Hub users without the
+package): it imports only torch, transformers and those siblings.
 """
 
 from __future__ import annotations
@@ -39,9 +35,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import transformers
 
-# Hub users run this file with the transformers they have: say what it needs before an import below fails with a
-# bare "cannot import name ..." (transformers 4.x). 5.4 is scratchformer's floor (pyproject.toml); this check uses
-# only the standard library and transformers.__version__.
+# Hub users run this file with their transformers: name the floor (5.4, pyproject.toml) before an import below fails
+# with a bare "cannot import name ..." (4.x). Standard library and transformers.__version__ only.
 if tuple(int(part) for part in re.findall(r"\d+", transformers.__version__)[:2]) < (5, 4):
     raise ImportError(f"Scratchformer's model code (modeling_scratchformer.py) needs transformers >= 5.4, but "
                       f"transformers {transformers.__version__} is installed: pip install -U \"transformers>=5.4\"")
@@ -88,20 +83,15 @@ if TYPE_CHECKING:
 
 logger = logging.get_logger(__name__)
 
-# --------------------------------------------------------------------------------------------------------------------
-# The input guard: what enters the encoder or the decoder, checked once; the key/value cache under its two names
-# --------------------------------------------------------------------------------------------------------------------
+# ------------------------------------- the input guard: what enters the encoder or the decoder; the cache's two names
 
 
 def _check_input(stack: nn.Module, kernel: str, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
                  attention_mask: torch.Tensor | None, cache: EncoderDecoderCache | None = None,
                  encoder_hidden_states: torch.Tensor | None = None, encoder_attention_mask: torch.Tensor | None = None,
                  ) -> tuple[int, int, torch.device]:
-    """The model's one input guard, where data enters the encoder or the decoder: what torch would fail on obscurely
-    (a CUDA device assert names nothing) or compute wrong in silence. Token ids within the vocabulary, embeddings of
-    the model's width and dtype, 0/1 padding masks of the inputs' shapes, lengths within learned positions (a
-    cache's included), flex attention's head size on a GPU, and an encoder output of the decoder's batch. Returns
-    the batch size, the length and the device of the input."""
+    """The model's one input guard: what torch would fail on obscurely (a CUDA device assert names nothing) or
+    compute wrong in silence. Returns the batch size, the length and the device of the input."""
     config, side = stack.config, "decoder" if isinstance(stack, Decoder) else "encoder"
     prefix = "decoder_" if side == "decoder" else ""
     if (input_ids is None) == (inputs_embeds is None):
@@ -137,8 +127,7 @@ def _check_input(stack: nn.Module, kernel: str, input_ids: torch.Tensor | None, 
 
 
 def _check_kernel(config: ScratchformerConfig, side: str, kernel: str, device: torch.device) -> None:
-    """flex attention's GPU (Triton) kernel needs a head dimension of at least 16 and otherwise fails deep inside
-    compilation; the CPU's takes any."""
+    """flex attention's GPU kernel needs a head dimension of at least 16 (it fails deep inside compilation)."""
     heads = getattr(config, f"{side}_attention_heads")
     if kernel == "flex_attention" and device.type not in ("cpu", "mps", "meta") and config.d_model // heads < 16:
         raise ValueError(f"flex_attention on {device.type} needs a head dimension of at least 16 (torch's kernel "
@@ -162,9 +151,8 @@ def _check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
 
 def _check_values(tensor: torch.Tensor, ok: Callable[[], torch.Tensor], message: str,
                   detail: Callable[[], str] = str) -> None:
-    """The one place that reads an input's values, never making the host wait for the device: unless ``ok()``,
-    ``ValueError(message + detail())`` on the CPU (where tokenizers put their output), an accelerator's device-side
-    assert (``torch._assert_async``, which stops the program at its next sync); none under compile or on meta."""
+    """Unless ``ok()``, ``ValueError(message + detail())`` on the CPU, a device-side assert on an accelerator (the
+    host never waits for the device), nothing under compile or on meta: the one place that reads input values."""
     if torch.compiler.is_compiling() or tensor.device.type == "meta":
         return
     if tensor.device.type != "cpu":
@@ -217,16 +205,14 @@ def _flag(value: bool | None, config: ScratchformerConfig, name: str) -> bool:
     return bool(value) if value is not None else bool(getattr(config, name, False))
 
 
-# transformers 5.24 renamed the key/value cache from ``past_key_values`` to ``cache``: in the output classes, in
-# ``generate()`` and in what it passes to ``forward``. This file travels with checkpoints, so it runs on both sides.
-# Inside this file the cache is ``cache``; ``forward`` takes either name.
+# transformers 5.24 renamed the key/value cache ``past_key_values`` -> ``cache`` (outputs, generate(), forward). This
+# file travels with checkpoints and runs on both sides: inside it the cache is ``cache``; ``forward`` takes either.
 CACHE_NAME = "cache" if "cache" in {field.name for field in dataclasses.fields(Seq2SeqLMOutput)} else "past_key_values"
 
 
 def _one_cache(cache: Cache | None, past_key_values: Cache | None, model: nn.Module | None = None) -> Cache | None:
-    """The key/value cache given under either name: ``cache`` (what ``generate()`` passes from transformers 5.24 on)
-    or ``past_key_values`` (before 5.24, and still accepted; from 5.24 on a ``model``'s ``forward`` warns about it
-    as transformers' own models do, with their helper: a ``FutureWarning`` "`past_key_values` is deprecated")."""
+    """The key/value cache given under either name; from 5.24 on, ``past_key_values`` to a ``model`` warns as
+    transformers' own models do (their ``FutureWarning``)."""
     if past_key_values is not None and model is not None and CACHE_NAME == "cache":
         def forward(self: nn.Module, **kwargs) -> None:  # what the warning names: "<model class>.forward"
             """Nothing: transformers' ``deprecate_kwarg`` around it warns (not on ``forward``: its signature)."""
@@ -242,15 +228,11 @@ def _one_cache(cache: Cache | None, past_key_values: Cache | None, model: nn.Mod
     return cache
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Masks: the one place a "may attend" mask takes the form an attention kernel reads; output recording
-# --------------------------------------------------------------------------------------------------------------------
+# ----------------------------- masks: the one place a "may attend" mask takes a kernel's form; output recording
 
 
 class KernelMask(NamedTuple):
-    """A "may attend" mask (``paper_scratchformer``: ``True`` where a query may attend to a key) in the form one
-    attention kernel reads, with that kernel's name: the stacks make it once per call (:func:`_mask_for`,
-    :func:`_static_cache_layout`, both through :func:`_render`) and the attention passes it on unchanged."""
+    """A "may attend" mask in the form one kernel reads: made once per stack call, passed on unchanged."""
 
     kernel: str  # the attention implementation that runs: "eager" (the paper's formula), "sdpa", "flex_attention"...
     mask: torch.Tensor | BlockMask | None  # None: every key may be attended to (or, with is_causal, every earlier key)
@@ -266,9 +248,8 @@ def _render(kernel: str, may_attend: torch.Tensor | None, batch: int, query_leng
 
 
 def _flex_block_mask(may_attend: torch.Tensor, batch: int, query_length: int) -> BlockMask:
-    """flex attention's form of a mask ``(B or 1, 1, T or 1, S)`` for ``B`` rows of ``T`` queries, made for every
-    row and query: torch 2.13's CPU flex crashes on a tensor mask read in a ``score_mod`` and fails to compile a
-    one-row mask for dynamic shapes (docs/performance.md). A query that may see no key gets zeros (sdpa too)."""
+    """flex attention's ``BlockMask`` of a mask ``(B or 1, 1, T or 1, S)``, made for every row and query: torch
+    2.13's CPU flex fails on a tensor mask in a ``score_mod`` and on one-row masks (docs/performance.md)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     allowed = may_attend.expand(batch, 1, query_length, -1)  # (B, 1, T, S)
@@ -281,10 +262,8 @@ def _flex_block_mask(may_attend: torch.Tensor, batch: int, query_length: int) ->
 
 def _mask_for(kernel: str, padding: torch.Tensor | None, batch: int, query_length: int, key_length: int,
               device: torch.device, *, causal: bool) -> KernelMask:
-    """The mask of one attention without a cache or with a growing one: ``padding_mask(padding)`` and, for the
-    decoder's self-attention, ``causal_mask`` (the last ``T`` of ``S`` positions), in ``kernel``'s form. Where
-    nothing is masked it is ``None``, every kernel's fastest path; sdpa applies a causal mask itself (``is_causal``,
-    aligned top-left: without a cache only)."""
+    """The padding (and, for decoder self-attention, causal) mask of one attention without a cache or with a growing
+    one, in ``kernel``'s form: ``None`` where nothing is masked, sdpa's own ``is_causal`` where it can."""
     if (padding is not None and padding.device.type == "cpu" and not torch.compiler.is_compiling()
             and bool(padding.all())):
         padding = None  # nothing is padded (checked on the CPU only, where it costs no synchronisation)
@@ -314,14 +293,9 @@ def _dynamic_cache_layout(kernel: str, attention_mask: torch.Tensor | None, cach
 
 def _static_cache_layout(kernel: str, attention_mask: torch.Tensor | None, cache: EncoderDecoderCache, batch: int,
                          length: int, device: torch.device) -> tuple[torch.Tensor, KernelMask, int]:
-    """Positions ``(B, T)``, the self-attention mask and the number of keys ``S`` for a preallocated cache of ``S``
-    slots (``generate(..., cache_implementation="static")``, whose fixed shapes ``torch.compile`` captures as one
-    graph). Fixed shapes and no host synchronisation: the number of tokens already cached is a 0-d tensor on the device
-    (``past``), the keys are all ``S`` slots, and query ``i`` may attend to a slot that holds a token at or before it
-    (``slot <= past + i``), which masks the empty slots and the future alike (section 3.2.3). Decoder inputs are
-    taken as unpadded (what ``generate`` feeds an encoder-decoder); a 2-D ``(B, S)`` padding mask or the 4-D mask
-    ``generate`` builds may narrow it.
-    """
+    """Positions ``(B, T)``, the self-attention mask and ``S`` for a static cache of ``S`` slots, with fixed shapes
+    and no host synchronisation (docs/performance.md): query ``i`` may attend to a slot at or before ``past + i``,
+    which masks the empty slots and the future alike (section 3.2.3)."""
     past = cache.get_seq_length()  # 0-d tensor once the cache is filled, 0 before
     total = cache.self_attention_cache.get_mask_sizes(length, 0)[0]  # S, a Python int
     query_positions = torch.arange(length, device=device) + past  # (T,)
@@ -346,10 +320,8 @@ def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, pa
 @contextlib.contextmanager
 def _recording(stack: nn.Module, output_hidden_states: bool | None, output_attentions: bool,
                ) -> Iterator[dict[str, list]]:
-    """Forward hooks that collect, during one call of ``stack``, what it is asked for: the embeddings' and every
-    layer's output (``hidden_states``), and the weights of each self-attention (``attentions``) and cross-attention
-    (``cross_attentions``). Yields the lists they fill; the hooks are removed when the block ends. (transformers'
-    ``capture_outputs`` does this by declaration, but it behaves differently in 5.4, the floor, and 5.24.)"""
+    """Forward hooks that collect, during one call of ``stack``, the hidden states and attention weights asked for
+    (transformers' ``capture_outputs`` differs between 5.4 and 5.24: docs/architecture.md)."""
     recorded: dict[str, list] = {}
     hooks = []
 
@@ -381,9 +353,7 @@ def _recorded(recorded: dict[str, list], last_hidden_state: torch.Tensor) -> dic
     return outputs
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The paper's attention, layers and stacks, with transformers' kernels, cache and gradient checkpointing
-# --------------------------------------------------------------------------------------------------------------------
+# ------------------ the paper's attention, layers and stacks, with transformers' kernels, cache and checkpointing
 
 
 class ScratchformerAttention(MultiHeadAttention):
@@ -460,9 +430,8 @@ class ScratchformerEncoder(Encoder):
 
 
 class ScratchformerDecoder(Decoder):
-    """The paper's decoder with input checks, positions that skip padding, masks for the kernel, the outputs
-    transformers callers ask for, and the key/value cache of ``generate()``: a growing ``DynamicCache`` (the default)
-    or a preallocated ``StaticCache`` (``cache_implementation="static"``, see :func:`_static_cache_layout`)."""
+    """The paper's decoder, as the encoder above, with ``generate()``'s key/value cache: a growing ``DynamicCache``
+    (the default) or a preallocated ``StaticCache`` (:func:`_static_cache_layout`)."""
 
     layer_class = ScratchformerDecoderLayer
 
@@ -519,9 +488,7 @@ class ScratchformerDecoder(Decoder):
                                                          **_recorded(recorded, hidden_states))
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Pre-trained model base and its policies
-# --------------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------ pre-trained model base and policies
 
 
 # What config.json's auto_map names, for Hub users with remote code: the one place of this policy (registration,
@@ -543,9 +510,8 @@ FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"})
 
 
 def safetensors_problem(folder: str | os.PathLike) -> str | None:
-    """Why ``folder`` has no weights we may load, or ``None``: the one place of the safetensors-only rule, and of
-    float weights (``int32`` weights would load silently converted), read from each file's header (an 8-byte
-    little-endian size, then JSON). Weights are the tensors named ``*.weight`` and ``*.bias``: no other is loaded."""
+    """Why ``folder`` has no weights we may load, or ``None``: the one place of the safetensors-only rule and of
+    float weights (``*.weight``, ``*.bias``: an ``int32`` one would load silently converted), read from the headers."""
     names = os.listdir(folder)
     if "model.safetensors" not in names and "model.safetensors.index.json" not in names:
         pickles = sorted(name for name in names if os.path.splitext(name)[1] in PICKLE_SUFFIXES)
@@ -581,7 +547,6 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
     config_class = ScratchformerConfig
     config: ScratchformerConfig
     base_model_prefix = "model"
-    main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _no_split_modules = ["ScratchformerEncoderLayer", "ScratchformerDecoderLayer"]
     _skip_keys_device_placement = ["past_key_values", "cache"]  # the cache's name before and from transformers 5.24
@@ -590,9 +555,8 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True  # our masks become BlockMasks (_flex_block_mask)
 
     def post_init(self) -> None:
-        """Initialise and tie as usual, then list the tied copies (e.g. ``lm_head.weight``) as keys that are never
-        saved: ``save_pretrained`` stores one tensor per tie anyway, and with the list ``Trainer`` re-ties them on
-        ``resume_from_checkpoint`` instead of warning that they are "missing"."""
+        """Initialise and tie, then list the tied copies as never saved (one tensor per tie is): ``Trainer`` then
+        re-ties them on ``resume_from_checkpoint`` instead of warning that they are "missing"."""
         super().post_init()
         self._keys_to_ignore_on_save = set(self.all_tied_weights_keys) or None
 
@@ -611,23 +575,10 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         if self.config.tie_word_embeddings and hasattr(self.base_model, "decoder"):
             self.base_model.decoder.embeddings.word_embeddings = value
 
-    def get_output_embeddings(self) -> nn.Linear | None:
-        """The LM head (the pre-softmax linear, tied to the token table), where the model has one."""
-        return getattr(self, "lm_head", None)
-
-    def set_output_embeddings(self, value: nn.Linear) -> None:
-        self.lm_head = value
-
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """Save as usual, with our ``auto_map`` only: transformers lists just the class being saved (Hub users also
-        need ``AutoModel`` -> the encoder), and keeps any foreign entry a loaded config carried in (code we never
-        reviewed would then run for Hub users). A path that is a file raises ``NotADirectoryError`` (transformers
-        logs an error and saves nothing). The weights get the permissions ``config.json`` got from the umask
-        (safetensors 0.8 makes them ``-rw-------``, safetensors issue #782).
-
-        A failed save (a full disk) leaves an earlier save as it was: transformers writes in place, so the files are
-        written into a temporary folder inside ``save_directory``, then moved into place, one ``os.replace`` each;
-        the shards of an earlier, differently sharded save are removed afterwards, as transformers removes them."""
+        """Save as usual, with our ``auto_map`` only (``AutoModel`` too; no foreign entry: unreviewed code), through
+        a temporary folder moved into place, so a failed save leaves the earlier one whole. Weights get
+        ``config.json``'s permissions (safetensors issue #782); a path that is a file raises (transformers logs)."""
         import shutil
         import tempfile
 
@@ -659,16 +610,14 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
         return saved
 
     def push_to_hub(self, repo_id: str, **kwargs):
-        """Upload as transformers does (one commit: weights, config and code), but a repo without a ``README.md``
-        gets our short model card (``card_scratchformer.py``, which travels with this file, so a Hub user's copy
-        does it too) instead of transformers' empty template. Same arguments as ``PreTrainedModel.push_to_hub``."""
+        """Upload as transformers does, but a repo without a ``README.md`` gets our short card (``card_scratchformer``,
+        which travels with this file) instead of transformers' empty template."""
         return push_with_model_card(self, repo_id, **kwargs)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
-        """Load as usual, with two safety rules: weights come from safetensors only (a pickled ``pytorch_model.bin``
-        is never unpickled, unless the caller passes ``use_safetensors=False``), and an unreadable weights file gives
-        an error that names it."""
+        """Load as usual, from safetensors only (a pickle is never opened unless ``use_safetensors=False``), with an
+        error that names an unreadable weights file."""
         kwargs.setdefault("use_safetensors", True)
         if (kwargs["use_safetensors"] and pretrained_model_name_or_path is not None  # None: weights as state_dict=
                 and os.path.isdir(pretrained_model_name_or_path)):
@@ -710,10 +659,8 @@ class ScratchformerPreTrainedModel(PreTrainedModel):
 
 def mean_over_labelled(total: torch.Tensor, labels: torch.Tensor,
                        num_items_in_batch: int | torch.Tensor | None = None) -> torch.Tensor:
-    """A loss summed over the labelled positions (``labels != -100``), divided by their number; 0, not NaN, when there
-    are none. The Hugging Face ``Trainer`` passes ``num_items_in_batch``: the labelled positions of all the
-    micro-batches of one optimizer step. Dividing by that count makes gradient accumulation give the gradient of one
-    big batch (the Trainer then does not divide by the number of micro-batches itself)."""
+    """A loss summed over the labelled positions (``labels != -100``) divided by their number (0 when none), or by
+    the Trainer's ``num_items_in_batch``, so that gradient accumulation gives one big batch's gradient."""
     if num_items_in_batch is None:
         count = (labels != -100).sum()
     else:
@@ -723,9 +670,8 @@ def mean_over_labelled(total: torch.Tensor, labels: torch.Tensor,
 
 def _token_loss(logits: torch.Tensor, labels: torch.Tensor,
                 num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
-    """The mean cross-entropy of ``logits`` (B, L, C) against ``labels`` (B, L), ``-100`` where nothing is to be
-    predicted (see :func:`mean_over_labelled` for ``num_items_in_batch``), after the labels' check: the one of every
-    head that predicts ids (the LM, masked-LM and token-classification heads)."""
+    """The mean cross-entropy of ``logits`` (B, L, C) against ``labels`` (B, L), ``-100`` where nothing is predicted:
+    the loss of every head that predicts ids (LM, masked LM, token classification)."""
     if not isinstance(labels, torch.Tensor) or labels.shape != logits.shape[:2]:
         shape = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
         raise ValueError(f"labels must be a tensor of shape {tuple(logits.shape[:2])}, one id (or -100) per "
@@ -737,9 +683,7 @@ def _token_loss(logits: torch.Tensor, labels: torch.Tensor,
     return mean_over_labelled(total, labels, num_items_in_batch)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Models
-# --------------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------ models
 
 
 class ScratchformerModel(ScratchformerPreTrainedModel):
@@ -803,10 +747,8 @@ class ScratchformerModel(ScratchformerPreTrainedModel):
 
 
 class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, GenerationMixin):
-    """The encoder-decoder with the pre-softmax linear projection to the vocabulary (section 3.4). ``labels`` give
-    the cross-entropy loss (positions with ``-100`` are ignored) and, shifted right, the decoder inputs.
-    ``generate()`` (greedy, beam search, sampling) comes from ``GenerationMixin`` and uses a key/value cache in which
-    the cross-attention keys and values are computed once per sequence."""
+    """The encoder-decoder with the pre-softmax linear projection (section 3.4): ``labels`` give the loss and, shifted
+    right, the decoder inputs; ``generate()`` comes from ``GenerationMixin``."""
 
     _tied_weights_keys = {"lm_head.weight": "model.encoder.embeddings.word_embeddings.weight"}
     _auto_classes_also_served = ("AutoModel", "AutoModelForMaskedLM")  # the encoder + this LM head = fill-mask
@@ -821,18 +763,15 @@ class ScratchformerForConditionalGeneration(ScratchformerPreTrainedModel, Genera
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
     def generate(self, *args, **kwargs):
-        """``GenerationMixin.generate``, after the arithmetic only this model can do (:func:`_check_generation`).
-        Every other setting is transformers' to check (``GenerationConfig.validate``): in greedy decoding it warns
-        about ``temperature`` or ``top_p`` and ignores them, and ``max_time`` stops a long request."""
+        """``GenerationMixin.generate``, after what only this model's sizes decide (:func:`_check_generation`)."""
         base = kwargs.get("generation_config") or self.generation_config
         _check_generation({**base.to_dict(), **{key: value for key, value in kwargs.items() if hasattr(base, key)}},
                           self.config)
         return super().generate(*args, **kwargs)
 
     def create_masks_for_generate(self, config, inputs_embeds, attention_mask, *args, **kwargs):
-        """What ``generate()`` calls at every step with a static cache, outside the compiled step, to make a 4-D
-        decoder mask: without a decoder mask (what it passes an encoder-decoder) none, as the decoder masks the empty
-        slots and the future itself (:func:`_static_cache_layout`): no host work at every step (docs/performance.md)."""
+        """``generate()``'s 4-D decoder mask for a static cache: none without a decoder mask, as the decoder masks the
+        empty slots and the future itself (:func:`_static_cache_layout`), with no host work per step."""
         if attention_mask is None:
             return None
         from transformers.masking_utils import create_masks_for_generate
@@ -887,12 +826,9 @@ ScratchformerForConditionalGeneration.forward.__signature__ = inspect.signature(
 
 
 class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
-    """The encoder alone: contextual embeddings of a text, the class behind ``AutoModel``; it loads from a full
-    encoder-decoder checkpoint (the decoder and LM head are skipped). As in DistilBERT, the learned token table is
-    ``model.embeddings.word_embeddings`` and the contextual vectors are
-    ``model(**tokenizer(text, return_tensors="pt")).last_hidden_state``."""
+    """The encoder alone: contextual embeddings (``last_hidden_state``), the class behind ``AutoModel`` as in
+    DistilBERT. A full encoder-decoder checkpoint loads into it (its decoder and LM head are not needed)."""
 
-    # A full encoder-decoder checkpoint also holds the decoder and the LM head: they are simply not needed here.
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\.", r"(^|\.)lm_head\."]
 
     def __init__(self, config: ScratchformerConfig):
@@ -904,9 +840,6 @@ class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
     def embeddings(self) -> Embeddings:
         """The input embedding layer (``embeddings.word_embeddings`` is the learned table), as in BERT/DistilBERT."""
         return self.encoder.embeddings
-
-    def get_encoder(self) -> ScratchformerEncoder:
-        return self.encoder
 
     @can_return_tuple
     def forward(
@@ -924,15 +857,12 @@ class ScratchformerEncoderModel(ScratchformerPreTrainedModel):
                             return_dict=True)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Task heads on the encoder (as DistilBERT and BART have them), and the checks of generate()
-# --------------------------------------------------------------------------------------------------------------------
+# ------------------------------------ task heads on the encoder (as DistilBERT and BART have them); generate()'s checks
 
 
 def mean_over_tokens(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-    """The sentence vector: the mean of the encoder output over the real tokens, ``(B, S, D) -> (B, D)``. Padding
-    (``attention_mask == 0``) is left out, so a sentence gets the same vector alone or in a padded batch. The same
-    pooling as the card's embedding snippet and the exported sentence-transformers folder."""
+    """The sentence vector: the mean of the encoder output over the real tokens, ``(B, S, D) -> (B, D)``, the same
+    alone or in a padded batch (the pooling of the card's snippet and the sentence-transformers export)."""
     if attention_mask is None:
         return hidden_states.mean(dim=1)
     mask = attention_mask.bool().unsqueeze(-1).to(hidden_states.dtype)  # (B, S, 1)
@@ -945,9 +875,8 @@ _GENERATION_TOKEN_IDS = ("eos_token_id", "pad_token_id", "bos_token_id", "decode
 
 
 def _check_generation(settings: dict, config: ScratchformerConfig) -> None:
-    """Refuse, before the encoder runs, what only this model's sizes decide: a token id outside its vocabulary (an
-    ``IndexError`` in a logits processor, another token forced in silence, a device assert), more beams than tokens
-    (beam search keeps that many continuations; its first step has one per token), a length past learned positions."""
+    """Refuse, before the encoder runs, what only this model's sizes decide and transformers fails on obscurely or
+    silently: a token id outside the vocabulary, more beams than tokens, a length past learned positions."""
     for name in _GENERATION_TOKEN_IDS:
         ids = settings.get(name)
         for token in ids if isinstance(ids, (list, tuple)) else [ids]:
@@ -1000,11 +929,8 @@ class ScratchformerClassificationHead(nn.Module):
 
 
 def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config: ScratchformerConfig) -> torch.Tensor:
-    """The loss for ``config.problem_type``, chosen as transformers does when it is not set: one label -> regression
-    (MSE), integer labels -> single-label classification (cross-entropy), float labels of shape ``(B, num_labels)``
-    -> multi-label classification (binary cross-entropy on each label). The choice is stored in the config. The
-    labels are one target per text in the shape the loss reads (MSE would broadcast a ``(B,)`` target against
-    ``(B, num_labels)`` outputs in silence), and numbers that give a finite loss."""
+    """The loss for ``config.problem_type``, chosen (and stored) as transformers does when it is not set, once the
+    labels have the shape and values that loss reads (MSE would broadcast a wrong shape in silence)."""
     num_labels, batch = config.num_labels, logits.shape[0]
     if config.problem_type is None:
         if num_labels == 1:
@@ -1037,10 +963,8 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, con
 
 
 class ScratchformerEncoderWithHead(ScratchformerPreTrainedModel):
-    """What the task heads share: the encoder (``self.model``, a :class:`ScratchformerEncoderModel`), its accessors
-    and the forward: encode, the head's ``logits``, its ``loss`` against ``labels``. Loads from a full
-    encoder-decoder checkpoint: the encoder is reused (``model.encoder.*``), the decoder and LM head are skipped, and
-    the head starts from random values, as BERT's does."""
+    """What the task heads share: the encoder (``self.model``) and the forward (encode, the head's ``logits``, its
+    ``loss``). A full encoder-decoder checkpoint loads into it; the head starts random, as BERT's does."""
 
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\.", r"(^|\.)lm_head\."]
     output_class: type = TokenClassifierOutput
@@ -1049,9 +973,6 @@ class ScratchformerEncoderWithHead(ScratchformerPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.model = ScratchformerEncoderModel(config)
-
-    def get_encoder(self) -> ScratchformerEncoder:
-        return self.model.encoder
 
     @can_return_tuple
     def forward(
@@ -1081,15 +1002,8 @@ class ScratchformerEncoderWithHead(ScratchformerPreTrainedModel):
 
 
 class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
-    """The encoder with a sentence-level classification (or regression) head, for ``text-classification``.
-
-    Pooling: the **mean of the last encoder layer over the real tokens** (:func:`mean_over_tokens`; padding is left
-    out), then :class:`ScratchformerClassificationHead`. Our encoder has no ``[CLS]`` token trained to summarise
-    the text, and the mean is what the word-sense study and the sentence-transformers export use. ``num_labels``,
-    ``id2label``/``label2id`` and ``problem_type`` come from the config; the loss follows ``problem_type`` as in
-    transformers (:func:`sequence_classification_loss`): ``labels`` are ``(B,)`` class ids, ``(B,)`` or ``(B, 1)``
-    targets for regression, or ``(B, num_labels)`` 0/1 floats for multi-label classification. Loads from a full
-    encoder-decoder checkpoint (:class:`ScratchformerEncoderWithHead`)."""
+    """The encoder with a sentence-level classification (or regression) head, for ``text-classification``: the mean
+    of the last layer over the real tokens (no ``[CLS]`` is trained), then :class:`ScratchformerClassificationHead`."""
 
     output_class = SequenceClassifierOutput
     # The loss is a mean over the texts of the batch (MSE, or cross-entropy), with no per-token count to pass: the
@@ -1109,11 +1023,8 @@ class ScratchformerForSequenceClassification(ScratchformerEncoderWithHead):
 
 
 class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
-    """The encoder with one label per token (tagging, named entities), for ``token-classification``.
-
-    Each vector of the last encoder layer goes through dropout and a linear projection to ``num_labels`` scores.
-    ``labels`` of ``-100`` (padding, special tokens, the second text of a pair) are left out of the cross-entropy.
-    Loads from a full encoder-decoder checkpoint like :class:`ScratchformerForSequenceClassification`."""
+    """The encoder with one label per token (tagging, named entities), for ``token-classification``; ``labels`` of
+    ``-100`` (padding, special tokens) are left out of the loss."""
 
     def __init__(self, config: ScratchformerConfig):
         super().__init__(config)
@@ -1126,11 +1037,8 @@ class ScratchformerForTokenClassification(ScratchformerEncoderWithHead):
 
 
 class ScratchformerForMaskedLM(ScratchformerEncoderWithHead):
-    """The encoder with the tied output projection, for ``fill-mask``: BERT's masked-token prediction.
-
-    The same weights the encoder's masked-token loss trains (``scratchformer train --encoder-mlm-weight``): each
-    vector of the last encoder layer times the shared token table gives one score per token. Loads from a full
-    encoder-decoder checkpoint with nothing new to learn (the decoder is skipped; the projection is the token table)."""
+    """The encoder with the tied output projection, for ``fill-mask``: the weights the encoder's masked-token loss
+    trains (``train --encoder-mlm-weight``), so a full checkpoint loads with nothing new to learn."""
 
     _tied_weights_keys = {"lm_head.weight": "model.encoder.embeddings.word_embeddings.weight"}
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)decoder\."]

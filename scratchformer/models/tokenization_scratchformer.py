@@ -1,14 +1,7 @@
-"""Fast tokenizer for Scratchformer, backed by a ``tokenizers`` ``tokenizer.json``.
+"""Fast tokenizer for Scratchformer: ``tokenizer.json`` as it is (no ``__init__``), plus clear input errors.
 
-Everything that makes the tokens (BPE model, pre-tokenizer, ``$A </s>`` template, special tokens) lives in
-``tokenizer.json``, which this class loads verbatim because it defines no ``__init__``. What the class adds is input
-checks (``None``, lone surrogates) that turn the Rust tokenizer's obscure errors into clear ones.
-
-This file is **not** remote code: a saved ``tokenizer_config.json`` has no ``auto_map``. Its ``tokenizer_class``
-names this class, which ``AutoTokenizer`` finds where the ``scratchformer`` package is imported (it registers the
-class). Anywhere else transformers does not know the name and uses its built-in ``TokenizersBackend``, which reads
-the same ``tokenizer.json`` and gives the same ids, without a prompt and without running code from the folder.
-Build one with ``scratchformer.tokenizer.training``.
+Not remote code: without the ``scratchformer`` package a saved folder loads as transformers' built-in
+``TokenizersBackend``, with the same ids (docs/hub.md). Build one with ``scratchformer.tokenizer.training``.
 """
 
 import json
@@ -19,12 +12,9 @@ import tempfile
 from transformers import TokenizersBackend
 from transformers.tokenization_utils_base import TOKENIZER_CONFIG_FILE
 
-# tokenizer_config.json keys that name code to run: a saved ScratchformerTokenizer writes none of them.
-CODE_KEYS = ("auto_map",)
 # keys from_pretrained records about the load itself (where the files came from), not about the tokenizer
 LOAD_TIME_KEYS = ("is_local", "local_files_only", "cache_dir", "revision", "token", "trust_remote_code",
                   "_commit_hash", "_from_auto")
-MODEL_INPUT_NAMES = ["input_ids", "attention_mask"]
 # the keywords of save_pretrained(push_to_hub=True) that go to the upload (push_to_hub) rather than to the save
 PUSH_KEYWORDS = ("repo_id", "commit_message", "commit_description", "private", "token", "revision", "create_pr", "tags")
 
@@ -61,7 +51,7 @@ class ScratchformerTokenizer(TokenizersBackend):
     """
 
     vocab_files_names = {"tokenizer_file": "tokenizer.json"}
-    model_input_names = MODEL_INPUT_NAMES
+    model_input_names = ["input_ids", "attention_mask"]
 
     def _encode_plus(self, text, text_pair=None, *args, **kwargs):
         _check_texts(text, "text")
@@ -90,13 +80,8 @@ class ScratchformerTokenizer(TokenizersBackend):
         return super()._decode(token_ids, *args, **kwargs)
 
     def save_pretrained(self, save_directory, *args, push_to_hub=False, **kwargs):
-        """Save as transformers does, but never leave an earlier save half-overwritten: transformers writes
-        ``tokenizer_config.json`` and ``tokenizer.json`` in place (a full disk left a truncated ``tokenizer.json``),
-        so the files are written into a temporary folder inside ``save_directory``, then each takes its place with
-        one ``os.replace``. A failure leaves the earlier files as they were and no temporary folder; the error is
-        the library's own (this package's ``scratchformer.files`` does the same for its own writers). A path that is
-        a file raises ``NotADirectoryError``. ``push_to_hub=True`` then uploads with :meth:`push_to_hub`
-        (:data:`PUSH_KEYWORDS` go there). Returns the paths of the files saved, as transformers does."""
+        """Save as transformers does, but through a temporary folder moved into place, so a failure (a full disk)
+        leaves the earlier save whole; ``push_to_hub=True`` then uploads (:data:`PUSH_KEYWORDS` go there)."""
         if os.path.isfile(save_directory):
             raise NotADirectoryError(f"cannot save the tokenizer into {save_directory}: it is a file, not a folder")
         upload = {key: kwargs.pop(key) for key in PUSH_KEYWORDS if key in kwargs} if push_to_hub else {}
@@ -113,15 +98,13 @@ class ScratchformerTokenizer(TokenizersBackend):
         return saved
 
     def _save_pretrained(self, save_directory, file_names, *args, **kwargs):
-        """Make the ``tokenizer_config.json`` that ``save_pretrained`` has just written (before any upload) load without
-        this file: drop ``auto_map`` (an older folder's config carries one) and what ``from_pretrained`` recorded
-        about its own load (``is_local``, ``local_files_only``), and state the model inputs, which the built-in
-        backend would otherwise extend with ``token_type_ids``."""
+        """Make the saved ``tokenizer_config.json`` load without this file: no ``auto_map``, nothing recorded about
+        its own load, and the model inputs stated (the built-in backend would add ``token_type_ids``)."""
         for name in file_names:
             if os.path.basename(name).endswith(TOKENIZER_CONFIG_FILE):
                 with open(name, encoding="utf-8") as handle:
                     config = json.load(handle)
-                for key in (*CODE_KEYS, *LOAD_TIME_KEYS):
+                for key in ("auto_map", *LOAD_TIME_KEYS):  # auto_map: code to run
                     config.pop(key, None)
                 config["model_input_names"] = list(self.model_input_names)
                 with open(name, "w", encoding="utf-8") as handle:

@@ -1,10 +1,7 @@
 """The short model card that ``model.push_to_hub`` writes for a repo that has none, and the push that writes it.
 
-``scratchformer push`` / ``scratchformer export`` write the full card (``scratchformer.hub.card``: scores, data
-sources, snippets). This one lives beside the model code and travels with it, so that a Hub user's copy of the code
-(which cannot import the ``scratchformer`` package) still pushes a card that says what the model is, how to load it
-and what to cite, instead of transformers' empty template. It imports only the standard library and, when pushing,
-``huggingface_hub`` (which comes with transformers).
+It travels with the model code, so a Hub user's copy (without ``scratchformer``, whose ``hub.card`` writes the full
+card) pushes a card too: it imports only the standard library and, when pushing, ``huggingface_hub``.
 """
 
 from __future__ import annotations
