@@ -76,10 +76,6 @@ def require(*modules: str, extra: str, for_what: str) -> None:
             f'{for_what} needs {names}, which {verb} not installed: pip install "scratchformer[{extra}]"')
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Secrets: redacted from every message, log record and chained exception
-# ---------------------------------------------------------------------------------------------------------------
-
 _SECRET_PATTERNS = (
     (re.compile(r"(?<=://)[^/\s@'\"<>]+@"), "***@"),  # user:password@ (or a token@) in a URL
     (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)[^'\"\r\n,}]+"), r"\1***"),  # a header, as a server echoes it

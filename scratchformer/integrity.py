@@ -43,10 +43,6 @@ def safetensors_file_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# A checksum of each weights file and the config
-# ---------------------------------------------------------------------------------------------------------------
-
 _CHECKSUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")  # sha256sum: "<hex>  name" (text) or "<hex> *name"
 
 
@@ -110,10 +106,6 @@ def check_checksums(folder: str | os.PathLike) -> None:
             f"backup, or download or export it again (if you changed it on purpose, write the checksums again with "
             f"scratchformer.integrity.write_checksums, or delete {CHECKSUMS})")
 
-
-# ---------------------------------------------------------------------------------------------------------------
-# A config.json that contradicts its weights
-# ---------------------------------------------------------------------------------------------------------------
 
 # config fields that size a tensor of a Scratchformer, tried in this order for a dimension that differs (a field
 # named by the tensor comes first: see _size_field)

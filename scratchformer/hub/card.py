@@ -167,11 +167,6 @@ batch = tokenizer([$text], padding=True, return_tensors="np")
 ''')
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Scores
-# ---------------------------------------------------------------------------------------------------------------
-
-
 def load_scores(scores: str | os.PathLike | Mapping | Sequence) -> list[dict]:
     """Measured scores, ``{"results": [...]}`` or the list itself, from a JSON file or in memory: each result has a
     ``task``, a ``dataset`` and ``metrics`` (:data:`SCORE_KEYS`: the rest). :class:`HubError` names the first bad field."""
@@ -213,11 +208,6 @@ def _check_metrics(metrics: Any, at: str) -> None:
     for name, value in metrics.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise HubError(f"{at}.metrics.{name} must be a finite number, got {value!r}")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The card
-# ---------------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

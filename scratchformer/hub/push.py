@@ -108,11 +108,6 @@ def _refusal(error: Any, endpoint: str, step: str) -> str:
     return f"the Hub at {endpoint} refused {step} (HTTP {status}{server}); {hint}"
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Bounded requests
-# ---------------------------------------------------------------------------------------------------------------
-
-
 class Connections:
     """The connections of a push, seen through the http client's ``request`` hook, so that a push past its time
     limit can be stopped (:meth:`stop`)."""
