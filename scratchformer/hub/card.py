@@ -1,10 +1,5 @@
-"""The model card of an export (``README.md``) and the measured scores it reports (``scores.json``, ``docs/hub.md``).
-
-A card is YAML metadata and two parts of text, split by :data:`GENERATED_MARK`: the hand-written part
-(``description=``, else the source card's text above the mark, else a default paragraph), which an export keeps, and
-the generated part, which every export rewrites. The source card's metadata is kept, with ours written over it;
-licence, languages and datasets are written as given (the Hub says, when the card is pushed, what it does not read),
-and ``datasets`` are never invented from score names.
+"""The model card of an export (``README.md``) and the measured scores it reports (``scores.json``): a hand-written
+part that every export keeps and a generated part that it rewrites (docs/hub.md, "The model card").
 """
 
 from __future__ import annotations
@@ -168,8 +163,8 @@ batch = tokenizer([$text], padding=True, return_tensors="np")
 
 
 def load_scores(scores: str | os.PathLike | Mapping | Sequence) -> list[dict]:
-    """Measured scores, ``{"results": [...]}`` or the list itself, from a JSON file or in memory: each result has a
-    ``task``, a ``dataset`` and ``metrics`` (:data:`SCORE_KEYS`: the rest). :class:`HubError` names the first bad field."""
+    """Measured scores (``{"results": [...]}`` or the list, a JSON file or in memory), each result checked;
+    :class:`HubError` names the first bad field."""
     where = "scores"
     if isinstance(scores, (str, os.PathLike)):
         where, scores = str(scores), _read_scores_file(Path(scores))
@@ -212,9 +207,8 @@ def _check_metrics(metrics: Any, at: str) -> None:
 
 @dataclass(frozen=True)
 class CardOptions:
-    """What a user says on the card: the card keyword arguments of :func:`model_card`, ``export`` and ``push``
-    (the CLI's ``--model-name``, ``--license``, ...), listed once. ``datasets`` are Hub dataset ids;
-    ``data_sources`` are lines such as ``"Wikipedia article summaries (CC BY-SA 4.0)"`` ("Data and licences")."""
+    """The card keyword arguments of :func:`model_card`, ``export`` and ``push``, listed once. ``datasets`` are Hub
+    dataset ids; ``data_sources`` lines such as ``"Wikipedia article summaries (CC BY-SA 4.0)"``."""
 
     model_name: str | None = None  # the card's title; export's default is the repo's or the folder's name
     license: str | None = None

@@ -1,7 +1,5 @@
-"""Where an export may go, decided before any file is touched: no export deletes or overwrites what it did not create.
-
-OUT is never MODEL, inside it or around it. It may be new or empty; a non-empty OUT needs ``--overwrite`` and must
-look like an earlier export, and then only the files an export writes are replaced or removed.
+"""Where an export may go, decided before any file is touched: no export deletes or overwrites what it did not create
+(the rules: docs/hub.md, "Export").
 """
 
 from __future__ import annotations
@@ -43,9 +41,8 @@ def check_destination(out_dir: Path, source: Path | None, overwrite: bool) -> No
 
 
 def move_into_place(staging: Path, out_dir: Path, new: bool) -> None:
-    """Put the checked export in ``staging`` at ``out_dir``: a ``new`` folder is ``staging`` renamed (which fails,
-    mixing nothing, where another export made it meanwhile); into an existing one the files are moved one by one, and
-    the export files this export does not write are removed. The folder itself stays (it may be a working directory)."""
+    """Put the checked export in ``staging`` at ``out_dir``: a ``new`` one is ``staging`` renamed; into an existing
+    one (perhaps a working directory) its files are moved, and the export files it does not write removed."""
     if new:
         staging.rename(out_dir)
         return

@@ -1,8 +1,5 @@
 """What an exported folder holds, described once for :func:`~scratchformer.hub.export` and
 :func:`~scratchformer.hub.check_folder`: file names, the sentence-transformers files, and what may name code.
-
-Only the model core's ``auto_map`` travels (the tokenizer has none). A config loaded from someone else's folder can
-carry foreign ``auto_map`` entries or ``custom_pipelines``, which ``trust_remote_code=True`` would run for Hub users.
 """
 
 from __future__ import annotations
@@ -38,7 +35,8 @@ RETIRED_FILES = frozenset({"tokenization_scratchformer.py"})
 EXPORT_SIGNATURE = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", README,
                     *sorted({target.split(".")[0] + ".py" for target in AUTO_MAP.values()}))
 
-# Keys other than auto_map through which a config can name code to run: an export never writes them.
+# Keys other than auto_map through which a config can name code to run (a config loaded from someone else's folder
+# may carry them, and trust_remote_code=True would run that code for Hub users): an export never writes them.
 DROPPED_CODE_KEYS = ("custom_pipelines",)
 
 # Files of a source folder that belong with its model card and travel with an export: pictures the card shows and
@@ -52,8 +50,8 @@ NOT_CARD_ASSETS = frozenset({*EXPORT_FILES, "special_tokens_map.json", "added_to
 
 
 def require_onnx() -> None:
-    """Raise :class:`~scratchformer.errors.MissingDependencyError` (naming ``scratchformer[onnx]``) unless the
-    packages of the ONNX export are installed; it only looks them up, so it costs microseconds."""
+    """Raise :class:`~scratchformer.errors.MissingDependencyError` naming ``scratchformer[onnx]`` unless the
+    packages of the ONNX export are installed."""
     require(*ONNX_MODULES, extra="onnx", for_what="the ONNX export (--onnx)")
 
 
@@ -67,8 +65,8 @@ def is_card_asset(name: str) -> bool:
 
 
 def sentence_transformers_files(d_model: int, max_seq_length: int) -> dict[str, object]:
-    """The content of :data:`SENTENCE_TRANSFORMERS_FILES`: the encoder (``AutoModel``) and mean pooling over the real
-    tokens, in the format every sentence-transformers release reads (2.x to 6.x), as all-MiniLM-L6-v2 has it."""
+    """The content of :data:`SENTENCE_TRANSFORMERS_FILES`: the encoder and mean pooling, in the format of
+    all-MiniLM-L6-v2, which every sentence-transformers release reads."""
     return {
         "modules.json": [
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
