@@ -86,8 +86,7 @@ HUB_LOGGERS = ("huggingface_hub", "httpx", "httpx2", "httpcore", "transformers")
 
 
 def tokens_in_use() -> set[str]:
-    """The Hugging Face tokens this process may send: the token variables' and, once huggingface_hub is imported,
-    the one it sends (a stored login too)."""
+    """The Hugging Face tokens this process may send (the token variables', and huggingface_hub's once imported)."""
     found = {os.environ.get(name) for name in _TOKEN_VARIABLES}
     hub = sys.modules.get("huggingface_hub")
     if hub is not None:

@@ -15,9 +15,7 @@ from .files import write_text
 
 # the integrity manifest written beside the weights: "<sha256>  <file name>" per line, as sha256sum writes it
 CHECKSUMS = "checksums.sha256"
-# what checksums.sha256 lists beside the weights (*.safetensors), where present: the config that says what the
-# weights mean, and the tokenizer that says what their ids mean (older manifests list the weights, or the weights and
-# the config, only: they still check what they list)
+# what checksums.sha256 lists beside the weights, where present: what says what the weights and their ids mean
 CHECKSUMMED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                      "added_tokens.json")
 
@@ -136,8 +134,7 @@ def config_contradicts_weights(source: str, build: Any, config: Any = None, scra
 
 
 def _stored_shapes(source: str) -> dict[str, tuple[tuple[int, ...], str]]:
-    """``{tensor name: (shape, file name)}`` from the headers of the folder's safetensors files; empty for a Hub id
-    or a file whose header cannot be read."""
+    """``{tensor name: (shape, file name)}`` from the folder's safetensors headers; empty where none can be read."""
     from safetensors import safe_open
 
     folder = Path(source)

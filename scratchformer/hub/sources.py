@@ -29,8 +29,7 @@ class Source(NamedTuple):
 
 
 def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any = None) -> Source:
-    """The model (its weights in ``dtype``, on a copy), a matching ``ScratchformerTokenizer`` and the config dtype
-    to export."""
+    """The model (in ``dtype``, on a copy), a matching ``ScratchformerTokenizer`` and the config dtype to export."""
     dtype = _checked_dtype(dtype)
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if source is None:
@@ -73,8 +72,7 @@ def check_finite_when_stored(model: Any, dtype: str) -> None:
 
 
 def check_source(source: Path) -> None:
-    """Before anything is read or written: :class:`HubError` when this user may not read ``source`` or a file the
-    export reads, or it is no folder."""
+    """Before anything is read or written: :class:`HubError` unless ``source`` is a folder this user may read."""
     try:
         check_readable(source, also=lambda name: name == README or is_card_asset(name))
     except ScratchformerError as error:
@@ -125,8 +123,7 @@ def _load_folder(source: Path, with_tokenizer: bool, dtype: str | None) -> tuple
     dtype its config names; the caller casts to ``dtype``."""
     has_tokenizer = with_tokenizer and (source / "tokenizer.json").is_file()
     stored = stored_dtype(source)
-    load_as = stored or dtype  # as stored, so that a cast to dtype is checked (check_finite_when_stored); None (mixed
-    # or no weights): the loader's default, float32
+    load_as = stored or dtype  # as stored, so that the cast to dtype is checked (check_finite_when_stored)
     config_dtype = _config_dtype(source, stored)
     try:
         if has_tokenizer:
