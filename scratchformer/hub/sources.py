@@ -8,7 +8,7 @@ import copy
 import json
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..errors import HubError, ScratchformerError
 from ..loading import check_readable, check_tokenizer_matches, load, load_model
@@ -20,15 +20,7 @@ EXPORTABLE = "ScratchformerForConditionalGeneration"
 _SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
-class Source(NamedTuple):
-    """What an export writes: the model in the dtype to store, the tokenizer, and the dtype ``config.json`` names."""
-
-    model: Any
-    tokenizer: Any
-    config_dtype: str
-
-
-def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any = None) -> Source:
+def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any = None) -> tuple[Any, Any, str]:
     """The model (in ``dtype``, on a copy), a matching ``ScratchformerTokenizer`` and the config dtype to export."""
     dtype = _checked_dtype(dtype)
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
@@ -48,7 +40,7 @@ def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any 
         import torch
 
         model = copy.deepcopy(model).to(getattr(torch, target))
-    return Source(model, tokenizer, config_dtype)
+    return model, tokenizer, config_dtype
 
 
 def check_finite_when_stored(model: Any, dtype: str) -> None:
