@@ -61,8 +61,7 @@ def missing_modules(*modules: str) -> list[str]:
 
 
 def require(*modules: str, extra: str, for_what: str) -> None:
-    """Raise :class:`MissingDependencyError` naming ``extra`` unless every module in ``modules`` can be imported
-    (looked up, not imported, so it costs microseconds before any work)."""
+    """Raise :class:`MissingDependencyError` naming ``extra`` unless ``modules`` can be imported (a fast look-up)."""
     missing = missing_modules(*modules)
     if missing:
         names = " and ".join(_DISTRIBUTIONS.get(name, name) for name in missing)

@@ -109,8 +109,7 @@ def fsync(path: Path) -> None:
 
 
 def save_files_into(folder: str | os.PathLike, save: Callable[[Path], T], needed: int | None = None) -> T:
-    """``save(staging)`` into a temporary folder inside ``folder``, whose files then replace theirs; a failure
-    leaves ``folder`` as it was."""
+    """``save(staging)`` into a temporary folder in ``folder``, whose files then replace theirs, all or none."""
     folder = Path(folder)
     with writing(folder, needed):
         folder.mkdir(parents=True, exist_ok=True)
@@ -344,8 +343,7 @@ def not_a_file(path: str | os.PathLike) -> str | None:
 
 
 def check_file(path: str | os.PathLike, error: type[ScratchformerError] = ScratchformerError) -> None:
-    """Raise ``error`` in one line when ``path`` is empty (``Path("")`` is the working folder) or exists but is no
-    regular file (:func:`not_a_file`)."""
+    """Raise ``error`` when ``path`` is empty (``Path("")`` is the working folder) or no regular file."""
     if isinstance(path, str) and not path.strip():
         raise error(f"no file named {path!r}: give a file")
     if problem := not_a_file(path):

@@ -21,8 +21,7 @@ CHECKSUMMED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "
 
 
 def safetensors_file_problem(path: str | os.PathLike) -> str | None:
-    """Why ``path`` is not a complete safetensors file, or ``None``; ``safe_open`` finds a file cut short, grown or
-    garbled without reading any tensor."""
+    """Why ``path`` is not a complete safetensors file (cut short, grown, garbled), or ``None``, reading no tensor."""
     from safetensors import SafetensorError, safe_open
 
     path = Path(path)

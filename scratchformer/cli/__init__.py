@@ -85,8 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_optional_dependencies(args: argparse.Namespace) -> None:
-    """Raise :class:`~scratchformer.errors.MissingDependencyError` naming the extra (``scratchformer[train]``) that
-    the command in ``args`` needs, before it starts."""
+    """Raise :class:`MissingDependencyError` naming the extra a training command needs, before it starts."""
     if args.command == "train":
         words = list(getattr(args, "train_arguments", None) or [])  # the train subparser keeps its words verbatim
         if "-h" in words or "--help" in words:

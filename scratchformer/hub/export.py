@@ -113,8 +113,7 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
 
 
 def _give_umask_permissions(staging: Path, folder_mode: int) -> None:
-    """The permissions ``mkdir`` and ``cp`` give under the umask, for ``staging`` and all in it: ``mkdtemp`` and
-    safetensors make private ones."""
+    """Give ``staging`` and all in it the umask's permissions (``mkdtemp`` and safetensors make private ones)."""
     for path in [staging, *staging.rglob("*")]:
         path.chmod(folder_mode if path.is_dir() else folder_mode & 0o666)
 

@@ -59,8 +59,7 @@ def is_card_asset(name: str) -> bool:
 
 
 def sentence_transformers_files(d_model: int, max_seq_length: int) -> dict[str, object]:
-    """The content of :data:`SENTENCE_TRANSFORMERS_FILES`: the encoder and mean pooling, in the format of
-    all-MiniLM-L6-v2, which every sentence-transformers release reads."""
+    """The content of :data:`SENTENCE_TRANSFORMERS_FILES` (encoder and mean pooling, as all-MiniLM-L6-v2 has it)."""
     return {
         "modules.json": [
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},

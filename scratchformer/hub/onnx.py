@@ -35,8 +35,7 @@ class EncoderForExport(torch.nn.Module):
 
 
 def export_onnx(model: Any, path: str | Path, example: dict | None = None) -> Path:
-    """Write the encoder of ``model`` to ``path`` as one ONNX file with dynamic batch size and length, traced on
-    ``example`` (a tokenizer batch; by default a padded batch of two texts)."""
+    """The encoder of ``model`` as one ONNX file at ``path``, dynamic in batch and length, traced on ``example``."""
     require_onnx()
     if example is None:
         example = {"input_ids": torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]),

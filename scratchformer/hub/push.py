@@ -100,8 +100,7 @@ def _refusal(error: Any, endpoint: str, step: str) -> str:
 
 
 class Connections:
-    """The connections of a push, seen through the http client's ``request`` hook, so that a push past its time
-    limit can be stopped (:meth:`stop`)."""
+    """The connections of a push, seen through the http client's hook, so that :meth:`stop` can shut them."""
 
     def __init__(self) -> None:
         self.stopped = False
@@ -133,8 +132,7 @@ class Connections:
 
 @contextmanager
 def _bounded_requests(connections: Connections) -> Iterator[None]:
-    """While the block runs, huggingface_hub's http client, made by the factory already set (a proxy stays), has
-    timeouts and ``connections``' hook."""
+    """While the block runs, huggingface_hub's http client has timeouts and ``connections``' hook."""
     from huggingface_hub import set_client_factory
     from huggingface_hub.utils import _http
 
