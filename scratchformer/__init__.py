@@ -1,8 +1,10 @@
 """scratchformer: the "Attention is All You Need" encoder-decoder, from scratch, as a Hugging Face model.
 
-``import scratchformer`` registers the classes with transformers' ``Auto*`` factories, except under the
-``scratchformer`` command, which defers it (and torch) to keep ``--help`` fast; the layers and the registration are in
-docs/architecture.md.
+Its layers, imports only going down (docs/architecture.md): scratchformer.models (the core that travels with a
+checkpoint), scratchformer.errors, scratchformer.files, scratchformer.integrity, scratchformer.loading (the one
+loader), scratchformer.tokenizer, scratchformer.training, scratchformer.analysis, scratchformer.hub and
+scratchformer.cli (the command). ``import scratchformer`` registers the classes with transformers' ``Auto*``
+factories, except under the command, which defers it (and torch) to keep ``--help`` fast.
 """
 
 from __future__ import annotations
