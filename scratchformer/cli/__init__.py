@@ -91,9 +91,22 @@ def check_optional_dependencies(args: argparse.Namespace) -> None:
         if "-h" in words or "--help" in words:
             return  # the options can be listed without the training packages
         require("datasets", "accelerate", extra="train", for_what="scratchformer train")
+        if _option_value(words, "--objective") == "seq2seq":
+            require("sacrebleu", extra="train", for_what="seq2seq training (BLEU/chrF at each evaluation)")
     elif args.command == "train-tokenizer":
         # it reads the text files with scratchformer.training.data.load_data_files, which uses datasets
         require("datasets", extra="train", for_what="scratchformer train-tokenizer")
+
+
+def _option_value(words: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in a command line's words (``--flag value`` or ``--flag=value``; the last one wins)."""
+    value = None
+    for i, word in enumerate(words):
+        if word == flag and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith(flag + "="):
+            value = word.split("=", 1)[1]
+    return value
 
 
 def _one_line(command: str, error: ScratchformerError) -> int:
