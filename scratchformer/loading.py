@@ -15,15 +15,7 @@ from typing import Any
 
 from .errors import MissingDependencyError, ScratchformerError, no_secrets, one_line, redact
 from .files import check_file, denied, may, not_a_file
-from .integrity import (  # noqa: F401 (re-exported: scratchformer.loading.write_checksums and the rest stay importable)
-    CHECKSUMS,
-    check_checksums,
-    checksum_problems,
-    config_contradicts_weights,
-    file_sha256,
-    safetensors_file_problem,
-    write_checksums,
-)
+from .integrity import check_checksums, config_contradicts_weights
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 CHECKPOINTS = {"small": "scratchformer-small"}  # name -> its folder under scratchformer/pretrained/
