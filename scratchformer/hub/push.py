@@ -28,17 +28,9 @@ HTTP_HINTS = {401: "the token was rejected: check HF_TOKEN",
               403: "the token may not write there: use a token with write access to that namespace"}
 
 
-def push(
-    model_or_folder: Any,
-    repo_id: str,
-    tokenizer: Any = None,
-    *,
-    private: bool = False,
-    commit_message: str | None = None,
-    token: str | None = None,
-    endpoint: str | None = None,
-    **export_options: Any,
-) -> Any:
+def push(model_or_folder: Any, repo_id: str, tokenizer: Any = None, *, private: bool = False,
+         commit_message: str | None = None, token: str | None = None, endpoint: str | None = None,
+         **export_options: Any) -> Any:
     """Export ``model_or_folder`` and upload it to ``repo_id`` in one commit; returns the ``CommitInfo``."""
     from huggingface_hub import constants, get_token
 
