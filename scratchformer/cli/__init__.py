@@ -72,11 +72,9 @@ def checked_models(models: list[str] | None, defaults: bool) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="scratchformer",
-        description="The 'Attention is All You Need' Transformer from scratch, as a Hugging Face model.",
-        formatter_class=HelpFormatter,
-    )
+    parser = argparse.ArgumentParser(prog="scratchformer", formatter_class=HelpFormatter,
+                                     description="The 'Attention is All You Need' Transformer from scratch, as a "
+                                     "Hugging Face model.")
     parser.add_argument("--version", action="version", version=f"scratchformer {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
