@@ -97,6 +97,10 @@ def check_checksums(folder: str | os.PathLike) -> None:
             f"scratchformer.integrity.write_checksums, or delete {CHECKSUMS})")
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# A config.json that contradicts its weights
+# ---------------------------------------------------------------------------------------------------------------
+
 # config fields that size a tensor of a Scratchformer, tried in this order for a dimension that differs (a field
 # named by the tensor comes first: see _size_field)
 _SIZE_FIELDS = ("d_model", "vocab_size", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings",
