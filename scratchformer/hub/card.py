@@ -191,16 +191,12 @@ def _checked_result(result: Any, at: str) -> dict:
     for key in REQUIRED_SCORE_KEYS:
         if not result.get(key):
             raise HubError(f"{at} needs {key!r}")
-    _check_metrics(result.get("metrics"), at)
-    return {key: result[key] for key in sorted(result) if result[key] is not None}
-
-
-def _check_metrics(metrics: Any, at: str) -> None:
-    if not isinstance(metrics, Mapping) or not metrics:
+    if not isinstance(metrics := result.get("metrics"), Mapping) or not metrics:
         raise HubError(f"{at} needs 'metrics', an object like {{\"bleu\": 21.4}}")
     for name, value in metrics.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise HubError(f"{at}.metrics.{name} must be a finite number, got {value!r}")
+    return {key: result[key] for key in sorted(result) if result[key] is not None}
 
 
 @dataclass(frozen=True)
