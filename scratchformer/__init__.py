@@ -1,20 +1,10 @@
 """scratchformer: the "Attention is All You Need" encoder-decoder, from scratch, as a Hugging Face model.
 
-The package is layered; imports only go down:
-
-- :mod:`scratchformer.models` - the model core (config, model, tokenizer): the files that travel with a checkpoint;
-- :mod:`scratchformer.errors` and :mod:`scratchformer.files` - the one error type, and the file-system rules;
-- :mod:`scratchformer.integrity` and :mod:`scratchformer.loading` - a checkpoint's files checked, and the one loader;
-- :mod:`scratchformer.tokenizer` - the from-scratch BPE and tokenizer training;
-- :mod:`scratchformer.training`, :mod:`scratchformer.analysis`, :mod:`scratchformer.hub` - training, embedding
-  analysis, Hub export and upload;
-- :mod:`scratchformer.cli` - the ``scratchformer`` command, one module per subcommand.
-
-``import scratchformer`` registers the classes with transformers' ``Auto*`` factories (``AutoConfig``, ``AutoModel``,
-``AutoModelForSeq2SeqLM``, ``AutoModelForMaskedLM``, the task heads and ``AutoTokenizer``), so that our folders load
-with our classes with no flag and no prompt. The other names load on first use (PEP 562). The ``scratchformer``
-command starts from ``scratchformer_launcher`` (``python -m scratchformer`` likewise), which defers the registration
-(and torch) to the subcommands that load a model, so that ``scratchformer --help`` stays fast.
+Its layers, imports only going down (docs/architecture.md): scratchformer.models (the core that travels with a
+checkpoint), scratchformer.errors, scratchformer.files, scratchformer.integrity, scratchformer.loading (the one
+loader), scratchformer.tokenizer, scratchformer.training, scratchformer.analysis, scratchformer.hub and
+scratchformer.cli (the command). ``import scratchformer`` registers the classes with transformers' ``Auto*``
+factories, except under the command, which defers it (and torch) to keep ``--help`` fast.
 """
 
 from __future__ import annotations
@@ -77,8 +67,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below d
 
 
 def register() -> None:
-    """Register the Scratchformer classes with transformers' ``Auto*`` factories (idempotent). ``import
-    scratchformer`` does it, except under the ``scratchformer`` command, where the first use of a class does."""
+    """Register the Scratchformer classes with transformers' ``Auto*`` factories (idempotent)."""
     importlib.import_module(".models", __name__)
 
 
@@ -95,8 +84,8 @@ def __dir__() -> list[str]:
 
 
 def _started_as_the_command() -> bool:
-    """Whether this import is ``python -m scratchformer`` (or ``scratchformer.cli``) locating its ``__main__``:
-    ``sys.argv[0]`` is ``"-m"`` only then. The command defers the registration as the console script does."""
+    """Whether this import is ``python -m scratchformer`` (or ``scratchformer.cli``) locating its ``__main__``
+    (``sys.argv[0]`` is ``"-m"`` only then), which defers the registration as the console script does."""
     argv = getattr(sys, "orig_argv", [])
     return sys.argv[:1] == ["-m"] and any(
         flag == "-m" and module in ("scratchformer", "scratchformer.cli") for flag, module in zip(argv, argv[1:]))

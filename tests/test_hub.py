@@ -822,7 +822,8 @@ def test_damaged_weights_are_named_by_load_compare_export_and_check_folder(artif
     import hashlib
 
     from scratchformer.errors import ScratchformerError
-    from scratchformer.loading import load, safetensors_file_problem
+    from scratchformer.integrity import safetensors_file_problem
+    from scratchformer.loading import load
 
     damaged = tmp_path / "damaged"
     shutil.copytree(artifacts["folder"], damaged)

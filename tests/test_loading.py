@@ -484,7 +484,7 @@ def test_checksums_are_sha256sum_lines_and_only_damage_counts(tmp_path):
     damaged file and a line that names something outside the folder, and leaves a missing file to the loader."""
     import hashlib
 
-    from scratchformer.loading import CHECKSUMS, checksum_problems, write_checksums
+    from scratchformer.integrity import CHECKSUMS, checksum_problems, write_checksums
 
     folder = tmp_path / "m"
     ScratchformerForConditionalGeneration(tiny_config()).save_pretrained(folder)
@@ -747,7 +747,7 @@ def test_checksums_cover_config_json_and_an_older_manifest_without_it_still_load
     """A config.json whose head count was edited (same shapes, so the weights' headers cannot tell) loaded with no
     word where checksums.sha256 was present: the manifest now lists config.json, and load() names it. A manifest
     written before (the weights only) still loads, and still checks the weights."""
-    from scratchformer.loading import CHECKSUMS, write_checksums
+    from scratchformer.integrity import CHECKSUMS, write_checksums
 
     folder = tmp_path / "m"
     ScratchformerForConditionalGeneration(tiny_config()).save_pretrained(folder)
@@ -786,7 +786,7 @@ def test_training_writes_checksums_and_weights_other_users_may_read(tmp_path):
     pytest.importorskip("accelerate")
     from test_training import sentence, tiny  # the tiny run of tests/test_training.py
 
-    from scratchformer.loading import checksum_problems, file_sha256
+    from scratchformer.integrity import checksum_problems, file_sha256
     from scratchformer.training import run_training
 
     rng = random.Random(0)

@@ -22,7 +22,7 @@ from conftest import REPO_ROOT
 from test_training import BOOK_OF_REF, pairs, tiny  # noqa: F401  (pairs is a fixture)
 from transformers import TrainerCallback
 
-from scratchformer.loading import write_checksums
+from scratchformer.integrity import write_checksums
 from scratchformer.training import run_training
 
 

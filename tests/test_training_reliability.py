@@ -393,7 +393,7 @@ def test_a_checkpoint_that_fails_its_checksums_is_skipped_on_resume_and_never_si
     refused in one line, and --resume (latest) skips it with a note and continues from the one before, whose
     continuation writes a healthy checkpoint-4 in its place. A manifest written before config.json was listed
     still resumes."""
-    from scratchformer.loading import CHECKSUMS, checksum_problems
+    from scratchformer.integrity import CHECKSUMS, checksum_problems
 
     _, run = stopped_run
     shutil.copytree(run, tmp_path / "run")
@@ -507,10 +507,11 @@ def test_a_training_push_the_hub_refuses_shows_no_token_in_its_error_or_logs(tmp
 
 def test_checkpoints_and_hub_folders_share_one_safetensors_check(tmp_path):
     """A weights file with bytes appended (or cut short) is the same problem, said the same way, to --resume and to
-    the Hub folder check: both call scratchformer.loading.safetensors_file_problem."""
+    the Hub folder check: both call scratchformer.integrity.safetensors_file_problem."""
     from scratchformer.errors import HubError
     from scratchformer.hub.checks import check_folder
-    from scratchformer.loading import pretrained_path, safetensors_file_problem
+    from scratchformer.integrity import safetensors_file_problem
+    from scratchformer.loading import pretrained_path
 
     folder = tmp_path / "model"
     shutil.copytree(pretrained_path("small"), folder)

@@ -1,15 +1,6 @@
-"""The ``scratchformer`` command line: one module per subcommand, one way to fail.
-
-Each module in :data:`COMMANDS` provides ``add_subcommand(subparsers)``; it imports nothing heavy at module level
-(torch, transformers and the feature code load inside the command function), so that ``scratchformer --help`` is
-fast. :func:`main` is the one place where a user's mistake - a :class:`~scratchformer.errors.ScratchformerError`
-from any command - becomes one line, ``scratchformer <command>: error: <message>``, and exit status 2. So does an
-``OSError`` that is the file system's refusal (a full disk, a permission denied, a read-only file system) where a
-command did not turn it into a :class:`~scratchformer.errors.StorageError` itself (:mod:`scratchformer.files`).
-
-A plain ``pip install scratchformer`` runs every command but the training ones; :func:`check_optional_dependencies`
-says which extra a command needs before the command starts, in that same one line. While a command runs,
-transformers' own progress bars are off (:func:`_library_bars_off`); ours stay.
+"""The ``scratchformer`` command line: one module per subcommand (nothing heavy imported at module level, so
+``--help`` is fast), and one way to fail: :func:`main` turns a ``ScratchformerError`` into one line and exit status 2
+(docs/architecture.md, "One way to fail").
 """
 
 from __future__ import annotations
@@ -62,9 +53,8 @@ def seed(text: str) -> int:
 
 
 def checked_models(models: list[str] | None, defaults: bool) -> list[str]:
-    """The models an analysis command runs: with ``defaults``, our shipped checkpoint and the reference BERT where it
-    is installed (a one-line note where it is not), then ``models``. Each is found before any loads
-    (:func:`scratchformer.loading.locate`), so a typo ends the command in a second, with the nearest name."""
+    """The models an analysis command runs (with ``defaults``, ours and the reference BERT where installed), each
+    found before any loads, so that a typo ends the command in a second."""
     from ..loading import locate, reference_model_path
 
     names = []
@@ -82,11 +72,9 @@ def checked_models(models: list[str] | None, defaults: bool) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="scratchformer",
-        description="The 'Attention is All You Need' Transformer from scratch, as a Hugging Face model.",
-        formatter_class=HelpFormatter,
-    )
+    parser = argparse.ArgumentParser(prog="scratchformer", formatter_class=HelpFormatter,
+                                     description="The 'Attention is All You Need' Transformer from scratch, as a "
+                                     "Hugging Face model.")
     parser.add_argument("--version", action="version", version=f"scratchformer {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
@@ -95,8 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_optional_dependencies(args: argparse.Namespace) -> None:
-    """Raise :class:`~scratchformer.errors.MissingDependencyError` (one line naming the extra) when the command in
-    ``args`` needs a package that the core install leaves out: training needs ``scratchformer[train]``."""
+    """Raise :class:`MissingDependencyError` naming the extra a training command needs, before it starts."""
     if args.command == "train":
         words = list(getattr(args, "train_arguments", None) or [])  # the train subparser keeps its words verbatim
         if "-h" in words or "--help" in words:
@@ -121,8 +108,7 @@ def _option_value(words: list[str], flag: str) -> str | None:
 
 
 def _one_line(command: str, error: ScratchformerError) -> int:
-    """Print ``scratchformer <command>: error: <message>`` and return the exit status of a user's mistake. The
-    message is one line, redacted, even where it quotes a library's message of several lines."""
+    """Print ``scratchformer <command>: error: <message>`` (one redacted line) and return exit status 2."""
     from ..errors import one_line  # no token or user:password@ reaches the terminal
 
     print(f"scratchformer {command}: error: {one_line(error)}", file=sys.stderr)
@@ -131,10 +117,8 @@ def _one_line(command: str, error: ScratchformerError) -> int:
 
 @contextlib.contextmanager
 def _library_bars_off() -> Iterator[None]:
-    """transformers' own progress bars ("Loading weights", "Writing model shards") are off while a command runs:
-    noise beside ours (tqdm.auto, as the Trainer's), which stay. transformers copies huggingface_hub's switch when it
-    is imported, so that one goes off too (download bars included), and transformers' own where it is imported
-    already (a Python caller of :func:`main`). Both are as they were afterwards."""
+    """transformers' and huggingface_hub's progress bars off while a command runs (noise beside ours), restored
+    afterwards; transformers copies huggingface_hub's switch when it is imported later."""
     from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
     hub_bars = not are_progress_bars_disabled()
@@ -153,10 +137,8 @@ def _library_bars_off() -> Iterator[None]:
 
 
 class _OutputOutlivingItsReader:
-    """Standard output that survives a closed pipe (``scratchformer info | head -1``): at the first write that finds
-    the reader gone, file descriptor 1 is pointed at /dev/null and the command goes on, its remaining output
-    discarded, so a training run or an export is not stopped by a pager that quit. Python would raise
-    ``BrokenPipeError`` there, and again when it flushes at exit."""
+    """Standard output that survives a closed pipe (``scratchformer info | head -1``): once the reader is gone,
+    output goes to /dev/null, so that a training run or an export is not stopped by a pager that quit."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -186,8 +168,7 @@ class _OutputOutlivingItsReader:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; a :class:`ScratchformerError` ends it with one line on stderr and exit status 2. Its
-    output may go to a pipe whose reader stops early (:class:`_OutputOutlivingItsReader`)."""
+    """Run one subcommand; a :class:`ScratchformerError` ends it with one line on stderr and exit status 2."""
     stdout = sys.stdout
     sys.stdout = _OutputOutlivingItsReader(stdout)
     try:

@@ -19,10 +19,8 @@ def _compare_command(args: argparse.Namespace) -> int:
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers, "compare",
-        help="the 'bank' study: learned vs contextual embeddings, ours beside a real BERT (tables, JSON, plots)",
-    )
+    parser = add_command(subparsers, "compare", help="the 'bank' study: learned vs contextual embeddings, ours "
+                         "beside a real BERT (tables, JSON, plots)")
     parser.add_argument("--model", action="append",
                         help=model_help("a model to add beside the defaults (small and minilm)"))
     parser.add_argument("--no-defaults", action="store_true", help="only the --model models")

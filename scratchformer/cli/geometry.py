@@ -12,36 +12,21 @@ MIN_OCCURRENCES, MAX_WORDS, MAX_OCCURRENCES, SAMPLE_SENTENCES = 5, 2000, 50, 100
 
 
 def _geometry_command(args: argparse.Namespace) -> int:
-    # OpenMP threads that sleep instead of spinning while they wait: on a shared machine spinning threads made the
-    # run 10 times slower (benchmarks/geometry_speed.md). Read when torch loads, so it is set before the import.
+    # OpenMP threads that sleep, not spin (benchmarks/geometry_speed.md); torch reads this when it loads
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     models = checked_models(args.model, defaults=not args.model)  # before torch loads: a typo costs a second
     from ..analysis.geometry_run import run_geometry
 
-    run_geometry(
-        args.data,
-        models,
-        output=args.output,
-        min_occurrences=args.min_occurrences,
-        max_words=args.max_words,
-        max_occurrences=args.max_occurrences,
-        sample_sentences=args.sample_sentences,
-        max_sentences=args.max_sentences,
-        pooling=args.pooling,
-        standardise=args.standardise,
-        batch_size=args.batch_size,
-        seed=args.seed,
-        plots=not args.no_plots,
-    )
+    run_geometry(args.data, models, output=args.output, min_occurrences=args.min_occurrences,
+                 max_words=args.max_words, max_occurrences=args.max_occurrences,
+                 sample_sentences=args.sample_sentences, max_sentences=args.max_sentences, pooling=args.pooling,
+                 standardise=args.standardise, batch_size=args.batch_size, seed=args.seed, plots=not args.no_plots)
     return 0
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers, "geometry",
-        help="embedding geometry per layer (Ethayarajh 2019): self-similarity, intra-sentence similarity, MEV, "
-        "anisotropy baseline, raw and standardised",
-    )
+    parser = add_command(subparsers, "geometry", help="embedding geometry per layer (Ethayarajh 2019): "
+                         "self-similarity, intra-sentence similarity, MEV, anisotropy baseline, raw and standardised")
     parser.add_argument("--data", required=True,
                         help="a word-sense TSV (the format senses reads) or plain text, one sentence a line (.gz ok)")
     parser.add_argument("--model", action="append",

@@ -1,14 +1,9 @@
 """Hub-ready export and upload: a folder that loads for someone who has only torch and transformers.
 
-- :mod:`scratchformer.hub.export` stages, writes, checks and moves an export into place; what it reads is
-  :mod:`scratchformer.hub.sources`, where it may go :mod:`scratchformer.hub.destination`, what it holds
-  :mod:`scratchformer.hub.layout`, its card :mod:`scratchformer.hub.card`, its encoder as ONNX
-  :mod:`scratchformer.hub.onnx`.
-- :mod:`scratchformer.hub.checks`: would this folder load for a Hub user?
-- :mod:`scratchformer.hub.push`: export to a temporary folder and upload it in one commit.
-
-``scratchformer.hub.export`` and ``scratchformer.hub.push`` are then the functions below; their modules stay
-importable by their full names.
+scratchformer.hub.export writes it from what scratchformer.hub.sources reads, where scratchformer.hub.destination
+allows, as scratchformer.hub.layout describes, with scratchformer.hub.card's card and scratchformer.hub.onnx's ONNX
+encoder; scratchformer.hub.checks says whether a folder would load for a Hub user; scratchformer.hub.push uploads an
+export in one commit (docs/hub.md, "The code").
 """
 
 from ..errors import HubError

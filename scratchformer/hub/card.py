@@ -1,10 +1,5 @@
-"""The model card of an export (``README.md``) and the measured scores it reports (``scores.json``, ``docs/hub.md``).
-
-A card is YAML metadata and two parts of text, split by :data:`GENERATED_MARK`: the hand-written part
-(``description=``, else the source card's text above the mark, else a default paragraph), which an export keeps, and
-the generated part, which every export rewrites. The source card's metadata is kept, with ours written over it;
-licence, languages and datasets are written as given (the Hub says, when the card is pushed, what it does not read),
-and ``datasets`` are never invented from score names.
+"""The model card of an export (``README.md``) and the measured scores it reports (``scores.json``): a hand-written
+part that every export keeps and a generated part that it rewrites (docs/hub.md, "The model card").
 """
 
 from __future__ import annotations
@@ -60,8 +55,7 @@ USES = """## Uses
   `revision=` to a commit you have reviewed.
 """
 
-# The usage section; $where is the repo id (or a placeholder), $text the example text as a literal, $onnx the ONNX
-# snippet (empty without onnx/model.onnx).
+# The usage section: $where is the repo id (or a placeholder), $text the example text, $onnx the ONNX snippet.
 USAGE = Template('''\
 ## How to use
 
@@ -167,14 +161,8 @@ batch = tokenizer([$text], padding=True, return_tensors="np")
 ''')
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Scores
-# ---------------------------------------------------------------------------------------------------------------
-
-
 def load_scores(scores: str | os.PathLike | Mapping | Sequence) -> list[dict]:
-    """Measured scores, ``{"results": [...]}`` or the list itself, from a JSON file or in memory: each result has a
-    ``task``, a ``dataset`` and ``metrics`` (:data:`SCORE_KEYS`: the rest). :class:`HubError` names the first bad field."""
+    """Measured scores (``{"results": [...]}`` or the list, in a JSON file or not), each checked (:class:`HubError`)."""
     where = "scores"
     if isinstance(scores, (str, os.PathLike)):
         where, scores = str(scores), _read_scores_file(Path(scores))
@@ -203,28 +191,18 @@ def _checked_result(result: Any, at: str) -> dict:
     for key in REQUIRED_SCORE_KEYS:
         if not result.get(key):
             raise HubError(f"{at} needs {key!r}")
-    _check_metrics(result.get("metrics"), at)
-    return {key: result[key] for key in sorted(result) if result[key] is not None}
-
-
-def _check_metrics(metrics: Any, at: str) -> None:
-    if not isinstance(metrics, Mapping) or not metrics:
+    if not isinstance(metrics := result.get("metrics"), Mapping) or not metrics:
         raise HubError(f"{at} needs 'metrics', an object like {{\"bleu\": 21.4}}")
     for name, value in metrics.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise HubError(f"{at}.metrics.{name} must be a finite number, got {value!r}")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The card
-# ---------------------------------------------------------------------------------------------------------------
+    return {key: result[key] for key in sorted(result) if result[key] is not None}
 
 
 @dataclass(frozen=True)
 class CardOptions:
-    """What a user says on the card: the card keyword arguments of :func:`model_card`, ``export`` and ``push``
-    (the CLI's ``--model-name``, ``--license``, ...), listed once. ``datasets`` are Hub dataset ids;
-    ``data_sources`` are lines such as ``"Wikipedia article summaries (CC BY-SA 4.0)"`` ("Data and licences")."""
+    """The card keyword arguments of :func:`model_card`, ``export`` and ``push``, listed once. ``datasets`` are Hub
+    dataset ids; ``data_sources`` lines such as ``"Wikipedia article summaries (CC BY-SA 4.0)"``."""
 
     model_name: str | None = None  # the card's title; export's default is the repo's or the folder's name
     license: str | None = None
@@ -239,8 +217,7 @@ class CardOptions:
 
 def model_card(model: Any, results: list[dict], *, repo_id: str | None, source_card: str | None = None,
                onnx: bool = False, **card: Any) -> Any:
-    """The ``README.md`` of an export, a ``huggingface_hub.ModelCard``: ``card`` holds the fields of
-    :class:`CardOptions`, ``source_card`` the text of the source folder's card (kept: see above)."""
+    """The ``README.md`` of an export, a ``huggingface_hub.ModelCard``; ``card`` holds :class:`CardOptions`' fields."""
     from huggingface_hub import ModelCard, ModelCardData
 
     options = CardOptions(**card)

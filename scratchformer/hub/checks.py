@@ -1,8 +1,5 @@
-"""Would this folder load for a Hub user? :func:`check_folder` lists every reason it would not.
-
-Every export ends with this check, before the folder is moved into place; it also tells what is wrong with a folder
-made by hand. Its policies are the model core's (pickles, ``auto_map``, the checkpoint format).
-"""
+"""Would this folder load for a Hub user? :func:`check_folder`, the last step of every export, lists every reason
+it would not."""
 
 from __future__ import annotations
 
@@ -18,12 +15,8 @@ from .layout import DROPPED_CODE_KEYS, REQUIRED_FILES
 
 
 def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = None, checksums: bool = True) -> None:
-    """Raise :class:`HubError` listing every reason ``folder`` would not load for a Hub user: a required file
-    missing, a pickled file, ``config.json`` or ``tokenizer_config.json`` that does not parse, names code other than
-    ours or is not a Scratchformer of a format this code reads, a weights file that is not whole, not floats or not
-    what ``checksums.sha256`` says. ``where`` names the folder in the message; ``checksums=False`` skips re-hashing
-    weights whose checksums were just written (the export's staging folder). The code files are the package's own
-    (``tests/test_hub.py`` holds them to torch, transformers and the standard library)."""
+    """Raise :class:`HubError` listing every reason ``folder`` would not load for a Hub user (docs/hub.md lists
+    them); ``where`` names it, ``checksums=False`` skips re-hashing weights whose checksums were just written."""
     folder = Path(folder)
     problems = [f"{name} is missing" for name in REQUIRED_FILES if not (folder / name).is_file()]
     problems += _pickle_problems(folder)

@@ -1,7 +1,5 @@
-"""Where an export may go, decided before any file is touched: no export deletes or overwrites what it did not create.
-
-OUT is never MODEL, inside it or around it. It may be new or empty; a non-empty OUT needs ``--overwrite`` and must
-look like an earlier export, and then only the files an export writes are replaced or removed.
+"""Where an export may go, decided before any file is touched: no export deletes or overwrites what it did not create
+(the rules: docs/hub.md, "Export").
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ def check_repo_id(repo_id: object) -> str:
 
 
 def check_destination(out_dir: Path, source: Path | None, overwrite: bool) -> None:
-    """Raise :class:`HubError` unless ``out_dir`` may receive an export of ``source`` (see the module docstring).
-    Reads the file system, changes nothing."""
+    """Raise :class:`HubError` unless ``out_dir`` may receive an export of ``source``; it changes nothing."""
     inputs = [] if source is None else [(f"the source folder {source}", source)]
     files.check_output_folder(out_dir, inputs, error=HubError, name=f"the export folder {out_dir}",
                               why="choose a folder apart from it")
@@ -43,9 +40,8 @@ def check_destination(out_dir: Path, source: Path | None, overwrite: bool) -> No
 
 
 def move_into_place(staging: Path, out_dir: Path, new: bool) -> None:
-    """Put the checked export in ``staging`` at ``out_dir``: a ``new`` folder is ``staging`` renamed (which fails,
-    mixing nothing, where another export made it meanwhile); into an existing one the files are moved one by one, and
-    the export files this export does not write are removed. The folder itself stays (it may be a working directory)."""
+    """Put the checked export in ``staging`` at ``out_dir``: a ``new`` one is ``staging`` renamed; into an existing
+    one (perhaps a working directory) its files are moved, and the export files it does not write removed."""
     if new:
         staging.rename(out_dir)
         return

@@ -1,8 +1,5 @@
-"""``scratchformer export MODEL OUT``: a folder that loads for someone who has only ``torch`` and ``transformers``.
-
-Everything that can be refused is refused before the model loads or a file is touched. The export is written into a
-staging folder beside ``OUT``, checksummed, checked (:func:`~scratchformer.hub.checks.check_folder`) and only then
-moved into place: a failed export leaves nothing half-written. What it writes is in ``docs/hub.md``.
+"""``scratchformer export MODEL OUT``: a folder that loads for someone who has only ``torch`` and ``transformers``,
+staged beside ``OUT``, checksummed and checked before it is moved into place (docs/hub.md, "Export").
 """
 
 from __future__ import annotations
@@ -38,22 +35,8 @@ from .sources import check_source, model_and_tokenizer
 def export(model_or_folder: Any, out_dir: str | os.PathLike, tokenizer: Any = None, *,
            scores: str | os.PathLike | Mapping | Sequence | None = None, repo_id: str | None = None,
            onnx: bool = False, dtype: Any = None, overwrite: bool = False, **card: Any) -> Path:
-    """Write a self-contained, Hub-ready folder for a ``ScratchformerForConditionalGeneration``; returns it. A
-    :class:`HubError` leaves ``out_dir`` as it was.
-
-    Args:
-        model_or_folder: the model, or a folder saved with ``save_pretrained`` (with, optionally, the tokenizer,
-            ``scores.json``, a hand-written ``README.md`` and the files it shows).
-        out_dir: the folder to write: new or empty, never the source folder, inside it or around it.
-        tokenizer: a ``ScratchformerTokenizer`` or a folder holding one; by default the source folder's.
-        scores: measured scores (a JSON file or its content, :func:`~scratchformer.hub.load_scores`); by default
-            the source folder's ``scores.json``, if any.
-        repo_id: the Hub repo the folder is meant for, used in the card's snippets.
-        onnx: also write ``onnx/model.onnx``, the encoder (needs ``scratchformer[onnx]``).
-        dtype: the dtype to store the weights in (:data:`scratchformer.models.SAVE_DTYPES`); by default the source's.
-        overwrite: replace an earlier export in ``out_dir`` (:mod:`scratchformer.hub.destination`).
-        card: the fields of :class:`~scratchformer.hub.card.CardOptions` (``model_name``, ``license``, ...).
-    """
+    """Write a self-contained, Hub-ready folder for a ``ScratchformerForConditionalGeneration`` (a model or a folder)
+    and return it; a :class:`HubError` leaves ``out_dir`` as it was (arguments: docs/hub.md, "Export")."""
     options = CardOptions(**card)  # an unknown card option is a TypeError, as an unknown keyword always was
     if onnx:
         require_onnx()
@@ -130,8 +113,7 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
 
 
 def _give_umask_permissions(staging: Path, folder_mode: int) -> None:
-    """Give ``staging`` and everything in it the permissions ``mkdir`` and ``cp`` give under the umask
-    (``folder_mode``; files without execute bits): ``mkdtemp`` and safetensors make private ones (``-rw-------``)."""
+    """Give ``staging`` and all in it the umask's permissions (``mkdtemp`` and safetensors make private ones)."""
     for path in [staging, *staging.rglob("*")]:
         path.chmod(folder_mode if path.is_dir() else folder_mode & 0o666)
 
@@ -147,9 +129,8 @@ def _source_card(source: Path | None) -> str | None:
 
 
 def _keep_only_our_code(path: Path, auto_map: dict | None, dtype: str | None = None) -> None:
-    """Set the ``auto_map`` of a saved JSON config to exactly ours (``None``: none) and drop every other key that
-    names code, which a config loaded from someone else's folder may carry; ``dtype`` replaces the one
-    ``save_pretrained`` wrote (the dtype of the weights in memory)."""
+    """A saved JSON config with exactly our ``auto_map`` (``None``: none), no other key that names code, and
+    ``dtype`` in place of the one ``save_pretrained`` wrote."""
     data = json.loads(path.read_text(encoding="utf-8"))
     data.pop("auto_map", None)
     if auto_map is not None:
@@ -162,6 +143,5 @@ def _keep_only_our_code(path: Path, auto_map: dict | None, dtype: str | None = N
 
 
 def _file_system_errors(out_dir: Path) -> Any:
-    """An ``OSError`` (no permission, a file where a folder should be, a full disk) as a :class:`HubError` naming
-    the export folder, a refused write said as :func:`scratchformer.files.writing` says it."""
+    """An ``OSError`` as a :class:`HubError` naming the export folder (a refused write as ``files.writing`` says it)."""
     return files.writing(out_dir, error=HubError, what=f"cannot export to {out_dir}: ", every_os_error=True)

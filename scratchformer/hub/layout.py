@@ -1,8 +1,5 @@
 """What an exported folder holds, described once for :func:`~scratchformer.hub.export` and
 :func:`~scratchformer.hub.check_folder`: file names, the sentence-transformers files, and what may name code.
-
-Only the model core's ``auto_map`` travels (the tokenizer has none). A config loaded from someone else's folder can
-carry foreign ``auto_map`` entries or ``custom_pipelines``, which ``trust_remote_code=True`` would run for Hub users.
 """
 
 from __future__ import annotations
@@ -22,28 +19,24 @@ SENTENCE_TRANSFORMERS_FILES = ("modules.json", "config_sentence_transformers.jso
                                f"{POOLING_FOLDER}/config.json")
 # the encoder as ONNX (``--onnx``), where transformers.js and Optimum look for it
 ONNX_FILE = "onnx/model.onnx"
-# what ``--onnx`` needs (the extra ``scratchformer[onnx]``): the exporter, its dynamo backend, and the runtime that
-# runs the result (the card's snippet)
+# what ``--onnx`` needs: the exporter, its dynamo backend, and the runtime of the card's snippet
 ONNX_MODULES = ("onnx", "onnxscript", "onnxruntime")
 REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
                   "tokenizer_config.json", README, *CODE_FILES, *SENTENCE_TRANSFORMERS_FILES)
-# Every name an export writes (besides the source's card assets, below): the files that --overwrite may replace or
-# remove, and the only subfolders an export makes.
+# Every name an export writes besides card assets: what --overwrite may replace or remove, and its only subfolders.
 EXPORT_FILES = frozenset({*REQUIRED_FILES, SCORES_FILE, ONNX_FILE, CHECKSUMS})  # + the weights' sha256
 EXPORT_FOLDERS = frozenset(str(PurePosixPath(name).parent) for name in EXPORT_FILES if "/" in name)
 # Files that earlier versions of the export wrote and this one does not: --overwrite removes them.
 RETIRED_FILES = frozenset({"tokenization_scratchformer.py"})
-# What every export, of any version, has written (the code files that auto_map names among them): a folder with all
-# of these looks like an earlier export.
+# What every export, of any version, has written: a folder with all of these looks like an earlier export.
 EXPORT_SIGNATURE = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", README,
                     *sorted({target.split(".")[0] + ".py" for target in AUTO_MAP.values()}))
 
-# Keys other than auto_map through which a config can name code to run: an export never writes them.
+# Keys other than auto_map through which a config can name code to run (a config loaded from someone else's folder
+# may carry them, and trust_remote_code=True would run that code for Hub users): an export never writes them.
 DROPPED_CODE_KEYS = ("custom_pipelines",)
 
-# Files of a source folder that belong with its model card and travel with an export: pictures the card shows and
-# JSON reports it quotes (loss_curve.png, training_progress.json, senses.json, ...), and licence notices. Files that
-# transformers, the Trainer or sentence-transformers read or write are not card assets.
+# Files of a source folder that travel with its model card (docs/hub.md, "Export"); what libraries keep stays behind.
 CARD_ASSET_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".json")
 NOT_CARD_ASSETS = frozenset({*EXPORT_FILES, "special_tokens_map.json", "added_tokens.json", "chat_template.json",
                              "model.safetensors.index.json", "trainer_state.json", "train_results.json",
@@ -52,8 +45,7 @@ NOT_CARD_ASSETS = frozenset({*EXPORT_FILES, "special_tokens_map.json", "added_to
 
 
 def require_onnx() -> None:
-    """Raise :class:`~scratchformer.errors.MissingDependencyError` (naming ``scratchformer[onnx]``) unless the
-    packages of the ONNX export are installed; it only looks them up, so it costs microseconds."""
+    """Raise ``MissingDependencyError`` naming ``scratchformer[onnx]`` unless the ONNX export's packages are there."""
     require(*ONNX_MODULES, extra="onnx", for_what="the ONNX export (--onnx)")
 
 
@@ -67,8 +59,7 @@ def is_card_asset(name: str) -> bool:
 
 
 def sentence_transformers_files(d_model: int, max_seq_length: int) -> dict[str, object]:
-    """The content of :data:`SENTENCE_TRANSFORMERS_FILES`: the encoder (``AutoModel``) and mean pooling over the real
-    tokens, in the format every sentence-transformers release reads (2.x to 6.x), as all-MiniLM-L6-v2 has it."""
+    """The content of :data:`SENTENCE_TRANSFORMERS_FILES` (encoder and mean pooling, as all-MiniLM-L6-v2 has it)."""
     return {
         "modules.json": [
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},

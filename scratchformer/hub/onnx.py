@@ -1,8 +1,6 @@
 """The encoder as ONNX (``scratchformer export --onnx``): ``onnx/model.onnx``, where transformers.js and Optimum look.
 
-Inputs ``input_ids`` and ``attention_mask`` (int64), output ``last_hidden_state`` (float32), batch size and length
-dynamic. Only the dynamo exporter is used: the legacy TorchScript exporter records the example's shapes, and its graph
-gives wrong outputs for other lengths. The export runs on a float32 copy, so the model passed in is left as it was.
+Only the dynamo exporter is used: the legacy TorchScript exporter's graph gives wrong outputs for other lengths.
 """
 
 from __future__ import annotations
@@ -37,8 +35,7 @@ class EncoderForExport(torch.nn.Module):
 
 
 def export_onnx(model: Any, path: str | Path, example: dict | None = None) -> Path:
-    """Write the encoder of ``model`` (any Scratchformer model) to ``path`` as one self-contained ONNX file, traced
-    on ``example`` (a tokenizer batch; by default a padded batch of two texts), with dynamic batch size and length."""
+    """The encoder of ``model`` as one ONNX file at ``path``, dynamic in batch and length, traced on ``example``."""
     require_onnx()
     if example is None:
         example = {"input_ids": torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]),

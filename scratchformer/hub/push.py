@@ -1,12 +1,5 @@
-"""``scratchformer push MODEL REPO_ID``: export a model and upload the folder to the Hub in one commit.
-
-Every way an upload can fail that is the user's to fix is a :class:`HubError` naming the step and what to check. No
-secret reaches the output: messages go through :func:`~scratchformer.errors.redact`, and the upload runs under
-:func:`~scratchformer.errors.no_secrets` (huggingface_hub's logs, every exception and what it chains). Every request
-is bounded (huggingface_hub's client waits for ever by default): :data:`CONNECT_TIMEOUT` and :data:`REQUEST_TIMEOUT`
-without progress; and since a server that sends one byte every few seconds, or huggingface_hub's retries, outlast
-those, the upload as a whole has a time limit (:func:`scratchformer.loading.transfer_limit` of the folder's size),
-past which the open connections are shut and the push is one line.
+"""``scratchformer push MODEL REPO_ID``: export a model and upload the folder to the Hub in one commit, with no
+secret in the output and every request and the whole upload bounded in time (docs/hub.md, "Push").
 """
 
 from __future__ import annotations
@@ -35,20 +28,10 @@ HTTP_HINTS = {401: "the token was rejected: check HF_TOKEN",
               403: "the token may not write there: use a token with write access to that namespace"}
 
 
-def push(
-    model_or_folder: Any,
-    repo_id: str,
-    tokenizer: Any = None,
-    *,
-    private: bool = False,
-    commit_message: str | None = None,
-    token: str | None = None,
-    endpoint: str | None = None,
-    **export_options: Any,
-) -> Any:
-    """Export ``model_or_folder`` (see :func:`~scratchformer.hub.export`) into a temporary folder and upload it to
-    ``repo_id`` in one commit, creating the repo if needed (``private`` applies only then). The token defaults to
-    ``HF_TOKEN`` (or the stored login), the endpoint to ``HF_ENDPOINT``. Returns the ``huggingface_hub.CommitInfo``."""
+def push(model_or_folder: Any, repo_id: str, tokenizer: Any = None, *, private: bool = False,
+         commit_message: str | None = None, token: str | None = None, endpoint: str | None = None,
+         **export_options: Any) -> Any:
+    """Export ``model_or_folder`` and upload it to ``repo_id`` in one commit; returns the ``CommitInfo``."""
     from huggingface_hub import constants, get_token
 
     from .. import __version__
@@ -108,30 +91,23 @@ def _refusal(error: Any, endpoint: str, step: str) -> str:
     return f"the Hub at {endpoint} refused {step} (HTTP {status}{server}); {hint}"
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Bounded requests
-# ---------------------------------------------------------------------------------------------------------------
-
-
 class Connections:
-    """The connections of a push, seen through the http client's ``request`` hook, so that a push past its time
-    limit can be stopped (:meth:`stop`)."""
+    """The connections of a push, seen through the http client's hook, so that :meth:`stop` can shut them."""
 
     def __init__(self) -> None:
         self.stopped = False
         self._sockets: list[Any] = []
 
     def stop(self) -> None:
-        """The upload's time is up: refuse every further request, and shut the connections opened so far, which
-        wakes a request waiting on a slow server at once."""
+        """Refuse every further request and shut the connections, which wakes a request waiting on a slow server."""
         self.stopped = True
         for connection in list(self._sockets):
             with suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
 
     def on_request(self, request: Any) -> None:
-        """Refuse a request once stopped (a ``HubError``: huggingface_hub does not retry it); else note the socket
-        of each new connection, through the http core's ``trace`` extension."""
+        """Refuse a request once stopped (a ``HubError``, which huggingface_hub does not retry); else note the socket
+        of each new connection (the http core's ``trace`` extension)."""
         if self.stopped:
             raise HubError("the upload's time limit has passed")
         earlier = request.extensions.get("trace")
@@ -148,9 +124,7 @@ class Connections:
 
 @contextmanager
 def _bounded_requests(connections: Connections) -> Iterator[None]:
-    """While the block runs, huggingface_hub's http client has timeouts and ``connections``' hook. It is made with
-    huggingface_hub's own knob, ``set_client_factory``, from the factory already set (a user's proxy or
-    certificates stay), and that factory is put back afterwards."""
+    """While the block runs, huggingface_hub's http client has timeouts and ``connections``' hook."""
     from huggingface_hub import set_client_factory
     from huggingface_hub.utils import _http
 

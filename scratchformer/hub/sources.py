@@ -1,9 +1,5 @@
-"""What an export reads: the encoder-decoder and its tokenizer, from memory or from a folder (through the one loader,
-:func:`scratchformer.loading.load`), checked to fit each other; every refusal is a :class:`HubError`.
-
-The weights keep the dtype they have in the source unless ``dtype`` asks for another; the exported ``config.json``
-keeps the source's ``dtype`` (what ``from_pretrained`` gives), so the float16 shipped checkpoint still loads as
-float32, as its config says.
+"""What an export reads: the encoder-decoder and its tokenizer, from memory or through the one loader, checked to fit
+each other, in the dtype to store (the dtype rules: docs/hub.md, "Export").
 """
 
 from __future__ import annotations
@@ -12,7 +8,7 @@ import copy
 import json
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..errors import HubError, ScratchformerError
 from ..loading import check_readable, check_tokenizer_matches, load, load_model
@@ -24,19 +20,8 @@ EXPORTABLE = "ScratchformerForConditionalGeneration"
 _SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
-class Source(NamedTuple):
-    """What an export writes: the model (its weights in the dtype to store), the tokenizer, and the ``dtype`` that
-    the exported ``config.json`` names (the source's: what ``from_pretrained`` gives by default)."""
-
-    model: Any
-    tokenizer: Any
-    config_dtype: str
-
-
-def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any = None) -> Source:
-    """The model, tokenizer and config dtype to export: the full encoder-decoder and a ``ScratchformerTokenizer``
-    that matches it (``tokenizer`` replaces the folder's), the weights in ``dtype`` (a copy: a model passed in memory
-    is never changed)."""
+def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any = None) -> tuple[Any, Any, str]:
+    """The model (in ``dtype``, on a copy), a matching ``ScratchformerTokenizer`` and the config dtype to export."""
     dtype = _checked_dtype(dtype)
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if source is None:
@@ -55,13 +40,12 @@ def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any 
         import torch
 
         model = copy.deepcopy(model).to(getattr(torch, target))
-    return Source(model, tokenizer, config_dtype)
+    return model, tokenizer, config_dtype
 
 
 def check_finite_when_stored(model: Any, dtype: str) -> None:
-    """:class:`HubError` in one line when a weight of ``model`` would not be a finite number once stored as
-    ``dtype``: a value beyond the dtype's range becomes inf in the cast (float16 ends at 65504), and inf or NaN
-    weights give NaN outputs, which the checksums would then vouch for. It names the tensor and its largest value."""
+    """:class:`HubError` naming the tensor when a weight of ``model`` would not be finite once stored as ``dtype``:
+    inf or NaN weights give NaN outputs, which the checksums would then vouch for."""
     import torch
 
     target = getattr(torch, dtype)
@@ -80,9 +64,7 @@ def check_finite_when_stored(model: Any, dtype: str) -> None:
 
 
 def check_source(source: Path) -> None:
-    """Before anything is read or written: :class:`HubError` in one line when this user may not read ``source`` (a
-    loop of symbolic links, a parent folder, the folder, or a file the export reads;
-    :func:`scratchformer.loading.check_readable` says which) or it is no folder."""
+    """Before anything is read or written: :class:`HubError` unless ``source`` is a folder this user may read."""
     try:
         check_readable(source, also=lambda name: name == README or is_card_asset(name))
     except ScratchformerError as error:
@@ -92,9 +74,7 @@ def check_source(source: Path) -> None:
 
 
 def stored_dtype(folder: str | os.PathLike) -> str | None:
-    """The dtype of the floating-point weights in the ``*.safetensors`` files of ``folder`` (read from their
-    headers), or ``None`` when there are none, they mix dtypes or a header cannot be read (the loader then says
-    what is wrong with the file)."""
+    """The one dtype of the floating-point weights in ``folder``'s safetensors headers, else ``None``."""
     from safetensors import safe_open
 
     found = set()
@@ -131,13 +111,11 @@ def _config_dtype(source: Path, stored: str | None) -> str:
 
 
 def _load_folder(source: Path, with_tokenizer: bool, dtype: str | None) -> tuple[Any, Any, str]:
-    """The model of ``source`` with its weights in the dtype they are stored in (``dtype`` where that is not one), its
-    tokenizer when ``with_tokenizer``, and the dtype its config names; the caller casts to ``dtype``. ``export`` has
-    run :func:`check_source` on it before the output folder was checked."""
+    """The model of ``source`` in its stored dtype (else ``dtype``), its tokenizer when ``with_tokenizer``, and the
+    dtype its config names; the caller casts to ``dtype``."""
     has_tokenizer = with_tokenizer and (source / "tokenizer.json").is_file()
     stored = stored_dtype(source)
-    load_as = stored or dtype  # as stored, so that a cast to dtype is checked (check_finite_when_stored); None (mixed
-    # or no weights): the loader's default, float32
+    load_as = stored or dtype  # as stored, so that the cast to dtype is checked (check_finite_when_stored)
     config_dtype = _config_dtype(source, stored)
     try:
         if has_tokenizer:
