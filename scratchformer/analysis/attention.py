@@ -172,11 +172,6 @@ def _encoder_decoder_maps(text_encoder: TextEncoder, encoded: Encoded, tokens: l
     )
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# bertviz
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def _as_layer_list(weights: torch.Tensor, layers: int, heads: int) -> list[torch.Tensor]:
     """``(L, H, q, k)`` -> bertviz's list of ``(1, heads, q, k)``, padded with all-zero layers and heads up to
     ``layers`` and ``heads``."""

@@ -49,11 +49,6 @@ from .results import (  # the study's types; re-exported: `from scratchformer.an
 from .similarity import centred_cosine, cosine, unrelated_pair_baseline
 from .words import find_word, sentence_words, shown
 
-# ----------------------------------------------------------------------------------------------------------------
-# The study
-# ----------------------------------------------------------------------------------------------------------------
-
-
 BANK_STUDY = Study(
     word="bank",
     sentences=[
@@ -137,11 +132,6 @@ def headline_layer(loaded: LoadedModel, layer: int) -> int:
         raise ScratchformerError(f"--layer {layer!r} is out of range for {loaded.label}, which has {n} layers: use "
                                  f"1..{n} or a negative index -{n}..-1 (-1 = last)")
     return layer % (n + 1)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Running the study on one model
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def sense_verdict(summary: LayerSummary) -> str:
@@ -236,11 +226,6 @@ def format_table(result: ModelStudy, study: Study) -> str:
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Plots of one model
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def rotary_table(config: Any, num_positions: int) -> torch.Tensor:
     """What rotary positions do, as a table ``(positions, d_k)``: for each position, the cosines and then the sines of
     the angles ``pos * theta^(-2j/d_k)`` by which an encoder head turns its query/key pairs. The cosine between two
@@ -307,11 +292,6 @@ def write_plots(runs: list[StudyRun], study: Study, out: Path) -> dict[str, str]
         if tables[id(run)] is not None:
             run.result.plots["positional_encoding"] = shared["positional_encoding"]
     return shared
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The command
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def compare_payload(study: Study, results: list[ModelStudy]) -> dict[str, Any]:

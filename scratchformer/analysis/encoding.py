@@ -123,8 +123,6 @@ class TextEncoder:
         """The token strings of ``ids`` (``'Ġbank'``, ``'##s'``, ``'bank</w>'``...)."""
         return list(self.tokenizer.convert_ids_to_tokens(list(ids)))
 
-    # -- tokenization ------------------------------------------------------------------------------------------
-
     def tokenize(self, texts: Sequence[str]) -> list[Encoded]:
         """Tokenize ``texts``; texts over ``max_length`` are cut with a warning or refused."""
         if not texts:  # a fast tokenizer fails on an empty batch with a bare IndexError
@@ -153,8 +151,6 @@ class TextEncoder:
             raise ScratchformerError(f"{message}; shorten them, or use long_inputs='truncate' to cut them")
         warnings.warn(f"{message}; they were truncated to {self.max_length} tokens (max_length= moves the cut)",
                       stacklevel=4)
-
-    # -- the forward pass --------------------------------------------------------------------------------------
 
     @property
     def device(self) -> torch.device:

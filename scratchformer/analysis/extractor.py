@@ -71,8 +71,6 @@ class EmbeddingExtractor(TextEncoder):
                                 trust_remote_code=trust_remote_code)
         return cls(model, tokenizer, **kwargs)
 
-    # -- what it runs on ---------------------------------------------------------------------------------------
-
     @property
     def num_layers(self) -> int:
         """Number of layers of the (encoder) stack: valid layers are ``0..num_layers`` and ``"learned"``."""
@@ -85,8 +83,6 @@ class EmbeddingExtractor(TextEncoder):
     def resolve_layer(self, layer: Layer) -> Layer:
         """Check ``layer`` and turn a negative index into a non-negative one (``-1`` -> ``num_layers``)."""
         return resolve_layer(layer, self.num_layers)
-
-    # -- token-level -------------------------------------------------------------------------------------------
 
     def token_embeddings(self, texts: str | Sequence[str], layer: Layer = -1) -> list[TokenEmbeddings]:
         """Per-token vectors of each text at ``layer`` ("learned", 0 = embedding-layer output, k = layer k)."""
@@ -124,8 +120,6 @@ class EmbeddingExtractor(TextEncoder):
                 f"or a layer 1..{self.num_layers} / -1"
             )
         return self.token_embeddings(text, layer=layer)[0]
-
-    # -- word-level --------------------------------------------------------------------------------------------
 
     def locate_word(self, sentence: str, word: str, occurrence: int = 0) -> WordLocation:
         """Find the ``occurrence``-th (0-based, ``-1`` = last) whole-word ``word`` in ``sentence`` and its tokens.
@@ -202,8 +196,6 @@ class EmbeddingExtractor(TextEncoder):
         words = [[(w[0].word, w[0].vector) for w in sentence] for sentence in per_sentence]
         return similarity_in_context(a.vector, b.vector, words, {a.word.lower(), b.word.lower()})
 
-    # -- sentence-level ----------------------------------------------------------------------------------------
-
     def sentence_embeddings(self, sentences: str | Sequence[str], pooling: str = "mean", layer: Layer = -1,
                             exclude_special_tokens: bool = False) -> SentenceEmbeddings:
         """One vector per sentence: ``pooling`` (``mean``, ``max``, ``cls``/``first``) over its tokens at ``layer``.
@@ -225,15 +217,11 @@ class EmbeddingExtractor(TextEncoder):
         return SentenceEmbeddings(sentences=sentences, layer=layer, kind=layer_kind(layer), pooling=pooling,
                                   vectors=torch.stack(vectors), truncated=truncated)
 
-    # -- attention ---------------------------------------------------------------------------------------------
-
     def attention_maps(self, sentence: str, target: str | None = None) -> AttentionMaps:
         """Attention probabilities for one sentence, heads kept apart (see :mod:`~scratchformer.analysis.attention`;
         for an encoder-decoder also decoder self-attention and cross-attention, the decoder being fed ``target``,
         or else the sentence itself, shifted right: teacher forcing)."""
         return attention_maps(self, sentence, target)
-
-    # -- helpers -----------------------------------------------------------------------------------------------
 
     def _sentence_tokens(self, sentence: str) -> list[str]:
         """The token strings of ``sentence`` (for error messages)."""
@@ -244,11 +232,6 @@ class EmbeddingExtractor(TextEncoder):
         used, vector = pool_word(vectors_at(self.model, e.input_ids, hidden, layer), location.token_indices, pooling)
         return WordEmbedding(location=location, layer=layer, kind=layer_kind(layer), pooling=pooling,
                              used_token_indices=used, vector=vector)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Loading
-# ----------------------------------------------------------------------------------------------------------------
 
 
 @dataclass

@@ -72,11 +72,6 @@ GEOMETRY_JSON, WORDS_CSV = "geometry.json", "geometry_words.csv"
 PLOT_FILES = {measure: f"geometry_{measure}.png" for measure in MEASURES}
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The measures, on tensors
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def unit(x: torch.Tensor) -> torch.Tensor:
     """Rows of ``x`` scaled to length 1 (a zero row stays zero)."""
     return torch.nn.functional.normalize(x.double(), dim=-1)
@@ -229,11 +224,6 @@ class Standardiser:
         if row is not None:
             return (vectors.double() - mean[row]) / std[row]
         return (vectors.double() - mean[:, None]) / std[:, None]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Results
-# ----------------------------------------------------------------------------------------------------------------
 
 
 @dataclass

@@ -64,10 +64,6 @@ from .words import covering_tokens, words_kept
 
 CHUNK = 512  # sentences tokenized at once: the token bookkeeping of a chunk is all that is held
 
-# ----------------------------------------------------------------------------------------------------------------
-# Word vectors of one sentence, every row at once
-# ----------------------------------------------------------------------------------------------------------------
-
 
 def word_token_indices(encoded: Encoded, spans: list[tuple[int, int]]) -> list[list[int]]:
     """The tokens covering each character span, as :func:`~scratchformer.analysis.words.covering_tokens` finds them
@@ -160,11 +156,6 @@ def stream_rows(extractor: EmbeddingExtractor, sentences: list[str], indices: li
                 truncated += sum(e.truncated for e in batch)
                 bar.update(len(batch))
     return truncated
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# One model
-# ----------------------------------------------------------------------------------------------------------------
 
 
 class _Accumulator:
@@ -332,10 +323,6 @@ def _word_rows(label: str, layers: list[Any], plan: GeometryPlan, words: list[in
                          "mev_standardised": "" if std_mev is None else number(std_mev[r, k])})
     return rows
 
-
-# ----------------------------------------------------------------------------------------------------------------
-# The command
-# ----------------------------------------------------------------------------------------------------------------
 
 WORD_FIELDS = ("model", "layer", "word", "occurrences", "kept", "pairs", "self_similarity",
                "self_similarity_standardised", "mev", "mev_standardised")

@@ -65,11 +65,6 @@ def short_label(label: str) -> str:
     return label.split(" (")[0]
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The bank study: ONE projection figure for all models
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def pca_2d(x: torch.Tensor) -> torch.Tensor:
     """``(points, dims)`` -> ``(points, 2)``: the first two principal components (zeros where there are fewer)."""
     x = x.double() - x.double().mean(dim=0)
@@ -187,11 +182,6 @@ def projection_figure(entries: Sequence[tuple[ModelStudy, StudyVectors]], study:
     return fig
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The bank study: positional encodings, all models in one figure
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def robust_limit(table: torch.Tensor, percentile: float = PE_PERCENTILE) -> float:
     """The ``percentile``-th percentile of ``|table|``: a colour limit that a few outliers cannot set."""
     return float(torch.quantile(table.abs().flatten().double(), percentile / 100))
@@ -235,11 +225,6 @@ def positions_figure(rows: Sequence[tuple[str, torch.Tensor, str]]) -> Any:
                  "model's own value range, clipped at the 99th percentile; right: one cosine range for all models)",
                  fontsize=11)
     return fig
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The bank study: attention, laid out per stack
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def attention_norm() -> Any:
@@ -347,11 +332,6 @@ def _wrap(text: str, width: int) -> str:
     return "\n".join(textwrap.wrap(text, width))
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Word senses
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def plot_senses(reports: Sequence[SenseReport], path: str | Path) -> Path:
     """ROC-AUC and 1-NN accuracy per layer, one line per model (PNG)."""
     fig = new_figure(figsize=(12, 4.5))
@@ -381,11 +361,6 @@ def plot_senses(reports: Sequence[SenseReport], path: str | Path) -> Path:
     ax_auc.legend(fontsize=8)
     ax_nn.legend(fontsize=8)
     return _save(fig, path, dpi=120)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Embedding geometry
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def plot_geometry(reports: Sequence[GeometryReport], folder: str | Path) -> dict[str, Path]:

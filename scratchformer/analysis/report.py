@@ -36,11 +36,6 @@ def _e(value: Any) -> str:
     return html.escape(str(value))
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The data of the attention view
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def _rounded(t: Any) -> Any:
     return [[round(float(v), 4) for v in row] for row in t] if t.dim() == 2 else [_rounded(x) for x in t]
 
@@ -80,11 +75,6 @@ def script_json(payload: Any) -> str:
     keep the page's own ``</script>`` from closing it."""
     text = json.dumps(payload, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# HTML pieces
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "") -> str:
@@ -222,10 +212,6 @@ def write_report(runs: Sequence[StudyRun], study: Study, path: str | Path) -> Pa
     return files.write_text(path, render_report(runs, study, geometry_section(path.parent)))
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The embedding-geometry section, from the geometry.json of `scratchformer geometry`
-# ----------------------------------------------------------------------------------------------------------------
-
 GEOMETRY_HEADER = ["layer", "self-sim.", "intra-sent.", "MEV", "baseline", "self - base", "intra - base",
                    "std: self-sim.", "std: intra", "std: MEV", "std: baseline"]
 
@@ -268,10 +254,6 @@ def geometry_section(folder: str | Path) -> str:
             "geometry.json.</p>"
             f"<div class='models'>{''.join(_geometry_table(m) for m in models)}</div>{figures}")
 
-
-# ----------------------------------------------------------------------------------------------------------------
-# A screenshot of the page (for CI artifacts), with a headless Chromium
-# ----------------------------------------------------------------------------------------------------------------
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 

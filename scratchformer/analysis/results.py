@@ -75,11 +75,6 @@ class SentenceEmbeddings:
     truncated: list[bool] = field(default_factory=list)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The "bank" study (scratchformer compare): computed by analysis.bank, drawn by analysis.plots and analysis.report
-# ----------------------------------------------------------------------------------------------------------------
-
-
 @dataclass
 class StudySentence:
     sense: str  # a label; sentences with the same label use the word in the same sense

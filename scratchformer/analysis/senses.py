@@ -53,10 +53,6 @@ from .sense_data import (
     sample_members,
 )
 
-# ----------------------------------------------------------------------------------------------------------------
-# Metrics
-# ----------------------------------------------------------------------------------------------------------------
-
 
 def roc_auc(labels: Any, scores: Any) -> float:
     """Area under the ROC curve of ``scores`` for binary ``labels`` (Mann-Whitney U, ties count one half)."""
@@ -139,11 +135,6 @@ def within_group_roc_auc(same: np.ndarray, cosines: np.ndarray, pair_group: np.n
     """The mean ROC-AUC over the groups whose pairs (``pair_group`` gives each pair's group) are of both kinds."""
     scores = group_roc_aucs(same, cosines, pair_group, int(pair_group.max()) + 1 if len(pair_group) else 0)
     return float(np.nanmean(scores)) if np.isfinite(scores).any() else float("nan")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Evaluation
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def scorable_groups(examples: list[SenseExample], group_by: str = "lemma") -> list[list[int]]:
@@ -269,11 +260,6 @@ def evaluate_senses(
         layers=scores,
         verdict=sense_score_verdict(scores),
     )
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The command
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def first_groups(examples: list[SenseExample], group_by: str, max_groups: int | None) -> list[SenseExample]:

@@ -70,11 +70,6 @@ class WordLocation:
     extends_beyond_word: bool = False  # a token also covers characters outside the word (e.g. "bank" in "banks")
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Characters
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def find_word(sentence: str, word: str, occurrence: int = 0,
               tokens_of: Callable[[str], list[str]] | None = None) -> WordSpan:
     """The ``occurrence``-th (0-based, ``-1`` = last) whole-word, case-sensitive match of ``word`` in ``sentence``.
@@ -145,11 +140,6 @@ def words_kept(encoded: Encoded) -> list[tuple[str, int, int]]:
     return [(w, start, end) for w, start, end in words if start < kept_until]
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Tokens
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def covering_tokens(encoded: Encoded, start: int, end: int) -> tuple[list[int], bool]:
     """Indices of the (non-special) tokens that overlap characters ``start..end``, and whether one of them also
     covers characters outside that span."""
@@ -190,11 +180,6 @@ def locate(encoded: Encoded, span: WordSpan, tokens: Callable[[Sequence[int]], l
         token_ids=ids,
         extends_beyond_word=extends,
     )
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Words as axis labels: merging a sentence's tokens back into its words
-# ----------------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
