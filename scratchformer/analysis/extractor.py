@@ -1,28 +1,5 @@
-"""Learned, embedding-layer and contextual embeddings from any Hugging Face encoder or encoder-decoder.
-
-:class:`EmbeddingExtractor` is the one object a caller needs: a :class:`~scratchformer.analysis.encoding.TextEncoder`
-(texts in, hidden states out) that finds words and pools their vectors (the pieces: :mod:`scratchformer.analysis`).
-
-Three different tensors are all called "the embedding of a token"; keeping them apart is the point:
-
-1. **Learned embedding** (``layer="learned"``): row ``token_id`` of the input embedding table, the *same vector in
-   every sentence* (as long as the token id is the same; a byte-level BPE gives "bank" and " bank" different ids).
-2. **Embedding-layer output** (``layer=0``): ``hidden_states[0]``, what layer 1 receives. For Scratchformer
-   ``sqrt(d_model) * learned + sinusoidal positional encoding``; for BERT ``LayerNorm(word + position (+ type))``.
-   It is *not* the learned vector, although it is often mistaken for it.
-3. **Contextual embedding** (``layer=k`` for ``k >= 1``, default ``-1`` = ``last_hidden_state``): the output of
-   layer ``k``, where self-attention has mixed in the other words. For an encoder-decoder: the encoder's.
-
-Example::
-
-    from scratchformer.analysis.extractor import EmbeddingExtractor
-
-    ex = EmbeddingExtractor.from_pretrained("small")                      # an alias, a folder or a Hub id
-    a = ex.word_embedding("He sat on the river bank.", "bank")            # contextual, last layer, mean of sub-tokens
-    b = ex.word_embedding("She took money from the bank.", "bank")
-    learned = ex.word_embedding("He sat on the river bank.", "bank", layer="learned")
-    print(a.location.tokens, ex.word_similarity(a, b))                    # cosine with its anisotropy baseline
-"""
+"""Learned, embedding-layer and contextual embeddings from any Hugging Face encoder or encoder-decoder
+(:class:`EmbeddingExtractor`; the three kinds and its API: docs/embeddings.md)."""
 
 from __future__ import annotations
 

@@ -1,31 +1,5 @@
-"""How contextual are the vectors? The embedding-geometry measures of Ethayarajh (EMNLP 2019), per layer.
-
-For the vectors ``f_l(s, w)`` of word occurrences at one layer ``l`` (a word's sub-tokens pooled as everywhere in
-this package), with ``cos`` the cosine:
-
-- **self-similarity** of a word: the mean ``cos`` over pairs of its occurrences in different sentences
-  (:func:`word_measures`; every pair up to :data:`MAX_PAIRS_PER_WORD`, a seeded sample of that many beyond, as
-  the author's code samples 1,000). A static embedding scores 1.
-- **intra-sentence similarity** of a sentence: the mean ``cos`` between each of its words and the mean of its word
-  vectors (:func:`intra_sentence_similarity`).
-- **maximum explainable variance (MEV)** of a word: the share of the variance of its occurrence vectors that their
-  first principal component explains, with the vectors *centred* as scikit-learn's ``PCA(n_components=1)`` in the
-  author's code does (:func:`mev`). Only for words with at least :data:`MEV_MIN_OCCURRENCES` occurrences: ``n``
-  points span at most ``n - 1`` directions, so a word seen ``n`` times scores at least ``1 / (n - 1)``.
-- **anisotropy baseline**: the mean ``cos`` between random word occurrences from different sentences (one occurrence
-  sampled per sentence, :func:`mean_pairwise_cosine`). The other measures are read *adjusted*: minus the baseline
-  (MEV minus its own baseline, the first-PC share of the same random occurrences).
-
-**Standardised** variants (Timkey & van Schijndel, EMNLP 2021): each dimension minus its mean, divided by its
-standard deviation, both estimated on a sample of the layer's vectors (:class:`Standardiser`). A few "rogue"
-dimensions with a huge mean and variance can dominate the raw cosine; standardising removes them.
-
-The **learned** row (the embedding table) gives a word the same vector in every sentence where it is spelled with
-the same tokens: self-similarity 1 and MEV 1 by construction. A byte-level BPE spells a sentence's first word
-without the leading space, so measured over all pairs it can fall a little below 1; the report says how many pairs
-had identical tokens. The streaming run over a model lives in :mod:`~scratchformer.analysis.geometry_run`, the data
-in :mod:`~scratchformer.analysis.geometry_data`.
-"""
+"""The embedding-geometry measures of Ethayarajh (EMNLP 2019) on tensors, raw and standardised, and their report
+(the measures and where they follow the author's code: docs/embeddings.md, "The measures")."""
 
 from __future__ import annotations
 

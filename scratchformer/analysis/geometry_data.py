@@ -1,15 +1,5 @@
-"""The data of the geometry study: sentences, the words to follow through them, and which occurrences to keep.
-
-Two formats are read (:func:`read_sentences`): the word-sense TSV of ``scratchformer senses`` (its header names the
-columns ``lemma pos synset start end sentence``; its distinct sentences are used) and plain UTF-8 text with one
-sentence a line (``.gz`` read as gzip). Repeated sentences count once, since a word's occurrences must come from
-different contexts. Words are the package's words (:func:`~scratchformer.analysis.words.sentence_words`, case as
-written), counted once per sentence.
-
-:func:`plan_geometry` picks, without any model, what a run keeps, so that memory does not grow with the data: at
-most ``max_words`` word types among those with ``min_occurrences`` occurrences or more, at most ``max_occurrences``
-occurrences of each (seeded samples), and the sentences of the baseline sample.
-"""
+"""The data of the geometry study: its sentences, and which words and occurrences a run keeps (chosen without a
+model, so that memory does not grow with the data)."""
 
 from __future__ import annotations
 

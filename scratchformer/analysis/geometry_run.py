@@ -1,18 +1,5 @@
-"""``scratchformer geometry``: the measures of :mod:`~scratchformer.analysis.geometry` over a model, streamed.
-
-A run makes two passes over the model, each forward batch pooled into word vectors for every row at once (learned
-table, embedding-layer output, every layer; a word's sub-tokens pooled as
-:func:`~scratchformer.analysis.pooling.pool_word` does) in a few tensor operations per batch, not per sentence:
-
-1. the baseline sample (:data:`~scratchformer.analysis.geometry_data.SAMPLE_SENTENCES` sentences): each row's
-   per-dimension mean and standard deviation over all their word occurrences, and one occurrence per sentence
-   for the anisotropy baseline;
-2. every sentence: its intra-sentence similarity (raw and standardised, with the statistics of pass 1), and the
-   occurrences that the plan keeps for self-similarity and MEV, written into one preallocated tensor.
-
-Nothing else is kept, so memory is bounded by the plan (``max_words x max_occurrences`` vectors per row), not by the
-number of sentences; sentences are tokenized a chunk at a time.
-"""
+"""``scratchformer geometry``: the measures of :mod:`~scratchformer.analysis.geometry` over a model, in two streaming
+passes whose memory is bounded by the plan, not by the data (docs/embeddings.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Point labels that do not overlap: a small, readable stand-in for adjustText.
-
-Labels of a scatter plot are placed one at a time, each at the first of a few candidate offsets around its point
-(right, left, above, below, the diagonals; near first, then farther out) where its box overlaps no label placed
-before it and no point. When every candidate overlaps, the one with the least overlap wins. A label that ends up
-away from its point gets a thin leader line. All geometry is in display pixels, measured with the figure's renderer.
-"""
+"""Point labels that do not overlap: each label at the first candidate offset around its point that overlaps no
+earlier label and no point (else the least overlap), with a leader line when it ends up far."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""What a layer number stands for: the learned table row, the embedding-layer output, or a layer's output.
-
-Three different tensors are all called "the embedding of a token"; a *layer* picks one of them:
-
-- ``"learned"``: row ``token_id`` of the input embedding table (:func:`input_embedding_table`), the same vector in
-  every sentence;
-- ``0``: ``hidden_states[0]``, the embedding-layer output (token embedding plus whatever position encoding the model
-  adds there), what layer 1 receives;
-- ``k >= 1``: the output of layer ``k`` (contextual); negative indices count from the last (``-1`` =
-  ``last_hidden_state``).
-"""
+"""What a layer number stands for: ``"learned"`` (the table row), ``0`` (the embedding-layer output) or ``k`` (layer
+``k``'s output; negative counts from the last)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""The PNG figures of ``scratchformer compare`` (the bank study), ``scratchformer senses`` and ``geometry``.
-
-Every figure is drawn on matplotlib's Agg canvas without pyplot (:func:`new_figure`), so a notebook's inline
-backend is left alone; matplotlib is imported on first use, so importing this module stays cheap. The functions take results, not models: the numbers come
-from :mod:`~scratchformer.analysis.bank` and :mod:`~scratchformer.analysis.senses`.
-
-What every figure keeps to, so that it teaches rather than decorates:
-
-- every heatmap has a colour bar, and its title says what the colour is and how it is scaled;
-- where two models sit side by side they share one colour range;
-- axes are labelled with words, not BPE pieces (a word split into several tokens spans several rows);
-- attention panels are laid out per stack, so an encoder of 6 layers and a decoder of 2 leave no empty panel.
-"""
+"""The PNG figures of ``scratchformer compare``, ``senses`` and ``geometry``, drawn from results without pyplot (a
+notebook's backend is left alone)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Pooling token vectors into one vector: a word's sub-tokens, or a sentence's tokens.
-
-- Words (:data:`WORD_POOLING_MODES`): ``mean`` of the sub-tokens (default), or the ``first`` or ``last`` one.
-- Sentences (:data:`SENTENCE_POOLING_MODES`): ``mean``, ``max``, ``cls``/``first`` over the real tokens, with the
-  formulas of sentence-transformers' ``Pooling`` module, so the results agree with it.
-"""
+"""Pooling token vectors into one vector: a word's sub-tokens, or a sentence's tokens (as sentence-transformers'
+``Pooling`` does)."""
 
 from __future__ import annotations
 

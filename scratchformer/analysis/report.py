@@ -1,13 +1,5 @@
-"""``scratchformer compare --html``: the whole study in one self-contained page, ``index.html``.
-
-The page needs no network and no server: the PNG figures are inlined as base64, the CSS and the small hand-written
-JavaScript of the attention view (:mod:`~scratchformer.analysis.report_assets`) are inlined too, and the attention
-weights travel as JSON inside the page. Open it from disk in any browser.
-
-What it shows, per model: the verdict, the tables of ``scratchformer compare``, and an interactive attention view
-(pick the stack - encoder self-attention, decoder self-attention, cross-attention -, the layer, and one head or
-the mean of the heads). The view colours weights with the same square-root scale and colour map as the PNGs.
-"""
+"""``scratchformer compare --html``: the whole study in one self-contained page, ``index.html`` (figures, CSS,
+JavaScript and attention weights inlined), and a Chromium screenshot of it."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""What an extraction gives back: vectors labelled with the tokens and the layer they come from; and what the
-"bank" study gives back (its numbers and the vectors behind its plots); and the word-sense evaluation's report.
-
-Every result carries its ``layer`` (``"learned"`` or a non-negative index into ``hidden_states``) and its ``kind``
-(``"learned"``, ``"embedding_output"`` or ``"contextual"``, see :mod:`scratchformer.analysis.layers`), so that a
-table or plot can always say which of the three "embeddings" it shows.
-
-The studies' types live here, below both the commands that compute them (:mod:`~scratchformer.analysis.bank`,
-:mod:`~scratchformer.analysis.senses`) and the renderers that draw them (:mod:`~scratchformer.analysis.plots`,
-:mod:`~scratchformer.analysis.report`), so that a renderer never imports a command module. The commands re-export
-them: ``from scratchformer.analysis.bank import Study`` and ``from ...senses import SenseReport`` keep working.
-"""
+"""The result types of extraction and of the studies, below both the commands that compute them and the renderers
+that draw them (so that a renderer never imports a command module)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""The word-sense data: a TSV of occurrences, read and checked row by row, grouped by lemma, and the pairs
-within each group (sampled past a bound).
-
-The file is tab-separated, UTF-8 (gzip for ``.gz``), with a header naming at least the columns ``lemma pos synset
-start end sentence`` (``gloss`` is optional), one row per occurrence, where ``sentence[start:end]`` is the target
-word (the format of ``wordnet_senses_dev.tsv``). Every problem - a missing file, bytes that are not UTF-8, a missing column, a short
-row, a span that is not two integers or does not select a whole word - raises :class:`~scratchformer.errors.DataError`
-naming the file, the line and what to fix.
-"""
+"""The word-sense data: a TSV of occurrences, read and checked row by row (a bad row is a ``DataError`` naming the
+file and line), grouped by lemma, and the pairs within each group."""
 
 from __future__ import annotations
 

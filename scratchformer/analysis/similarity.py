@@ -1,13 +1,5 @@
-"""Cosine similarity reported with what it should be compared against.
-
-Contextual vectors are anisotropic: they share a large common direction, so even unrelated words have a clearly
-positive cosine. A cosine therefore comes with two corrections (:class:`Similarity`):
-
-- the **baseline** (:func:`unrelated_pair_baseline`): the mean cosine of unrelated word pairs from the same
-  sentences; a cosine means "similar" only when it is clearly above it;
-- the **centred cosine** (:func:`centred_cosine`): the cosine after subtracting the mean vector of a pool of words,
-  which removes the shared direction; unrelated words score near 0 there.
-"""
+"""Cosine similarity reported with what it should be compared against: the unrelated-pair baseline and the centred
+cosine (contextual vectors are anisotropic)."""
 
 from __future__ import annotations
 

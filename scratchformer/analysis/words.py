@@ -1,13 +1,5 @@
-"""Finding a word in a sentence: first its characters, then the tokens that cover them.
-
-A word is found as a *whole word*, case-sensitively, in the original text (:func:`find_word`), or given as a
-character span (:func:`check_span`). Its tokens come from the tokenizer's character offsets (:func:`locate`), which
-works the same for the three tokenizer families:
-
-- WordPiece: ``withdrawing`` -> ``with ##draw ##ing``;
-- byte-level BPE: ``Ġbank``, whose offsets may include the leading space (``" bank"``), which is not counted;
-- ``</w>`` BPE: ``bank</w>``.
-"""
+"""Finding a word in a sentence: its characters (a whole-word match or a span), then the tokens whose character
+offsets cover them, alike for WordPiece, byte-level BPE and ``</w>`` BPE."""
 
 from __future__ import annotations
 
