@@ -42,12 +42,8 @@ class AttentionStack:
 
 @dataclass
 class AttentionMaps:
-    """Attention probabilities for one sentence, each ``(layers, heads, queries, keys)``.
-
-    ``groups`` merge the tokens back into the sentence's words (axis labels). For an encoder-decoder the decoder
-    reads ``decoder_tokens``: the sentence shifted right (teacher forcing) unless ``target`` was given, and
-    ``cross`` maps decoder queries onto encoder keys.
-    """
+    """Attention probabilities for one sentence, each ``(layers, heads, queries, keys)``; ``groups`` are the words
+    (axis labels), and for an encoder-decoder ``cross`` maps decoder queries onto encoder keys."""
 
     tokens: list[str]
     encoder: torch.Tensor
@@ -171,25 +167,9 @@ def _as_layer_list(weights: torch.Tensor, layers: int, heads: int) -> list[torch
 
 def bertviz_inputs(model: torch.nn.Module, tokenizer: Any, source: str, target: str | None = None,
                    ) -> dict[str, Any]:
-    """The keyword arguments of bertviz's ``head_view`` and ``model_view`` for one sentence::
-
-        from bertviz import head_view, model_view
-        head_view(**bertviz_inputs(model, tokenizer, "Write a poem about a man fishing on a river bank."))
-
-    For an **encoder-decoder** (``ScratchformerForConditionalGeneration``, BART, T5) it returns
-    ``encoder_attention``, ``decoder_attention``, ``cross_attention``, ``encoder_tokens`` and ``decoder_tokens``.
-    The decoder is fed ``target`` by teacher forcing (``<s>`` + its tokens, without the final ``</s>``), or the
-    source itself when no target is given. For an **encoder** (BERT, MiniLM, ``ScratchformerEncoderModel``) it
-    returns ``attention`` and ``tokens``.
-
-    Why padding: bertviz (1.4) takes one list of layer indices for all three stacks, made from the first stack it
-    is given (``include_layers = range(len(encoder_attention))``), and in ``model_view`` one list of head indices.
-    A decoder with fewer layers than its encoder (ours: 6 encoder, 2 decoder layers) then raises
-    ``IndexError: tuple index out of range``. Here the shorter stacks are padded with all-zero layers (and heads),
-    so every encoder layer can be shown: a padded decoder or cross-attention layer draws no lines in ``head_view``
-    and empty cells in ``model_view``. To show only the layers all stacks have, pass
-    ``include_layers=list(range(model.config.decoder_layers))`` as well.
-    """
+    """The keyword arguments of bertviz's ``head_view`` and ``model_view`` for one sentence (the decoder fed
+    ``target``, else the source, by teacher forcing). The shorter stacks are padded with all-zero layers and heads,
+    since bertviz 1.4 raises ``IndexError`` on a decoder shallower than its encoder (docs/learning.md)."""
     from .encoding import TextEncoder
 
     maps = attention_maps(TextEncoder(model, tokenizer), source, target)

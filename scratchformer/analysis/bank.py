@@ -206,10 +206,8 @@ def format_table(result: ModelStudy, study: Study) -> str:
 
 
 def rotary_table(config: Any, num_positions: int) -> torch.Tensor:
-    """What rotary positions do, as a table ``(positions, d_k)``: for each position, the cosines and then the sines of
-    the angles ``pos * theta^(-2j/d_k)`` by which an encoder head turns its query/key pairs. The cosine between two
-    rows is ``mean_j cos((m - n) theta^(-2j/d_k))``: it depends on the distance ``m - n`` only, which is what makes
-    a rotated query-key score relative."""
+    """What rotary positions do, as a table ``(positions, d_k)``: the cosines, then the sines, of the angles by which
+    an encoder head turns its query/key pairs (the cosine of two rows depends on their distance only)."""
     from ..models.paper_scratchformer import RotaryEmbedding
 
     head_dim = config.d_model // config.encoder_attention_heads
@@ -219,10 +217,8 @@ def rotary_table(config: Any, num_positions: int) -> torch.Tensor:
 
 
 def position_table(model: Any, num_positions: int) -> tuple[torch.Tensor, str] | None:
-    """``(table (positions, dims), description)`` of the additive positional encoding of ``model``, or ``None`` if
-    it has none (relative position biases); for rotary positions, which add nothing, :func:`rotary_table`. The
-    sinusoidal table comes with its sine columns first and its cosine columns second (the description says so); the
-    cosine between positions is the same."""
+    """``(table (positions, dims), description)`` of the additive positional encoding of ``model``; for rotary
+    positions :func:`rotary_table`; ``None`` when it has neither (relative position biases)."""
     config = model.config
     if getattr(config, "model_type", "") == "scratchformer":
         if config.position_embedding_type == "sinusoidal":
@@ -248,12 +244,8 @@ def _slug(label: str) -> str:
 
 
 def write_plots(runs: list[StudyRun], study: Study, out: Path) -> dict[str, str]:
-    """The figures of the study, into ``out``; fills each ``run.result.plots`` and returns the shared figures.
-
-    - ``projection.png``: ONE figure, a row per model (ours beside the reference BERT);
-    - ``positional_encoding.png``: the additive position tables of the models that have one, a row each;
-    - ``<model>_attention.png``: per model, the attention of the first sentence (its stacks differ per model).
-    """
+    """The figures of the study (docs/embeddings.md), into ``out``; fills each ``run.result.plots`` and returns the
+    shared figures."""
     from .plots import plot_attention, plot_positions, plot_projection
 
     shared = {"projection": str(plot_projection([(r.result, r.vectors) for r in runs], study,
@@ -310,13 +302,8 @@ def run_compare(
     screenshot: bool = False,
     quiet: bool = False,
 ) -> list[ModelStudy]:
-    """Run the study on the default models (ours and the reference, if installed) plus ``models``; write
-    ``compare.json`` and the plots into ``output`` (and ``index.html`` with ``html``, and its screenshot
-    ``index.png`` with ``screenshot`` where a Chromium is installed); print a table per model unless ``quiet``.
-
-    The options are checked first, then every model is loaded and ``layer`` checked against it, and only then
-    does the study run, so that a mistake ends the command before any output is half written.
-    """
+    """Run the study on the default models plus ``models`` and write its files into ``output``. Options, then every
+    model and ``layer`` against it, are checked before the study runs, so a mistake leaves no output half written."""
     study = study or make_study()
     sources = model_sources(models, include_defaults)
     out = check_output_folder(output, sources)  # made once there is something to write

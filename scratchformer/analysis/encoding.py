@@ -30,11 +30,8 @@ class Encoded:
 
 
 def encoder_of(model: torch.nn.Module) -> torch.nn.Module:
-    """The module whose hidden states are the embeddings: the encoder of an encoder-decoder, else the model.
-
-    An encoder-decoder's forward needs decoder inputs; its encoder alone gives the vectors we want. An encoder-only
-    model is used as it is (``BertModel.get_encoder()`` would return the bare layer stack).
-    """
+    """The module whose hidden states are the embeddings: the encoder of a model whose forward takes decoder inputs,
+    else the model itself (``BertModel.get_encoder()`` would return the bare layer stack)."""
     try:
         takes_decoder_inputs = "decoder_input_ids" in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
@@ -86,16 +83,8 @@ def _padded(rows: list[list[int]], pad: int) -> torch.Tensor:
 
 
 class TextEncoder:
-    """Tokenize texts and run them through ``model``'s encoder in length-sorted batches.
-
-    Args:
-        model: any Hugging Face encoder or encoder-decoder (then its encoder is run).
-        tokenizer: its tokenizer; word location needs a *fast* one (character offsets).
-        batch_size: texts per forward pass.
-        max_length: most tokens per text, special tokens included (default: :func:`default_max_length`).
-        long_inputs: ``"truncate"`` cuts longer texts with a warning; ``"error"`` refuses them.
-        progress: show a tqdm bar; ``None`` shows it from ``PROGRESS_MIN_TEXTS`` texts on.
-    """
+    """Tokenize texts and run them through ``model``'s encoder in length-sorted batches, under ``no_grad`` in
+    ``eval()``; texts over ``max_length`` tokens are cut with a warning (``long_inputs="error"``: refused)."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, batch_size: int = 32, max_length: int | None = None,
                  long_inputs: Literal["truncate", "error"] = "truncate", progress: bool | None = None) -> None:

@@ -32,10 +32,8 @@ from .words import WordLocation, WordQuery, WordSpan, find_word, locate, parse_q
 
 
 class EmbeddingExtractor(TextEncoder):
-    """Extract learned, embedding-layer and contextual vectors from ``model`` with its ``tokenizer``: any Hugging Face
-    encoder (BERT, DistilBERT, ``ScratchformerEncoderModel``...) or encoder-decoder (then its encoder is used).
-    The arguments are :class:`~scratchformer.analysis.encoding.TextEncoder`'s; word location needs a *fast*
-    tokenizer (character offsets)."""
+    """Learned, embedding-layer and contextual vectors of words, tokens and sentences from any Hugging Face encoder
+    or encoder-decoder; the arguments are :class:`~scratchformer.analysis.encoding.TextEncoder`'s."""
 
     @classmethod
     def from_pretrained(cls, source: str, *, trust_remote_code: bool = False, with_decoder: bool = False,
@@ -99,11 +97,8 @@ class EmbeddingExtractor(TextEncoder):
         return self.token_embeddings(text, layer=layer)[0]
 
     def locate_word(self, sentence: str, word: str, occurrence: int = 0) -> WordLocation:
-        """Find the ``occurrence``-th (0-based, ``-1`` = last) whole-word ``word`` in ``sentence`` and its tokens.
-
-        Matching is case-sensitive on the original text; the tokens come from the tokenizer's character offsets
-        (see :mod:`~scratchformer.analysis.words`).
-        """
+        """The ``occurrence``-th (0-based, ``-1`` = last) case-sensitive whole-word ``word`` in ``sentence``, and the
+        tokens that cover it."""
         span = find_word(sentence, word, occurrence, self._sentence_tokens)
         return locate(self.tokenize([sentence])[0], span, self.tokens, self.max_length)
 
@@ -136,11 +131,8 @@ class EmbeddingExtractor(TextEncoder):
 
     def word_embedding(self, sentence: str, word: str | tuple[int, int], occurrence: int = 0, layer: Layer = -1,
                        pooling: str = "mean") -> WordEmbedding:
-        """The vector of one word occurrence in its sentence (see :meth:`locate_word` for how it is found).
-
-        ``word`` may also be a character span ``(start, end)``. ``pooling`` combines the word's sub-tokens:
-        ``"mean"`` (default), ``"first"`` or ``"last"``; ``result.used_tokens`` says which were used.
-        """
+        """The vector of one word occurrence (or character span ``(start, end)``) in its sentence, its sub-tokens
+        pooled with ``"mean"``, ``"first"`` or ``"last"``."""
         query = (sentence, word) if isinstance(word, tuple) else (sentence, word, occurrence)
         return self.word_embeddings([query], layers=layer, pooling=pooling)[0][0]
 
@@ -175,12 +167,8 @@ class EmbeddingExtractor(TextEncoder):
 
     def sentence_embeddings(self, sentences: str | Sequence[str], pooling: str = "mean", layer: Layer = -1,
                             exclude_special_tokens: bool = False) -> SentenceEmbeddings:
-        """One vector per sentence: ``pooling`` (``mean``, ``max``, ``cls``/``first``) over its tokens at ``layer``.
-
-        Each sentence is pooled over its own tokens only, so the result does not depend on which other sentences
-        share its batch or how much padding they add. With the defaults (special tokens included, last layer) the
-        vectors equal sentence-transformers' ``Pooling`` on the same model's ``last_hidden_state``.
-        """
+        """One vector per sentence: ``pooling`` (``mean``, ``max``, ``cls``/``first``) over its own tokens at
+        ``layer``, so that the batch it shares and its padding change nothing."""
         sentences = [sentences] if isinstance(sentences, str) else list(sentences)
         (layer,) = resolve_layers(layer, self.num_layers)
         truncated = [False] * len(sentences)

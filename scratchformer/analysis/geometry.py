@@ -77,15 +77,9 @@ def intra_sentence_similarity(words: torch.Tensor, sizes: list[int] | None = Non
 
 
 def mev(vectors: torch.Tensor, counts: torch.Tensor | None = None) -> torch.Tensor:
-    """Share of the variance of ``(..., n, dims)`` occurrence vectors explained by their first principal component,
-    after centring (scikit-learn's ``PCA(n_components=1).explained_variance_ratio_[0]``) -> ``(...)``. With
-    ``counts`` ``(...)``, only the first ``counts`` of the ``n`` vectors are occurrences (the rest is padding), so
-    that words seen a different number of times go in one batch.
-
-    The variances along the components are the eigenvalues of the centred vectors' Gram matrix (the squared
-    singular values, from an ``n x n`` or ``dims x dims`` problem, whichever is smaller). Identical vectors have no
-    variance to explain; one static vector replaces them exactly, so they score 1.
-    """
+    """Share of the variance of ``(..., n, dims)`` centred occurrence vectors that their first principal component
+    explains (scikit-learn's ``PCA(n_components=1)``) -> ``(...)``; ``counts`` marks the rest of each row as padding.
+    Identical vectors score 1: one static vector replaces them exactly."""
     x = vectors.double()
     if counts is None:
         centred = x - x.mean(dim=-2, keepdim=True)
@@ -104,15 +98,9 @@ def mev(vectors: torch.Tensor, counts: torch.Tensor | None = None) -> torch.Tens
 def word_measures(vectors: torch.Tensor, groups: list[list[int]], pair_a: np.ndarray, pair_b: np.ndarray,
                   pair_word: np.ndarray, transform: Any = None, block: int = BLOCK_ELEMENTS,
                   progress: Any = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per row and word: the self-similarity (mean cosine of its pairs) and the MEV (``nan`` below
-    :data:`MEV_MIN_OCCURRENCES`), ``(rows, words)`` each, in one batched pass over the words.
-
-    ``vectors`` is ``(rows, occurrences, dims)``; word ``w``'s occurrences are the rows ``groups[w]``; pair ``k``
-    joins occurrences ``pair_a[k]`` and ``pair_b[k]`` of word ``pair_word[k]``. Words go a block at a time, each
-    padded to the block's most occurrences (``(rows, words, n, dims)``, about ``block`` numbers), so that every
-    pair's cosine is read off one Gram matrix per word and memory does not grow with the data; words go in order of
-    their occurrence counts, so that little of a block is padding. ``transform`` (the
-    standardisation) is applied to each block's vectors; ``progress`` (a tqdm bar) advances by the words done."""
+    """Per row and word of ``(rows, occurrences, dims)`` ``vectors``: the self-similarity (mean cosine of its pairs)
+    and the MEV (``nan`` below :data:`MEV_MIN_OCCURRENCES`), ``(rows, words)`` each. Words go a block of about
+    ``block`` numbers at a time, so that memory does not grow with the data; ``transform`` standardises each block."""
     rows, dims = vectors.shape[0], vectors.shape[-1]
     place = np.zeros(vectors.shape[1], dtype=np.int64)  # an occurrence's place among its word's occurrences
     for group in groups:
@@ -187,17 +175,9 @@ class Standardiser:
         std = variance.sqrt()
         return torch.where(std > 1e-12 * (self.mean.abs() + 1), std, torch.ones_like(std))
 
-    def fit(self, vectors: torch.Tensor) -> Standardiser:
-        """Estimate from ``(rows, n, dims)`` vectors at once (tests and small samples)."""
-        self.add(vectors)
-        return self
-
-    def __call__(self, vectors: torch.Tensor, row: int | None = None) -> torch.Tensor:
-        """``vectors`` standardised: ``(rows, n, dims)`` with every row's statistics, or ``(n, dims)`` of ``row``."""
-        mean, std = self.mean, self.std
-        if row is not None:
-            return (vectors.double() - mean[row]) / std[row]
-        return (vectors.double() - mean[:, None]) / std[:, None]
+    def __call__(self, vectors: torch.Tensor) -> torch.Tensor:
+        """``(rows, n, dims)`` vectors standardised with every row's statistics."""
+        return (vectors.double() - self.mean[:, None]) / self.std[:, None]
 
 
 @dataclass

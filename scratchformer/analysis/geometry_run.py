@@ -95,9 +95,8 @@ class BatchWords:
 
 def batch_rows(batch: list[Encoded], hidden: torch.Tensor, pooling: str, table: torch.Tensor | None) -> BatchWords:
     """The words of ``batch`` (those not cut off, and covered by a token) pooled from ``hidden`` ``(batch, layers +
-    1, tokens, dims)`` and the learned ``table`` (``None``: no learned row, as for ALBERT, whose table is narrower
-    than its hidden states) in a few tensor operations for the whole batch; the per-sentence work is the Python
-    bookkeeping of which tokens make which word."""
+    1, tokens, dims)`` and the learned ``table`` in a few tensor operations for the whole batch; no learned row where
+    the table does not fit the hidden states (ALBERT's is narrower)."""
     where: list[tuple[int, int]] = []  # (sentence in batch, token) of every pooled token
     word_of: list[int] = []  # and the word it goes into
     sizes: list[int] = []  # tokens pooled per word
@@ -351,10 +350,8 @@ def run_geometry(
     progress: bool | None = None,
     quiet: bool = False,
 ) -> list[GeometryReport]:
-    """Measure each model on ``data``; write ``geometry.json``, ``geometry_words.csv`` and one PNG per measure into
-    ``output``, and print a table per model unless ``quiet``. Without ``models``: our shipped checkpoint and
-    MiniLM, or ours alone with a one-line note where the ``[reference]`` extra is missing (as ``compare`` does).
-    Options, data and the output folder are checked, and every model loaded, before any encoding."""
+    """Measure each model (default: ours and MiniLM) on ``data`` and write the files into ``output``; options, data
+    and folder are checked, and every model loaded, before any encoding."""
     models = model_list(models) or model_sources(None, include_defaults=True)  # MiniLM where installed
     data_set = read_sentences(data, max_sentences)
     plan = plan_geometry(data_set.sentences, min_occurrences=min_occurrences, max_words=max_words,

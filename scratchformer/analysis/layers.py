@@ -74,11 +74,8 @@ def input_embedding_table(model: torch.nn.Module) -> torch.Tensor:
 
 
 def vectors_at(model: torch.nn.Module, input_ids: list[int], hidden: torch.Tensor, layer: Layer) -> torch.Tensor:
-    """``(num_tokens, hidden_size)`` vectors of one text at a resolved ``layer``.
-
-    ``hidden`` is ``(num_layers + 1, num_tokens, hidden_size)``, the text's hidden states without padding; the
-    learned vectors come from the embedding table instead.
-    """
+    """``(num_tokens, hidden_size)`` vectors of one text at a resolved ``layer``: from its ``(num_layers + 1,
+    num_tokens, hidden_size)`` hidden states, or for ``"learned"`` from the embedding table."""
     if layer == LEARNED:
         table = input_embedding_table(model)
         return table[torch.tensor(input_ids, device=table.device)].detach().float().cpu()

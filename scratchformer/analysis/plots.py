@@ -182,13 +182,8 @@ def plot_positions(rows: Sequence[tuple[str, torch.Tensor, str]], path: str | Pa
 
 
 def positions_figure(rows: Sequence[tuple[str, torch.Tensor, str]]) -> Any:
-    """One row per model ``(label, table (positions, dims), description)``: the positional-encoding heatmap and the
-    cosine between positions.
-
-    The heatmap's colour scale is symmetric and clipped at the 99th percentile of ``|value|`` (BERT's learned table
-    has a few values near 2 among values of about 0.1; without the clip it is one flat colour), and the title says
-    how much was clipped. The cosine panels share one range, -1 to 1, for every model.
-    """
+    """One row per model ``(label, table (positions, dims), description)``: the positional-encoding heatmap, clipped
+    at the 99th percentile of ``|value|`` (BERT's table has a few outliers near 2), and the cosine between positions."""
     fig = new_figure(figsize=(14, 4.3 * len(rows) + 0.8))
     axes = fig.subplots(len(rows), 2, squeeze=False, gridspec_kw={"width_ratios": [2.2, 1]})
     for (label, table, description), (ax_pe, ax_sim) in zip(rows, axes):
@@ -361,10 +356,8 @@ def plot_geometry(reports: Sequence[GeometryReport], folder: str | Path) -> dict
 
 
 def geometry_figure(reports: Sequence[GeometryReport], measure: str) -> Any:
-    """``measure`` per row (learned, embedding output, layers 1..N on x), one line per model: solid raw, dashed
-    after per-dimension standardisation. The reference values (:data:`~scratchformer.analysis.geometry.
-    REFERENCE_VALUES`: published ones of 12-layer models, or a static embedding's 1) are dotted grey horizontal lines,
-    labelled with what they are; the title says which (:func:`~scratchformer.analysis.geometry.reference_note`)."""
+    """``measure`` per row, one line per model (dashed: standardised), with the reference values as dotted grey
+    lines."""
     from .geometry import MEASURE_NAMES, REFERENCE_VALUES, reference_note
 
     fig = new_figure(figsize=(9, 5))

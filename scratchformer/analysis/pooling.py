@@ -18,11 +18,8 @@ def check_pooling(mode: str, modes: tuple[str, ...] = WORD_POOLING_MODES) -> Non
 
 
 def pool_tokens(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str = "mean") -> torch.Tensor:
-    """Pool ``(batch, tokens, hidden)`` into ``(batch, hidden)`` ignoring positions where ``attention_mask`` is 0.
-
-    ``mean`` divides the masked sum by the number of real tokens, ``max`` takes the maximum over real tokens only,
-    ``cls``/``first`` takes the first real token (also under left padding).
-    """
+    """Pool ``(batch, tokens, hidden)`` into ``(batch, hidden)`` over the positions where ``attention_mask`` is not 0
+    (``cls``/``first``: the first real token, also under left padding)."""
     check_pooling(mode, SENTENCE_POOLING_MODES)
     mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)  # (batch, tokens, 1)
     if mode == "mean":

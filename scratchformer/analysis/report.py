@@ -283,15 +283,9 @@ _MEASURE_SCRIPT = (
 
 def screenshot_report(page: str | Path, png: str | Path, width: int = 1400, height: int = 1000,
                       chromium: str | None = None, timeout: float = 120) -> Path:
-    """Save a full-page screenshot of the HTML file ``page``, ``width`` pixels wide and as tall as the page (at
-    least ``height``, the height of the window it is laid out in), into ``png``, with Chromium's own
-    ``--screenshot`` (no Playwright needed). Raises :class:`~scratchformer.errors.ScratchformerError` when no
-    Chromium is installed or it fails.
-
-    Chromium's ``--screenshot`` takes the window only, and has no full-page switch (Playwright's ``full_page=True``
-    uses the DevTools protocol instead). So it runs twice: first on a copy of the page with a few lines of script
-    that write the page's height into the DOM, which ``--dump-dom`` prints (the copy sits beside the page, so that
-    relative links still resolve, and is removed afterwards); then ``--screenshot`` with a window that tall."""
+    """Save a full-page screenshot of the HTML file ``page``, ``width`` pixels wide, into ``png`` with Chromium's own
+    ``--screenshot``. That takes the window only, so the page is measured first (:func:`page_height`) and shot in
+    a window that tall."""
     import subprocess
 
     page, png = Path(page).resolve(), Path(png).resolve()
@@ -309,7 +303,7 @@ def screenshot_report(page: str | Path, png: str | Path, width: int = 1400, heig
 def page_height(page: str | Path, width: int = 1400, height: int = 1000, *, chromium: str | None = None,
                 timeout: float = 120) -> int:
     """The height in CSS pixels of the HTML file ``page`` laid out in a ``width`` x ``height`` window of a headless
-    Chromium (``document.documentElement.scrollHeight`` once the page has loaded). See :func:`screenshot_report`."""
+    Chromium: a copy of the page beside it writes its height into the DOM, which ``--dump-dom`` prints."""
     import re
     import subprocess
     import tempfile

@@ -136,10 +136,8 @@ def group_examples(examples: list[SenseExample], group_by: str = "lemma") -> lis
 
 def pairs_within(groups: list[list[int]], max_pairs_per_group: int = MAX_PAIRS_PER_GROUP, seed: int = 0,
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs of members of the same group, as two parallel index arrays: every pair of a group (in
-    ``itertools.combinations`` order), or, for a group with more than ``max_pairs_per_group`` pairs, that many
-    distinct pairs drawn at random (seeded), so that memory and time never grow with the square of one lemma's
-    occurrences (3,000 rows of one lemma are 4.5M pairs)."""
+    """Pairs of members of the same group, as two parallel index arrays: every pair of a group, or past
+    ``max_pairs_per_group`` pairs a seeded sample of that many, so that nothing grows with the square of a group."""
     rng = np.random.default_rng(seed)
     firsts, seconds = [], []
     for members in groups:

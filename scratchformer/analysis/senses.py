@@ -258,9 +258,7 @@ def run_senses(
     quiet: bool = False,
 ) -> list[SenseReport]:
     """Evaluate each model on ``data``; write ``senses.json`` and ``senses_auc_per_layer.png`` into ``output``.
-
-    Options, data and output folder are checked before any model loads.
-    """
+    Options, data and output folder are checked before any model loads."""
     from .plots import plot_senses
 
     models = model_list(models)

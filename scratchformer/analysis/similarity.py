@@ -62,11 +62,8 @@ def unrelated_pair_baseline(groups: Sequence[WordVectors]) -> tuple[float | None
 
 def similarity_in_context(a: torch.Tensor, b: torch.Tensor, sentences: Sequence[WordVectors],
                           targets: set[str]) -> Similarity:
-    """The cosine of ``a`` and ``b`` with the baseline and centred cosine taken from the words of ``sentences``.
-
-    The baseline pairs words from different sentences, leaving out the ``targets`` (lower-case words); with one
-    sentence it pairs the words of that sentence. The centred cosine subtracts the mean of all words.
-    """
+    """The cosine of ``a`` and ``b`` with the baseline (words of different sentences, or of the one sentence, the
+    lower-case ``targets`` left out) and the centred cosine (minus the mean of all words) from ``sentences``."""
     groups = [[(word, vector) for word, vector in words if word.lower() not in targets] for words in sentences]
     if len(groups) == 1:  # pairs within the one sentence
         groups = [[item] for item in groups[0]]

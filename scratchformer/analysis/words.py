@@ -64,11 +64,8 @@ class WordLocation:
 
 def find_word(sentence: str, word: str, occurrence: int = 0,
               tokens_of: Callable[[str], list[str]] | None = None) -> WordSpan:
-    """The ``occurrence``-th (0-based, ``-1`` = last) whole-word, case-sensitive match of ``word`` in ``sentence``.
-
-    When it is not there, the error lists the sentence's words, other capitalisations that do occur and, given
-    ``tokens_of`` (sentence -> token strings), the sentence's tokens.
-    """
+    """The ``occurrence``-th (0-based, ``-1`` = last) whole-word, case-sensitive match of ``word`` in ``sentence``;
+    when it is not there, the error lists the sentence's words, other capitalisations and (``tokens_of``) tokens."""
     if not isinstance(word, str) or not word.strip():
         raise ScratchformerError(f"word={word!r} is empty; give the word to look for in the sentence")
     word = word.strip()
@@ -176,11 +173,8 @@ def locate(encoded: Encoded, span: WordSpan, tokens: Callable[[Sequence[int]], l
 
 @dataclass(frozen=True)
 class TokenGroup:
-    """One axis label: the text of a word and the tokens ``first..end - 1`` that spell it.
-
-    ``Write`` spelled ``W r ite`` by our BPE is one group of three tokens; a special token (``</s>``, ``[CLS]``) and a
-    punctuation mark are groups of their own.
-    """
+    """One axis label: the text of a word and the tokens ``first..end - 1`` that spell it (``Write`` spelled
+    ``W r ite``); a special token and a punctuation mark are groups of their own."""
 
     label: str
     first: int
@@ -196,10 +190,8 @@ def _is_punctuation(text: str) -> bool:
 
 
 def token_groups(encoded: Encoded, tokens: Sequence[str]) -> list[TokenGroup]:
-    """The words of an encoded text as :class:`TokenGroup` labels, found from the character offsets: a token
-    continues the word before it when no whitespace separates them (``W``+``r``+``ite``, ``with``+``##draw``) and
-    neither is punctuation. This works alike for byte-level BPE (``Ġ``), WordPiece (``##``) and ``</w>`` BPE.
-    Without offsets (a slow tokenizer) every token is its own group, labelled with the token string."""
+    """The words of an encoded text as :class:`TokenGroup` labels: a token continues the word before it when no
+    whitespace separates them and neither is punctuation (found from the offsets; without them, a token each)."""
     if encoded.offsets is None:
         return [TokenGroup(token, i, i + 1) for i, token in enumerate(tokens)]
     groups: list[TokenGroup] = []
