@@ -14,9 +14,6 @@ from ..errors import ScratchformerError
 from .encoding import Encoded, TextEncoder
 from .words import TokenGroup, shifted_groups, token_groups
 
-TEACHER_FORCING_NOTE = ("the decoder was fed the same sentence shifted one token right (teacher forcing): "
-                        "<s> + the sentence without its last token")
-
 
 @dataclass
 class AttentionStack:
@@ -62,7 +59,8 @@ class AttentionMaps:
                                  groups, groups)]
         if self.decoder is None:
             return stacks
-        note = (TEACHER_FORCING_NOTE if self.target is None
+        note = ("the decoder was fed the same sentence shifted one token right (teacher forcing): <s> + the sentence "
+                "without its last token" if self.target is None
                 else f"the decoder was fed the target {self.target!r} shifted one token right (teacher forcing)")
         stacks.append(AttentionStack("decoder", "decoder self-attention (causal)", self.decoder, self.decoder_tokens,
                                      self.decoder_tokens, decoder_groups, decoder_groups, note))
@@ -96,12 +94,6 @@ def stack_attention(attentions: Any, model: torch.nn.Module, field_name: str) ->
     return torch.stack([a[0] for a in attentions]).float().cpu()
 
 
-def decoder_start_id(config: Any) -> int:
-    """The first decoder input: ``decoder_start_token_id``, else ``bos``, else ``pad``, else 0."""
-    candidates = (config.decoder_start_token_id, config.bos_token_id, config.pad_token_id)
-    return next((x for x in candidates if x is not None), 0)
-
-
 def attention_maps(text_encoder: TextEncoder, sentence: str, target: str | None = None) -> AttentionMaps:
     """Attention probabilities for one sentence (heads kept apart); see the module docstring. ``target`` is the
     decoder's text for an encoder-decoder (default: the sentence itself)."""
@@ -121,7 +113,9 @@ def attention_maps(text_encoder: TextEncoder, sentence: str, target: str | None 
 
 def _decoder_input(text_encoder: TextEncoder, encoded: Encoded, target: str | None) -> tuple[list[int], Any]:
     """Teacher forcing: ``<s>`` + the decoder's text without its last token (``</s>``), and that text's encoding."""
-    start = decoder_start_id(text_encoder.model.config)
+    config = text_encoder.model.config  # the first input: decoder_start_token_id, else bos, else pad, else 0
+    start = next((x for x in (config.decoder_start_token_id, config.bos_token_id, config.pad_token_id)
+                  if x is not None), 0)
     if target is None:
         return [start] + encoded.input_ids[:-1], encoded
     decoded = text_encoder.tokenize([target])[0]

@@ -239,10 +239,6 @@ def position_table(model: Any, num_positions: int) -> tuple[torch.Tensor, str] |
     return None
 
 
-def _slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", label.split(" (")[0]).strip("-").lower() or "model"
-
-
 def write_plots(runs: list[StudyRun], study: Study, out: Path) -> dict[str, str]:
     """The figures of the study (docs/embeddings.md), into ``out``; fills each ``run.result.plots`` and returns the
     shared figures."""
@@ -255,10 +251,11 @@ def write_plots(runs: list[StudyRun], study: Study, out: Path) -> dict[str, str]
     if rows:
         shared["positional_encoding"] = str(plot_positions(rows, out / "positional_encoding.png"))
     for run in runs:
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", run.result.label.split(" (")[0]).strip("-").lower() or "model"
         run.result.plots = {
             "projection": shared["projection"],
             "attention": str(plot_attention(run.result.label, run.attention,
-                                            out / f"{_slug(run.result.label)}_attention.png")),
+                                            out / f"{slug}_attention.png")),
         }
         if tables[id(run)] is not None:
             run.result.plots["positional_encoding"] = shared["positional_encoding"]

@@ -32,10 +32,7 @@ class Encoded:
 def encoder_of(model: torch.nn.Module) -> torch.nn.Module:
     """The module whose hidden states are the embeddings: the encoder of a model whose forward takes decoder inputs,
     else the model itself (``BertModel.get_encoder()`` would return the bare layer stack)."""
-    try:
-        takes_decoder_inputs = "decoder_input_ids" in inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        takes_decoder_inputs = False
+    takes_decoder_inputs = "decoder_input_ids" in inspect.signature(model.forward).parameters
     return model.get_encoder() if takes_decoder_inputs else model
 
 
@@ -114,14 +111,12 @@ class TextEncoder:
         if self.max_length is not None and fast:
             options.update(truncation=True, max_length=self.max_length, return_overflowing_tokens=True)
         encoded = _encoded_texts(self.tokenizer(list(texts), **options), texts, fast)
-        too_long = [i for i, e in enumerate(encoded) if e.truncated or self._over_limit(e)]
+        # a slow tokenizer cannot truncate here: its texts are measured after tokenizing
+        too_long = [i for i, e in enumerate(encoded) if e.truncated or (
+            e.offsets is None and self.max_length is not None and len(e.input_ids) > self.max_length)]
         if too_long:
             self._report_long_texts(texts, too_long, fast)
         return encoded
-
-    def _over_limit(self, encoded: Encoded) -> bool:
-        """A slow tokenizer cannot truncate here: its texts are measured after tokenizing."""
-        return encoded.offsets is None and self.max_length is not None and len(encoded.input_ids) > self.max_length
 
     def _report_long_texts(self, texts: Sequence[str], too_long: list[int], fast: bool) -> None:
         first = too_long[0]
@@ -151,9 +146,8 @@ class TextEncoder:
                                 return_dict=True)
 
     def map(self, texts: Sequence[str], keep: Callable[[int, Encoded, torch.Tensor], Any]) -> list[Any]:
-        """Run every text through the encoder (longest first, batched) and return ``keep(i, encoded, hidden)`` for
-        each text ``i``, in the order of ``texts``. ``hidden`` is ``(num_layers + 1, num_tokens, hidden_size)``
-        for that text alone, its padding cut off."""
+        """``keep(i, encoded, hidden)`` for each text ``i``, in the order of ``texts``, with ``hidden`` that text's
+        ``(num_layers + 1, num_tokens, hidden_size)`` states without padding."""
         from tqdm.auto import tqdm
 
         results: list[Any] = [None] * len(texts)
@@ -166,9 +160,8 @@ class TextEncoder:
         return results
 
     def batches(self, texts: Sequence[str]) -> Iterator[tuple[list[int], list[Encoded], torch.Tensor]]:
-        """The texts tokenized and run longest first, ``batch_size`` at a time: ``(indices into texts, their
-        Encoded, (batch, num_layers + 1, tokens, hidden_size) padded hidden states)``, for callers that work on
-        a whole batch at once."""
+        """The texts run longest first, ``batch_size`` at a time: ``(indices into texts, their Encoded, (batch,
+        num_layers + 1, tokens, hidden_size) padded hidden states)``."""
         encoded = self.tokenize(texts)
         order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i].input_ids))
         for start in range(0, len(order), self.batch_size):

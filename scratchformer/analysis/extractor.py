@@ -21,7 +21,6 @@ from .layers import (
     describe_layer,
     is_contextual,
     layer_kind,
-    resolve_layer,
     resolve_layers,
     vectors_at,
 )
@@ -54,10 +53,6 @@ class EmbeddingExtractor(TextEncoder):
     @property
     def model_name(self) -> str:
         return str(getattr(self.model.config, "_name_or_path", "") or type(self.model).__name__)
-
-    def resolve_layer(self, layer: Layer) -> Layer:
-        """Check ``layer`` and turn a negative index into a non-negative one (``-1`` -> ``num_layers``)."""
-        return resolve_layer(layer, self.num_layers)
 
     def token_embeddings(self, texts: str | Sequence[str], layer: Layer = -1) -> list[TokenEmbeddings]:
         """Per-token vectors of each text at ``layer`` ("learned", 0 = embedding-layer output, k = layer k)."""
@@ -104,9 +99,8 @@ class EmbeddingExtractor(TextEncoder):
 
     def word_embeddings(self, queries: Sequence[WordQuery], layers: Layer | Sequence[Layer] = -1,
                         pooling: str = "mean") -> list[list[WordEmbedding]]:
-        """Batched word vectors. Each query is ``(sentence, word)``, ``(sentence, word, occurrence)`` or
-        ``(sentence, (start, end))`` (a character span). Returns, per query, one :class:`WordEmbedding` per layer
-        in ``layers`` (one forward pass for all layers)."""
+        """Per query (``(sentence, word)``, ``(sentence, word, occurrence)`` or ``(sentence, (start, end))``), one
+        :class:`WordEmbedding` per layer in ``layers``, from one forward pass."""
         layer_list = resolve_layers(layers, self.num_layers)
         spans = [parse_query(q, query, self._sentence_tokens) for q, query in enumerate(queries)]
 
@@ -138,9 +132,8 @@ class EmbeddingExtractor(TextEncoder):
 
     def sentence_word_embeddings(self, sentences: str | Sequence[str], layers: Layer | Sequence[Layer] = -1,
                                  pooling: str = "mean") -> list[list[list[WordEmbedding]]]:
-        """Vectors of every word (see :func:`~scratchformer.analysis.words.sentence_words`) of each sentence:
-        ``result[s][w][l]`` is word ``w`` of sentence ``s`` at the ``l``-th of ``layers``. Words past a truncation
-        are left out."""
+        """``result[s][w][l]``: word ``w`` of sentence ``s`` at the ``l``-th of ``layers`` (words past a truncation
+        left out)."""
         sentences = [sentences] if isinstance(sentences, str) else list(sentences)
         layer_list = resolve_layers(layers, self.num_layers)
 
@@ -154,9 +147,8 @@ class EmbeddingExtractor(TextEncoder):
         return self.map(sentences, keep)
 
     def word_similarity(self, a: WordEmbedding, b: WordEmbedding) -> Similarity:
-        """Cosine of two word vectors (same layer and pooling), with the unrelated-pair baseline and the
-        mean-centred cosine computed from all words of their sentences (the two target words excluded from the
-        baseline)."""
+        """Cosine of two word vectors of the same layer and pooling, with the baseline and centred cosine from the
+        words of their sentences."""
         if a.layer != b.layer or a.pooling != b.pooling:
             raise ScratchformerError(f"compare vectors of the same layer and pooling, got {a.layer}/{a.pooling} and "
                                      f"{b.layer}/{b.pooling}")
@@ -183,9 +175,8 @@ class EmbeddingExtractor(TextEncoder):
                                   vectors=torch.stack(vectors), truncated=truncated)
 
     def attention_maps(self, sentence: str, target: str | None = None) -> AttentionMaps:
-        """Attention probabilities for one sentence, heads kept apart (see :mod:`~scratchformer.analysis.attention`;
-        for an encoder-decoder also decoder self-attention and cross-attention, the decoder being fed ``target``,
-        or else the sentence itself, shifted right: teacher forcing)."""
+        """Attention probabilities for one sentence, heads kept apart (:func:`~scratchformer.analysis.attention.
+        attention_maps`)."""
         return attention_maps(self, sentence, target)
 
     def _sentence_tokens(self, sentence: str) -> list[str]:
@@ -216,9 +207,8 @@ RANDOM_NOTE = ("paper base sizes, random weights (seed 0), our byte-level BPE tr
 
 def load_extractor(name: str, *, batch_size: int = 32, texts: Sequence[str] | None = None,
                    with_decoder: bool = False, trust_remote_code: bool = False) -> LoadedModel:
-    """:func:`scratchformer.loading.load` (an alias, a folder or a Hub id) wrapped in an :class:`EmbeddingExtractor`.
-    ``with_decoder`` loads an encoder-decoder whole (decoder and cross attention maps); ``texts`` train the tokenizer
-    of ``random-scratchformer``."""
+    """:func:`scratchformer.loading.load` wrapped in an :class:`EmbeddingExtractor`; ``with_decoder`` loads an
+    encoder-decoder whole (for its attention maps), ``texts`` train the tokenizer of ``random-scratchformer``."""
     from ..loading import RANDOM_SCRATCHFORMER, describe, load, resolve
 
     model, tokenizer = load(name, task="seq2seq" if with_decoder else "encoder", texts=texts,

@@ -17,8 +17,7 @@ MEV_MIN_OCCURRENCES = 5  # MEV only for words seen at least this often (and the 
 ZERO_VARIANCE = 1e-12  # relative: below this share of the mean squared norm, a word's vectors count as identical
 BLOCK_ELEMENTS = 1 << 23  # numbers of one block of padded word occurrences (64 MB in float64), whatever the data
 
-# Published values of the author's repository (kawine/contextual, */embedding_space_stats.json, BERT-base cased and
-# GPT-2, 12 layers each, layer 0 = the embedding-layer output), marked on the plots. (model, layer, value, what)
+# (model, layer, value, what): kawine/contextual's published values (docs/embeddings.md), marked on the plots
 REFERENCE_VALUES = {
     "anisotropy_baseline": [("BERT-base", 0, 0.105, "layer 0"), ("BERT-base", 11, 0.675, "layer 11, highest"),
                             ("BERT-base", 12, 0.477, "layer 12, last"), ("GPT-2", 0, 0.611, "layer 0"),

@@ -128,9 +128,8 @@ def batch_rows(batch: list[Encoded], hidden: torch.Tensor, pooling: str, table: 
 
 def stream_rows(extractor: EmbeddingExtractor, sentences: list[str], indices: list[int], pooling: str,
                 visit: Callable[[list[int], list[Encoded], BatchWords], None], bar: Any) -> int:
-    """Run the sentences ``indices`` through the model a chunk at a time and call ``visit(sentence numbers,
-    encoded, words)`` with each forward batch's :func:`batch_rows`; returns how many were truncated (their
-    truncation warnings are counted here instead of repeated per chunk)."""
+    """Call ``visit(sentence numbers, encoded, words)`` with each forward batch's :func:`batch_rows`, a chunk at a
+    time; returns how many were truncated (counted here, not warned per chunk)."""
     table = learned_table(extractor.model)
     truncated = 0
     for start in range(0, len(indices), CHUNK):

@@ -20,12 +20,6 @@ def _overlap(a: Any, b: Any) -> float:
     return w * h if w > 0 and h > 0 else 0.0
 
 
-def _alignment(dx: float, dy: float) -> tuple[str, str]:
-    ha = "left" if dx > 0 else "right" if dx < 0 else "center"
-    va = "bottom" if dy > 0.5 else "top" if dy < -0.5 else "center"
-    return ha, va
-
-
 def place_labels(ax: Any, xy: Sequence[tuple[float, float]], labels: Sequence[str], fontsize: float = 8,
                  **text_kwargs: Any) -> list[Any]:
     """Annotate the points ``xy`` (data coordinates) of ``ax`` with ``labels`` without overlaps; returns the
@@ -44,7 +38,8 @@ def place_labels(ax: Any, xy: Sequence[tuple[float, float]], labels: Sequence[st
         best = None
         for distance in _DISTANCES:
             for dx, dy in _DIRECTIONS:
-                ha, va = _alignment(dx, dy)
+                ha = "left" if dx > 0 else "right" if dx < 0 else "center"
+                va = "bottom" if dy > 0.5 else "top" if dy < -0.5 else "center"
                 text = ax.annotate(label, (x, y), xytext=(dx * distance, dy * distance), textcoords="offset points",
                                    ha=ha, va=va, fontsize=fontsize, **text_kwargs)
                 box = text.get_window_extent(renderer).expanded(1.04, 1.1)

@@ -14,9 +14,8 @@ from ..errors import ScratchformerError
 
 def check_output_folder(output: str | Path, models: Iterable[str] = (), data: Iterable[str | Path] = (),
                         writes: Iterable[str] = (), option: str = "--output") -> Path:
-    """Say now, creating nothing, why ``output`` could not become the output folder: what
-    :func:`scratchformer.files.check_output_folder` refuses, the folder of a model it reads, or a place where a file
-    it ``writes`` would replace one of its ``data`` files."""
+    """Say now, creating nothing, why ``output`` could not become the output folder, also when it is a model's folder
+    or a file it ``writes`` would replace one of its ``data`` files."""
     inputs = [(f"the folder of the model {name!r} ({folder})", folder) for name in models
               if (folder := _model_folder(name)) is not None]
     inputs += [(f"the data file {path}", path) for path in data]

@@ -6,12 +6,18 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import files
 from ..errors import ScratchformerError
+from .geometry import GEOMETRY_JSON, MEASURE_NAMES, PLOT_FILES, reference_note
 from .plots import ATTENTION_CMAP, ATTENTION_GAMMA
 from .report_assets import ATTENTION_JS, REPORT_CSS
 from .results import number
@@ -225,8 +231,6 @@ def _geometry_table(model: dict[str, Any]) -> str:
 def geometry_section(folder: str | Path) -> str:
     """The page's "Embedding geometry" section from ``folder/geometry.json`` (written by ``scratchformer
     geometry --output`` the same folder) and its plots; empty when there is no such file."""
-    from .geometry import GEOMETRY_JSON, MEASURE_NAMES, PLOT_FILES, reference_note
-
     folder = Path(folder)
     try:
         payload = json.loads((folder / GEOMETRY_JSON).read_text(encoding="utf-8"))
@@ -253,9 +257,6 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrom
 def find_chromium() -> str | None:
     """A Chromium executable: ``$SCRATCHFORMER_CHROMIUM``, else the first of :data:`CHROMIUM_NAMES` on the PATH
     (Debian's ``apt-get install chromium`` gives ``/usr/bin/chromium``); ``None`` when there is none."""
-    import os
-    import shutil
-
     given = os.environ.get("SCRATCHFORMER_CHROMIUM")
     if given:
         return given if Path(given).is_file() else None
@@ -263,9 +264,8 @@ def find_chromium() -> str | None:
 
 
 def chromium_command(chromium: str | None, *args: str) -> list[str]:
-    """A headless Chromium command line (``chromium``, else :func:`find_chromium`'s; none found is a
-    :class:`~scratchformer.errors.ScratchformerError`). ``--no-sandbox``: CI runs as root, where the sandbox refuses
-    to start; the page is our own file."""
+    """A headless Chromium command line (``chromium``, else :func:`find_chromium`'s). ``--no-sandbox``: CI runs as
+    root, where the sandbox refuses to start; the page is our own file."""
     chromium = chromium or find_chromium()
     if chromium is None:
         raise ScratchformerError("no Chromium found: install it (Debian: apt-get install -y chromium) or set "
@@ -286,8 +286,6 @@ def screenshot_report(page: str | Path, png: str | Path, width: int = 1400, heig
     """Save a full-page screenshot of the HTML file ``page``, ``width`` pixels wide, into ``png`` with Chromium's own
     ``--screenshot``. That takes the window only, so the page is measured first (:func:`page_height`) and shot in
     a window that tall."""
-    import subprocess
-
     page, png = Path(page).resolve(), Path(png).resolve()
     full_height = max(height, page_height(page, width, height, chromium=chromium, timeout=timeout))
     with files.replace_file(png, suffix=".tmp.png") as temporary:  # an earlier index.png stays until it is done
@@ -304,10 +302,6 @@ def page_height(page: str | Path, width: int = 1400, height: int = 1000, *, chro
                 timeout: float = 120) -> int:
     """The height in CSS pixels of the HTML file ``page`` laid out in a ``width`` x ``height`` window of a headless
     Chromium: a copy of the page beside it writes its height into the DOM, which ``--dump-dom`` prints."""
-    import re
-    import subprocess
-    import tempfile
-
     page = Path(page).resolve()
     command = chromium_command(chromium, f"--window-size={width},{height}", "--dump-dom")  # no Chromium: no copy
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".html", prefix=f".{page.stem}.measure-",

@@ -161,12 +161,8 @@ class LayerScore:
     description: str
     roc_auc: float
     nn_accuracy: float
-    # ROC-AUC after subtracting the layer's mean word vector (over all scored occurrences) before the cosine. It
-    # removes the direction every vector shares (anisotropy), which inflates all cosines alike; not the headline.
-    roc_auc_centred: float = float("nan")
-    # The mean over groups (lemmas) of the ROC-AUC of each group's own pairs: sense separation alone, without the
-    # differences between lemmas that the global ROC-AUC also rewards (nan in reports written before it existed).
-    roc_auc_within_group: float = float("nan")
+    roc_auc_centred: float = float("nan")  # after subtracting the layer's mean word vector (anisotropy)
+    roc_auc_within_group: float = float("nan")  # the mean of each lemma's own ROC-AUC (nan in older reports)
 
 
 @dataclass
@@ -190,8 +186,7 @@ class SenseReport:
     subsampled_groups: int = 0  # groups scored on a random sample of max_pairs_per_group of their pairs
     max_occurrences_per_group: int = MAX_OCCURRENCES_PER_GROUP
     sampled_groups: int = 0  # groups scored on a random sample of max_occurrences_per_group of their occurrences
-    # ROC-AUC and within-group ROC-AUC of the last layer's mean over the whole sentence (the word not singled out):
-    # what the sentence's topic alone gives (nan in reports written before it existed)
+    # the two ROC-AUCs of the last layer's mean over the whole sentence: what its topic alone gives (nan in older reports)
     sentence_roc_auc: float = float("nan")
     sentence_roc_auc_within_group: float = float("nan")
     layers: list[LayerScore] = field(default_factory=list)

@@ -20,9 +20,7 @@ from .words import is_word_character
 REQUIRED_COLUMNS = ("lemma", "pos", "synset", "start", "end", "sentence")
 GROUP_BY = ("lemma", "lemma_pos")
 MAX_PAIRS_PER_GROUP = 20_000  # a lemma with more pairs is scored on a random sample of this many (seeded)
-# A lemma with more occurrences is scored on a random sample of this many (seeded): its 1-NN search compares every
-# occurrence with every other, and each occurrence is a forward pass (50,000 of one lemma ran past 7 minutes).
-MAX_OCCURRENCES_PER_GROUP = 2_000
+MAX_OCCURRENCES_PER_GROUP = 2_000  # the same for occurrences: its 1-NN search compares each with every other
 _EXPECTED = f"a tab-separated UTF-8 file whose header has the columns {' '.join(REQUIRED_COLUMNS)} (gloss optional)"
 
 

@@ -46,9 +46,8 @@ def centred_cosine(a: torch.Tensor, b: torch.Tensor, mean: torch.Tensor) -> floa
 
 
 def unrelated_pair_baseline(groups: Sequence[WordVectors]) -> tuple[float | None, int]:
-    """Mean cosine of "unrelated" word pairs: pairs ``(u, v)`` taken from *different* groups (sentences) whose
-    words differ (case-insensitively). Returns ``(mean, number_of_pairs)``; ``(None, 0)`` when there is no pair.
-    """
+    """``(mean cosine, number)`` of the pairs of words from *different* groups (sentences) that differ
+    (case-insensitively); ``(None, 0)`` when there is no pair."""
     total, count = 0.0, 0
     for i, group_a in enumerate(groups):
         for group_b in groups[i + 1 :]:

@@ -98,16 +98,6 @@ def _some(items: list[str], limit: int = 40) -> str:
     return f"{items[:limit]} and {len(items) - limit:,} more" if len(items) > limit else str(items)
 
 
-def check_span(sentence: str, span: Any) -> WordSpan:
-    """A character span ``(start, end)`` that must select non-blank characters of ``sentence``."""
-    start, end = span
-    if not 0 <= start < end <= len(sentence) or not sentence[start:end].strip():
-        raise ScratchformerError(
-            f"span=({start}, {end}) does not select a word of the {len(sentence)}-character sentence {quoted(sentence)}"
-        )
-    return WordSpan(sentence, start, end)
-
-
 def parse_query(index: int, query: Any, tokens_of: Callable[[str], list[str]] | None = None) -> WordSpan:
     """A word query - ``(sentence, word)``, ``(sentence, word, occurrence)`` or ``(sentence, (start, end))`` - as
     the span of characters it asks for. ``index`` numbers the query in error messages."""
@@ -115,8 +105,12 @@ def parse_query(index: int, query: Any, tokens_of: Callable[[str], list[str]] | 
         raise ScratchformerError(
             f"query {index} = {quoted(query)}: use (sentence, word), (sentence, word, n) or (sentence, (start, end))")
     sentence, target = query[0], query[1]
-    if isinstance(target, tuple):
-        return check_span(sentence, target)
+    if isinstance(target, tuple):  # a character span: it must select non-blank characters of the sentence
+        start, end = target
+        if not 0 <= start < end <= len(sentence) or not sentence[start:end].strip():
+            raise ScratchformerError(f"span=({start}, {end}) does not select a word of the {len(sentence)}-character "
+                                     f"sentence {quoted(sentence)}")
+        return WordSpan(sentence, start, end)
     return find_word(sentence, target, query[2] if len(query) == 3 else 0, tokens_of)
 
 
