@@ -14,7 +14,6 @@ import torch
 from ..errors import ScratchformerError, quoted
 
 PROGRESS_MIN_TEXTS = 100  # show a progress bar by default from this many texts on
-LONG_INPUTS = ("truncate", "error")
 
 
 @dataclass
@@ -87,7 +86,7 @@ class TextEncoder:
                  long_inputs: Literal["truncate", "error"] = "truncate", progress: bool | None = None) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ScratchformerError(f"batch_size={batch_size!r} must be a positive integer")
-        if long_inputs not in LONG_INPUTS:
+        if long_inputs not in ("truncate", "error"):
             raise ScratchformerError(f"long_inputs={long_inputs!r} must be 'truncate' or 'error'")
         self.model = model.eval()
         self.tokenizer = tokenizer

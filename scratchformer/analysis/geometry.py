@@ -63,8 +63,7 @@ def mean_pairwise_cosine(vectors: torch.Tensor) -> float:
 
 def intra_sentence_similarity(words: torch.Tensor, sizes: list[int] | None = None) -> torch.Tensor:
     """Mean cosine between each word of a sentence and the sentence's mean word vector: ``(..., words, dims)`` ->
-    ``(...)`` (one value per layer when layers lead). With ``sizes``, the words are several sentences one after
-    another (``sizes[k]`` words each, at least one) -> ``(..., sentences)``: a batch in a few tensor operations."""
+    ``(...)``; with ``sizes``, several sentences of ``sizes[k]`` words one after another -> ``(..., sentences)``."""
     x = words.double()
     if sizes is None:
         return torch.nn.functional.cosine_similarity(x, x.mean(dim=-2, keepdim=True), dim=-1).mean(dim=-1)

@@ -80,9 +80,8 @@ def learned_table(model: torch.nn.Module) -> torch.Tensor | None:
 
 @dataclass
 class BatchWords:
-    """The words of a batch of sentences, every row at once: sentence ``b``'s words are ``vectors[:, starts[b] :
-    starts[b + 1]]``, at ``positions[b]`` among its :func:`~scratchformer.analysis.words.sentence_words`, made of the
-    tokens ``groups[b]``."""
+    """The words of a batch of sentences, every row at once: sentence ``b``'s are ``vectors[:, starts[b] : starts[b +
+    1]]``, at ``positions[b]`` among its words, made of the tokens ``groups[b]``."""
 
     vectors: torch.Tensor  # (rows, words, dims): rows = learned, 0, 1..N (no learned row without a fitting table)
     starts: list[int]
@@ -230,9 +229,8 @@ def _word_groups(acc: _Accumulator, plan: GeometryPlan) -> tuple[list[int], list
 def _measures(vectors: torch.Tensor, baseline: torch.Tensor, groups: list[list[int]],
               pairs: tuple[np.ndarray, np.ndarray, np.ndarray], intra: torch.Tensor,
               standardiser: Standardiser | None, bar: Any) -> tuple[list[dict[str, float]], np.ndarray, np.ndarray]:
-    """Every row's measures from the kept occurrences ``(rows, slots, dims)``, the baseline sample ``(rows, n,
-    dims)`` and the intra-sentence means, standardised first when a ``standardiser`` is given; with the per-word
-    self-similarity and MEV ``(rows, words)`` (MEV ``nan`` below :data:`MEV_MIN_OCCURRENCES`)."""
+    """Every row's measures from the kept occurrences, the baseline sample and the intra-sentence means (standardised
+    first given a ``standardiser``), with the per-word self-similarity and MEV ``(rows, words)``."""
     rows = vectors.shape[0]
     word_self, word_mev = word_measures(vectors, groups, *pairs, transform=standardiser, progress=bar)
     base = baseline if standardiser is None else standardiser(baseline)

@@ -70,9 +70,8 @@ def nn_chance(groups: list[list[int]], senses: list[Any]) -> list[float]:
 
 
 def nn_correct(unit: torch.Tensor, groups: list[list[int]], senses: list[Any]) -> np.ndarray:
-    """For each occurrence (by index; ``False`` outside the groups), whether its nearest other occurrence in its group
-    (by cosine of the ``(occurrences, hidden)`` unit vectors) has its sense. Queries go in blocks, so a big group
-    never needs its whole ``(members, members)`` similarity matrix at once."""
+    """For each occurrence (``False`` outside the groups), whether its nearest other occurrence in its group has its
+    sense; queries go in blocks, so a big group never needs its whole similarity matrix at once."""
     correct = np.zeros(len(unit), dtype=bool)
     for members in groups:
         idx = torch.tensor(members)
