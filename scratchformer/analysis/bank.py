@@ -225,8 +225,7 @@ def position_table(model: Any, num_positions: int) -> tuple[torch.Tensor, str] |
             from ..models.paper_scratchformer import sinusoidal_position_encoding
 
             table = sinusoidal_position_encoding(num_positions, config.d_model)
-            # the formula interleaves sin (even dims) and cos (odd dims); side by side the two halves show smooth
-            # bands whose frequency falls with the dimension, instead of stripes that alternate every column
+            # sin (even dims) and cos (odd dims) side by side: smooth bands, not stripes alternating every column
             table = torch.cat([table[:, 0::2], table[:, 1::2]], dim=1)
             return table, "sinusoidal PE (section 3.5): sine columns (even dims), then cosine columns (odd dims)"
         if config.position_embedding_type == "rope":

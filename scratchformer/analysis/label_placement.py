@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-# Candidate offsets in points (x, y) from the point to the label's anchor, tried in this order.
-_DIRECTIONS = [(1, 0.3), (-1, 0.3), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1)]
-_DISTANCES = (6, 14, 24, 36)
+_DIRECTIONS = [(1, 0.3), (-1, 0.3), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1)]  # tried in this order
+_DISTANCES = (6, 14, 24, 36)  # points from the point to the label's anchor, near first
 LEADER_FROM = 12  # points: a label anchored farther than this from its point gets a leader line
 POINT_RADIUS = 5  # pixels kept clear around every point
 

@@ -273,8 +273,7 @@ def chromium_command(chromium: str | None, *args: str) -> list[str]:
     return [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args]
 
 
-# set on the page's <html> element by the measuring copy of the page (see screenshot_report)
-PAGE_HEIGHT_ATTRIBUTE = "data-scratchformer-page-height"
+PAGE_HEIGHT_ATTRIBUTE = "data-scratchformer-page-height"  # set on <html> by the measuring copy (page_height)
 _MEASURE_SCRIPT = (
     "<script>(() => { const mark = () => document.documentElement.setAttribute("
     f"'{PAGE_HEIGHT_ATTRIBUTE}', String(Math.ceil(document.documentElement.scrollHeight))); "

@@ -146,8 +146,7 @@ class StudyVectors:
 
 @dataclass
 class StudyRun:
-    """Everything one model gave the study: the numbers, the vectors behind the projection, and the attention
-    maps of the first sentence (``None`` when neither plots nor the HTML report were asked for)."""
+    """Everything one model gave the study: numbers, vectors, and the first sentence's attention maps (or ``None``)."""
 
     loaded: Any  # the analysis.extractor.LoadedModel (typed loosely: extractor imports this module)
     result: ModelStudy
