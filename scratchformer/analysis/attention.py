@@ -95,8 +95,7 @@ def stack_attention(attentions: Any, model: torch.nn.Module, field_name: str) ->
 
 
 def attention_maps(text_encoder: TextEncoder, sentence: str, target: str | None = None) -> AttentionMaps:
-    """Attention probabilities for one sentence (heads kept apart); see the module docstring. ``target`` is the
-    decoder's text for an encoder-decoder (default: the sentence itself)."""
+    """Attention probabilities for one sentence, heads kept apart; ``target`` feeds an encoder-decoder's decoder."""
     encoded = text_encoder.tokenize([sentence])[0]
     tokens = text_encoder.tokens(encoded.input_ids)
     if text_encoder.encoder is text_encoder.model:
@@ -152,8 +151,7 @@ def _encoder_decoder_maps(text_encoder: TextEncoder, encoded: Encoded, tokens: l
 
 
 def _as_layer_list(weights: torch.Tensor, layers: int, heads: int) -> list[torch.Tensor]:
-    """``(L, H, q, k)`` -> bertviz's list of ``(1, heads, q, k)``, padded with all-zero layers and heads up to
-    ``layers`` and ``heads``."""
+    """``(L, H, q, k)`` -> bertviz's list of ``(1, heads, q, k)``, zero-padded up to ``layers`` and ``heads``."""
     padded = weights.new_zeros(layers, heads, *weights.shape[2:])
     padded[: weights.shape[0], : weights.shape[1]] = weights
     return [padded[i][None] for i in range(layers)]

@@ -239,8 +239,7 @@ def position_table(model: Any, num_positions: int) -> tuple[torch.Tensor, str] |
 
 
 def write_plots(runs: list[StudyRun], study: Study, out: Path) -> dict[str, str]:
-    """The figures of the study (docs/embeddings.md), into ``out``; fills each ``run.result.plots`` and returns the
-    shared figures."""
+    """The study's figures into ``out``; fills each ``run.result.plots`` and returns the shared figures."""
     from .plots import plot_attention, plot_positions, plot_projection
 
     shared = {"projection": str(plot_projection([(r.result, r.vectors) for r in runs], study,

@@ -37,8 +37,7 @@ class EmbeddingExtractor(TextEncoder):
     @classmethod
     def from_pretrained(cls, source: str, *, trust_remote_code: bool = False, with_decoder: bool = False,
                         **kwargs: Any) -> EmbeddingExtractor:
-        """Load tokenizer and model (an alias, a folder or a Hub id: :func:`scratchformer.loading.load`);
-        ``kwargs`` go to ``__init__``."""
+        """Load model and tokenizer with :func:`scratchformer.loading.load`; ``kwargs`` go to ``__init__``."""
         from ..loading import load
 
         model, tokenizer = load(source, task="seq2seq" if with_decoder else "encoder",
@@ -92,8 +91,7 @@ class EmbeddingExtractor(TextEncoder):
         return self.token_embeddings(text, layer=layer)[0]
 
     def locate_word(self, sentence: str, word: str, occurrence: int = 0) -> WordLocation:
-        """The ``occurrence``-th (0-based, ``-1`` = last) case-sensitive whole-word ``word`` in ``sentence``, and the
-        tokens that cover it."""
+        """The ``occurrence``-th whole-word ``word`` in ``sentence`` (case-sensitive), and the tokens that cover it."""
         span = find_word(sentence, word, occurrence, self._sentence_tokens)
         return locate(self.tokenize([sentence])[0], span, self.tokens, self.max_length)
 
@@ -132,8 +130,7 @@ class EmbeddingExtractor(TextEncoder):
 
     def sentence_word_embeddings(self, sentences: str | Sequence[str], layers: Layer | Sequence[Layer] = -1,
                                  pooling: str = "mean") -> list[list[list[WordEmbedding]]]:
-        """``result[s][w][l]``: word ``w`` of sentence ``s`` at the ``l``-th of ``layers`` (words past a truncation
-        left out)."""
+        """``result[s][w][l]``: word ``w`` of sentence ``s`` at the ``l``-th of ``layers`` (none past a cut)."""
         sentences = [sentences] if isinstance(sentences, str) else list(sentences)
         layer_list = resolve_layers(layers, self.num_layers)
 
@@ -147,8 +144,7 @@ class EmbeddingExtractor(TextEncoder):
         return self.map(sentences, keep)
 
     def word_similarity(self, a: WordEmbedding, b: WordEmbedding) -> Similarity:
-        """Cosine of two word vectors of the same layer and pooling, with the baseline and centred cosine from the
-        words of their sentences."""
+        """Cosine of two word vectors, with the baseline and centred cosine from the words of their sentences."""
         if a.layer != b.layer or a.pooling != b.pooling:
             raise ScratchformerError(f"compare vectors of the same layer and pooling, got {a.layer}/{a.pooling} and "
                                      f"{b.layer}/{b.pooling}")
@@ -175,8 +171,7 @@ class EmbeddingExtractor(TextEncoder):
                                   vectors=torch.stack(vectors), truncated=truncated)
 
     def attention_maps(self, sentence: str, target: str | None = None) -> AttentionMaps:
-        """Attention probabilities for one sentence, heads kept apart (:func:`~scratchformer.analysis.attention.
-        attention_maps`)."""
+        """Attention probabilities for one sentence, heads kept apart (:mod:`~scratchformer.analysis.attention`)."""
         return attention_maps(self, sentence, target)
 
     def _sentence_tokens(self, sentence: str) -> list[str]:

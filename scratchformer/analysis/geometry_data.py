@@ -77,7 +77,7 @@ class GeometryPlan:
 def plan_geometry(sentences: list[str], *, min_occurrences: int = MIN_OCCURRENCES, max_words: int = MAX_WORDS,
                   max_occurrences: int = MAX_OCCURRENCES, sample_sentences: int = SAMPLE_SENTENCES,
                   seed: int = 0) -> GeometryPlan:
-    """Choose the words, their kept occurrences and the baseline sample (see the module docstring); a
+    """Choose at most ``max_words`` words, ``max_occurrences`` of each, and the baseline sample (seeded); a
     :class:`~scratchformer.errors.DataError` when no word occurs in ``min_occurrences`` different sentences."""
     for name, value, least in (("--min-occurrences", min_occurrences, 2), ("--max-words", max_words, 1),
                                ("--max-occurrences", max_occurrences, 2), ("--sample-sentences", sample_sentences, 2)):

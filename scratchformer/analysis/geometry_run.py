@@ -199,7 +199,7 @@ class _Accumulator:
 def measure_geometry(extractor: EmbeddingExtractor, plan: GeometryPlan, *, pooling: str = "mean",
                      standardise: bool = True, progress: bool | None = None, model_label: str | None = None,
                      source: str = "", data_label: str = "", random_init: bool = False) -> GeometryReport:
-    """The geometry of ``extractor``'s model on the sentences of ``plan`` (see the module docstring)."""
+    """The geometry of ``extractor``'s model on the sentences of ``plan``, in two passes (docs/embeddings.md)."""
     num_layers = extractor.num_layers
     label = model_label or extractor.model_name
     acc = _Accumulator(plan, standardise)

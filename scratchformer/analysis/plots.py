@@ -343,8 +343,7 @@ def plot_geometry(reports: Sequence[GeometryReport], folder: str | Path) -> dict
 
 
 def geometry_figure(reports: Sequence[GeometryReport], measure: str) -> Any:
-    """``measure`` per row, one line per model (dashed: standardised), with the reference values as dotted grey
-    lines."""
+    """``measure`` per row, one line per model (dashed: standardised), the reference values dotted grey."""
     fig = new_figure(figsize=(9, 5))
     ax = fig.subplots()
     longest = max(reports, key=lambda r: len(r.rows))

@@ -47,7 +47,7 @@ class SenseExample:
 
 
 def read_senses_tsv(path: str | Path) -> list[SenseExample]:
-    """Read and check a word-sense TSV (see the module docstring); blank lines are skipped."""
+    """Read and check a word-sense TSV (its format: docs/embeddings.md); blank lines are skipped."""
     files.check_file(path, DataError)  # empty, a loop of symbolic links, a named pipe, a device: said as such
     path = Path(path)
     if not path.is_file():
