@@ -98,26 +98,19 @@ def test_mev_matches_scikit_learn_pca():
     assert float(mev(x)) == pytest.approx(float(pca.explained_variance_ratio_[0]), abs=1e-10)
 
 
-def _standardised(vectors: torch.Tensor) -> torch.Tensor:
-    """``vectors`` standardised with their own statistics, as a run's Standardiser does after its sample."""
-    standardiser = Standardiser(vectors.shape[0], vectors.shape[-1])
-    standardiser.add(vectors)
-    return standardiser(vectors)
-
-
 def test_a_rogue_dimension_raises_the_raw_baseline_and_leaves_the_standardised_one_unchanged():
     vectors = torch.randn(1, 300, 24, generator=torch.Generator().manual_seed(4)).double()  # (rows, n, dims)
     rogue = vectors.clone()
     rogue[..., 5] += 40.0  # one dimension with a huge mean in every vector
     raw, raw_rogue = mean_pairwise_cosine(vectors[0]), mean_pairwise_cosine(rogue[0])
     assert abs(raw) < 0.02 and raw_rogue > 0.8
-    standardised = mean_pairwise_cosine(_standardised(vectors)[0])
-    standardised_rogue = mean_pairwise_cosine(_standardised(rogue)[0])
+    standardised = mean_pairwise_cosine(Standardiser(1, 24).fit(vectors)(vectors)[0])
+    standardised_rogue = mean_pairwise_cosine(Standardiser(1, 24).fit(rogue)(rogue)[0])
     assert standardised_rogue == pytest.approx(standardised, abs=1e-9)
     # a dimension with a huge variance too (not only mean): the standardised value still does not move
     rogue[..., 7] *= 50.0
-    assert mean_pairwise_cosine(_standardised(rogue)[0]) == pytest.approx(
-        mean_pairwise_cosine(_standardised(vectors)[0]), abs=0.02)
+    assert mean_pairwise_cosine(Standardiser(1, 24).fit(rogue)(rogue)[0]) == pytest.approx(
+        mean_pairwise_cosine(Standardiser(1, 24).fit(vectors)(vectors)[0]), abs=0.02)
 
 
 def test_mean_pairwise_cosine_and_intra_sentence_similarity_equal_their_definitions():

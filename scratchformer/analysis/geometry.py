@@ -173,9 +173,17 @@ class Standardiser:
         std = variance.sqrt()
         return torch.where(std > 1e-12 * (self.mean.abs() + 1), std, torch.ones_like(std))
 
-    def __call__(self, vectors: torch.Tensor) -> torch.Tensor:
-        """``(rows, n, dims)`` vectors standardised with every row's statistics."""
-        return (vectors.double() - self.mean[:, None]) / self.std[:, None]
+    def fit(self, vectors: torch.Tensor) -> Standardiser:
+        """Estimate from ``(rows, n, dims)`` vectors at once (small samples: scripts/senses_standardised.py)."""
+        self.add(vectors)
+        return self
+
+    def __call__(self, vectors: torch.Tensor, row: int | None = None) -> torch.Tensor:
+        """``vectors`` standardised: ``(rows, n, dims)`` with every row's statistics, or ``(n, dims)`` of ``row``."""
+        mean, std = self.mean, self.std
+        if row is not None:
+            return (vectors.double() - mean[row]) / std[row]
+        return (vectors.double() - mean[:, None]) / std[:, None]
 
 
 @dataclass

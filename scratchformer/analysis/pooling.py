@@ -32,8 +32,7 @@ def pool_tokens(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mo
 
 def pool_sentence(vectors: torch.Tensor, special: list[bool], mode: str, exclude_special_tokens: bool,
                   name: str = "the sentence") -> torch.Tensor:
-    """One sentence's ``(tokens, hidden)`` vectors pooled into ``(hidden,)``, special tokens in or out. ``name``
-    says which sentence in an error."""
+    """One sentence's ``(tokens, hidden)`` vectors pooled into ``(hidden,)``; ``name`` says which in an error."""
     mask = torch.tensor([not s for s in special] if exclude_special_tokens else [True] * len(special))
     if not mask.any():
         raise ScratchformerError(f"{name} has no token besides special tokens; nothing to pool")
@@ -47,7 +46,6 @@ def word_tokens_used(token_indices: list[int], mode: str) -> list[int]:
 
 
 def pool_word(vectors: torch.Tensor, token_indices: list[int], mode: str) -> tuple[list[int], torch.Tensor]:
-    """``(used token indices, (hidden,) vector)`` of a word whose tokens sit at ``token_indices`` of the
-    ``(tokens, hidden)`` sentence ``vectors``."""
+    """``(used token indices, (hidden,) vector)`` of a word whose tokens sit at ``token_indices`` of ``vectors``."""
     used = list(word_tokens_used(token_indices, mode))
     return used, vectors[used].mean(dim=0)

@@ -204,8 +204,7 @@ for its value. A word split into several tokens spans several rows and columns.<
 
 
 def write_report(runs: Sequence[StudyRun], study: Study, path: str | Path) -> Path:
-    """Write :func:`render_report` to ``path`` (UTF-8), with the geometry section when ``scratchformer geometry``
-    wrote its ``geometry.json`` into the same folder."""
+    """Write :func:`render_report` to ``path``, with the geometry section when a ``geometry.json`` is beside it."""
     path = Path(path)
     return files.write_text(path, render_report(runs, study, geometry_section(path.parent)))
 
@@ -229,8 +228,7 @@ def _geometry_table(model: dict[str, Any]) -> str:
 
 
 def geometry_section(folder: str | Path) -> str:
-    """The page's "Embedding geometry" section from ``folder/geometry.json`` (written by ``scratchformer
-    geometry --output`` the same folder) and its plots; empty when there is no such file."""
+    """The page's "Embedding geometry" section from ``folder/geometry.json`` and its plots; empty without one."""
     folder = Path(folder)
     try:
         payload = json.loads((folder / GEOMETRY_JSON).read_text(encoding="utf-8"))
