@@ -185,7 +185,7 @@ class SenseReport:
     subsampled_groups: int = 0  # groups scored on a random sample of max_pairs_per_group of their pairs
     max_occurrences_per_group: int = MAX_OCCURRENCES_PER_GROUP
     sampled_groups: int = 0  # groups scored on a random sample of max_occurrences_per_group of their occurrences
-    # the two ROC-AUCs of the last layer's mean over the whole sentence: what its topic alone gives (nan in older reports)
+    # the two ROC-AUCs of the last layer's mean over the whole sentence: what its topic alone gives (nan: older report)
     sentence_roc_auc: float = float("nan")
     sentence_roc_auc_within_group: float = float("nan")
     layers: list[LayerScore] = field(default_factory=list)
