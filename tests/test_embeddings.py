@@ -139,7 +139,7 @@ def test_layer_arguments_are_checked(distil):
         distil.token_embeddings(RIVER, layer=5)
     with pytest.raises(ValueError, match="not contextual"):
         distil.contextual_embeddings(RIVER, layer=0)
-    assert distil.resolve_layer(-1) == 2 and distil.resolve_layer(-3) == 0
+    assert [distil.token_embeddings(RIVER, layer=k)[0].layer for k in (-1, -3)] == [2, 0]  # negative: from the end
 
 
 # ---------------------------------------------------------------------------------------------------------------

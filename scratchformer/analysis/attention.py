@@ -1,16 +1,5 @@
-"""Attention maps of one sentence, for encoders and encoder-decoders alike, and the inputs of bertviz.
-
-The default attention kernel of most models (sdpa, flash) returns no attention weights, so the model is switched to
-the eager kernel for the call and switched back afterwards (:func:`eager_attention`).
-
-For an encoder-decoder the decoder needs an input too. Unless a ``target`` is given, it is fed **the same sentence,
-shifted one token to the right** (``<s> W r ite a poem ...``): teacher forcing, as in training a denoising
-autoencoder. Its self-attention and cross-attention can then be shown next to the encoder's.
-
-:func:`bertviz_inputs` gives exactly the keyword arguments of bertviz's ``head_view`` and ``model_view``. For an
-encoder-decoder whose decoder has fewer layers than its encoder (our shipped checkpoint: 6 + 2) bertviz fails with
-an ``IndexError``; the function pads the shorter stacks so that it works (see its docstring).
-"""
+"""Attention maps of one sentence, for encoders and encoder-decoders alike (the decoder fed by teacher forcing), and
+the inputs of bertviz."""
 
 from __future__ import annotations
 
@@ -24,9 +13,6 @@ import torch
 from ..errors import ScratchformerError
 from .encoding import Encoded, TextEncoder
 from .words import TokenGroup, shifted_groups, token_groups
-
-TEACHER_FORCING_NOTE = ("the decoder was fed the same sentence shifted one token right (teacher forcing): "
-                        "<s> + the sentence without its last token")
 
 
 @dataclass
@@ -53,12 +39,8 @@ class AttentionStack:
 
 @dataclass
 class AttentionMaps:
-    """Attention probabilities for one sentence, each ``(layers, heads, queries, keys)``.
-
-    ``groups`` merge the tokens back into the sentence's words (axis labels). For an encoder-decoder the decoder
-    reads ``decoder_tokens``: the sentence shifted right (teacher forcing) unless ``target`` was given, and
-    ``cross`` maps decoder queries onto encoder keys.
-    """
+    """Attention probabilities for one sentence, each ``(layers, heads, queries, keys)``; ``groups`` are the words
+    (axis labels), and for an encoder-decoder ``cross`` maps decoder queries onto encoder keys."""
 
     tokens: list[str]
     encoder: torch.Tensor
@@ -77,7 +59,8 @@ class AttentionMaps:
                                  groups, groups)]
         if self.decoder is None:
             return stacks
-        note = (TEACHER_FORCING_NOTE if self.target is None
+        note = ("the decoder was fed the same sentence shifted one token right (teacher forcing): <s> + the sentence "
+                "without its last token" if self.target is None
                 else f"the decoder was fed the target {self.target!r} shifted one token right (teacher forcing)")
         stacks.append(AttentionStack("decoder", "decoder self-attention (causal)", self.decoder, self.decoder_tokens,
                                      self.decoder_tokens, decoder_groups, decoder_groups, note))
@@ -111,15 +94,8 @@ def stack_attention(attentions: Any, model: torch.nn.Module, field_name: str) ->
     return torch.stack([a[0] for a in attentions]).float().cpu()
 
 
-def decoder_start_id(config: Any) -> int:
-    """The first decoder input: ``decoder_start_token_id``, else ``bos``, else ``pad``, else 0."""
-    candidates = (config.decoder_start_token_id, config.bos_token_id, config.pad_token_id)
-    return next((x for x in candidates if x is not None), 0)
-
-
 def attention_maps(text_encoder: TextEncoder, sentence: str, target: str | None = None) -> AttentionMaps:
-    """Attention probabilities for one sentence (heads kept apart); see the module docstring. ``target`` is the
-    decoder's text for an encoder-decoder (default: the sentence itself)."""
+    """Attention probabilities for one sentence, heads kept apart; ``target`` feeds an encoder-decoder's decoder."""
     encoded = text_encoder.tokenize([sentence])[0]
     tokens = text_encoder.tokens(encoded.input_ids)
     if text_encoder.encoder is text_encoder.model:
@@ -136,7 +112,9 @@ def attention_maps(text_encoder: TextEncoder, sentence: str, target: str | None 
 
 def _decoder_input(text_encoder: TextEncoder, encoded: Encoded, target: str | None) -> tuple[list[int], Any]:
     """Teacher forcing: ``<s>`` + the decoder's text without its last token (``</s>``), and that text's encoding."""
-    start = decoder_start_id(text_encoder.model.config)
+    config = text_encoder.model.config  # the first input: decoder_start_token_id, else bos, else pad, else 0
+    start = next((x for x in (config.decoder_start_token_id, config.bos_token_id, config.pad_token_id)
+                  if x is not None), 0)
     if target is None:
         return [start] + encoded.input_ids[:-1], encoded
     decoded = text_encoder.tokenize([target])[0]
@@ -172,14 +150,8 @@ def _encoder_decoder_maps(text_encoder: TextEncoder, encoded: Encoded, tokens: l
     )
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# bertviz
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def _as_layer_list(weights: torch.Tensor, layers: int, heads: int) -> list[torch.Tensor]:
-    """``(L, H, q, k)`` -> bertviz's list of ``(1, heads, q, k)``, padded with all-zero layers and heads up to
-    ``layers`` and ``heads``."""
+    """``(L, H, q, k)`` -> bertviz's list of ``(1, heads, q, k)``, zero-padded up to ``layers`` and ``heads``."""
     padded = weights.new_zeros(layers, heads, *weights.shape[2:])
     padded[: weights.shape[0], : weights.shape[1]] = weights
     return [padded[i][None] for i in range(layers)]
@@ -187,25 +159,9 @@ def _as_layer_list(weights: torch.Tensor, layers: int, heads: int) -> list[torch
 
 def bertviz_inputs(model: torch.nn.Module, tokenizer: Any, source: str, target: str | None = None,
                    ) -> dict[str, Any]:
-    """The keyword arguments of bertviz's ``head_view`` and ``model_view`` for one sentence::
-
-        from bertviz import head_view, model_view
-        head_view(**bertviz_inputs(model, tokenizer, "Write a poem about a man fishing on a river bank."))
-
-    For an **encoder-decoder** (``ScratchformerForConditionalGeneration``, BART, T5) it returns
-    ``encoder_attention``, ``decoder_attention``, ``cross_attention``, ``encoder_tokens`` and ``decoder_tokens``.
-    The decoder is fed ``target`` by teacher forcing (``<s>`` + its tokens, without the final ``</s>``), or the
-    source itself when no target is given. For an **encoder** (BERT, MiniLM, ``ScratchformerEncoderModel``) it
-    returns ``attention`` and ``tokens``.
-
-    Why padding: bertviz (1.4) takes one list of layer indices for all three stacks, made from the first stack it
-    is given (``include_layers = range(len(encoder_attention))``), and in ``model_view`` one list of head indices.
-    A decoder with fewer layers than its encoder (ours: 6 encoder, 2 decoder layers) then raises
-    ``IndexError: tuple index out of range``. Here the shorter stacks are padded with all-zero layers (and heads),
-    so every encoder layer can be shown: a padded decoder or cross-attention layer draws no lines in ``head_view``
-    and empty cells in ``model_view``. To show only the layers all stacks have, pass
-    ``include_layers=list(range(model.config.decoder_layers))`` as well.
-    """
+    """The keyword arguments of bertviz's ``head_view`` and ``model_view`` for one sentence (the decoder fed
+    ``target``, else the source, by teacher forcing). The shorter stacks are padded with all-zero layers and heads,
+    since bertviz 1.4 raises ``IndexError`` on a decoder shallower than its encoder (docs/learning.md)."""
     from .encoding import TextEncoder
 
     maps = attention_maps(TextEncoder(model, tokenizer), source, target)

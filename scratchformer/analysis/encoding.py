@@ -1,12 +1,5 @@
-"""Texts in, hidden states out: tokenization, length-sorted batches and the forward pass of the encoder.
-
-:class:`TextEncoder` is the one road from sentences to vectors. It tokenizes with character offsets (word location
-needs them), truncates texts longer than the model's maximum (with a warning, or an error on request), sorts texts
-by length to limit padding, runs batches under ``torch.no_grad()`` with the model in ``eval()`` mode, and hands
-each text's hidden states back without its padding, in the caller's order.
-
-For an encoder-decoder it runs the encoder (``model.get_encoder()``); an encoder-only model is run as it is.
-"""
+"""Texts in, hidden states out: :class:`TextEncoder` tokenizes (with character offsets), truncates, batches by length
+and runs the encoder."""
 
 from __future__ import annotations
 
@@ -21,7 +14,6 @@ import torch
 from ..errors import ScratchformerError, quoted
 
 PROGRESS_MIN_TEXTS = 100  # show a progress bar by default from this many texts on
-LONG_INPUTS = ("truncate", "error")
 
 
 @dataclass
@@ -37,15 +29,9 @@ class Encoded:
 
 
 def encoder_of(model: torch.nn.Module) -> torch.nn.Module:
-    """The module whose hidden states are the embeddings: the encoder of an encoder-decoder, else the model.
-
-    An encoder-decoder's forward needs decoder inputs; its encoder alone gives the vectors we want. An encoder-only
-    model is used as it is (``BertModel.get_encoder()`` would return the bare layer stack).
-    """
-    try:
-        takes_decoder_inputs = "decoder_input_ids" in inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        takes_decoder_inputs = False
+    """The module whose hidden states are the embeddings: the encoder of a model whose forward takes decoder inputs,
+    else the model itself (``BertModel.get_encoder()`` would return the bare layer stack)."""
+    takes_decoder_inputs = "decoder_input_ids" in inspect.signature(model.forward).parameters
     return model.get_encoder() if takes_decoder_inputs else model
 
 
@@ -93,22 +79,14 @@ def _padded(rows: list[list[int]], pad: int) -> torch.Tensor:
 
 
 class TextEncoder:
-    """Tokenize texts and run them through ``model``'s encoder in length-sorted batches.
-
-    Args:
-        model: any Hugging Face encoder or encoder-decoder (then its encoder is run).
-        tokenizer: its tokenizer; word location needs a *fast* one (character offsets).
-        batch_size: texts per forward pass.
-        max_length: most tokens per text, special tokens included (default: :func:`default_max_length`).
-        long_inputs: ``"truncate"`` cuts longer texts with a warning; ``"error"`` refuses them.
-        progress: show a tqdm bar; ``None`` shows it from ``PROGRESS_MIN_TEXTS`` texts on.
-    """
+    """Tokenize texts and run them through ``model``'s encoder in length-sorted batches, under ``no_grad`` in
+    ``eval()``; texts over ``max_length`` tokens are cut with a warning (``long_inputs="error"``: refused)."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, batch_size: int = 32, max_length: int | None = None,
                  long_inputs: Literal["truncate", "error"] = "truncate", progress: bool | None = None) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ScratchformerError(f"batch_size={batch_size!r} must be a positive integer")
-        if long_inputs not in LONG_INPUTS:
+        if long_inputs not in ("truncate", "error"):
             raise ScratchformerError(f"long_inputs={long_inputs!r} must be 'truncate' or 'error'")
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -123,8 +101,6 @@ class TextEncoder:
         """The token strings of ``ids`` (``'Ġbank'``, ``'##s'``, ``'bank</w>'``...)."""
         return list(self.tokenizer.convert_ids_to_tokens(list(ids)))
 
-    # -- tokenization ------------------------------------------------------------------------------------------
-
     def tokenize(self, texts: Sequence[str]) -> list[Encoded]:
         """Tokenize ``texts``; texts over ``max_length`` are cut with a warning or refused."""
         if not texts:  # a fast tokenizer fails on an empty batch with a bare IndexError
@@ -134,14 +110,12 @@ class TextEncoder:
         if self.max_length is not None and fast:
             options.update(truncation=True, max_length=self.max_length, return_overflowing_tokens=True)
         encoded = _encoded_texts(self.tokenizer(list(texts), **options), texts, fast)
-        too_long = [i for i, e in enumerate(encoded) if e.truncated or self._over_limit(e)]
+        # a slow tokenizer cannot truncate here: its texts are measured after tokenizing
+        too_long = [i for i, e in enumerate(encoded) if e.truncated or (
+            e.offsets is None and self.max_length is not None and len(e.input_ids) > self.max_length)]
         if too_long:
             self._report_long_texts(texts, too_long, fast)
         return encoded
-
-    def _over_limit(self, encoded: Encoded) -> bool:
-        """A slow tokenizer cannot truncate here: its texts are measured after tokenizing."""
-        return encoded.offsets is None and self.max_length is not None and len(encoded.input_ids) > self.max_length
 
     def _report_long_texts(self, texts: Sequence[str], too_long: list[int], fast: bool) -> None:
         first = too_long[0]
@@ -153,8 +127,6 @@ class TextEncoder:
             raise ScratchformerError(f"{message}; shorten them, or use long_inputs='truncate' to cut them")
         warnings.warn(f"{message}; they were truncated to {self.max_length} tokens (max_length= moves the cut)",
                       stacklevel=4)
-
-    # -- the forward pass --------------------------------------------------------------------------------------
 
     @property
     def device(self) -> torch.device:
@@ -173,9 +145,8 @@ class TextEncoder:
                                 return_dict=True)
 
     def map(self, texts: Sequence[str], keep: Callable[[int, Encoded, torch.Tensor], Any]) -> list[Any]:
-        """Run every text through the encoder (longest first, batched) and return ``keep(i, encoded, hidden)`` for
-        each text ``i``, in the order of ``texts``. ``hidden`` is ``(num_layers + 1, num_tokens, hidden_size)``
-        for that text alone, its padding cut off."""
+        """``keep(i, encoded, hidden)`` for each text ``i``, in the order of ``texts``, with ``hidden`` that text's
+        ``(num_layers + 1, num_tokens, hidden_size)`` states without padding."""
         from tqdm.auto import tqdm
 
         results: list[Any] = [None] * len(texts)
@@ -188,9 +159,8 @@ class TextEncoder:
         return results
 
     def batches(self, texts: Sequence[str]) -> Iterator[tuple[list[int], list[Encoded], torch.Tensor]]:
-        """The texts tokenized and run longest first, ``batch_size`` at a time: ``(indices into texts, their
-        Encoded, (batch, num_layers + 1, tokens, hidden_size) padded hidden states)``, for callers that work on
-        a whole batch at once."""
+        """The texts run longest first, ``batch_size`` at a time: ``(indices into texts, their Encoded, (batch,
+        num_layers + 1, tokens, hidden_size) padded hidden states)``."""
         encoded = self.tokenize(texts)
         order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i].input_ids))
         for start in range(0, len(order), self.batch_size):

@@ -1,28 +1,5 @@
-"""Learned, embedding-layer and contextual embeddings from any Hugging Face encoder or encoder-decoder.
-
-:class:`EmbeddingExtractor` is the one object a caller needs: a :class:`~scratchformer.analysis.encoding.TextEncoder`
-(texts in, hidden states out) that finds words and pools their vectors (the pieces: :mod:`scratchformer.analysis`).
-
-Three different tensors are all called "the embedding of a token"; keeping them apart is the point:
-
-1. **Learned embedding** (``layer="learned"``): row ``token_id`` of the input embedding table, the *same vector in
-   every sentence* (as long as the token id is the same; a byte-level BPE gives "bank" and " bank" different ids).
-2. **Embedding-layer output** (``layer=0``): ``hidden_states[0]``, what layer 1 receives. For Scratchformer
-   ``sqrt(d_model) * learned + sinusoidal positional encoding``; for BERT ``LayerNorm(word + position (+ type))``.
-   It is *not* the learned vector, although it is often mistaken for it.
-3. **Contextual embedding** (``layer=k`` for ``k >= 1``, default ``-1`` = ``last_hidden_state``): the output of
-   layer ``k``, where self-attention has mixed in the other words. For an encoder-decoder: the encoder's.
-
-Example::
-
-    from scratchformer.analysis.extractor import EmbeddingExtractor
-
-    ex = EmbeddingExtractor.from_pretrained("small")                      # an alias, a folder or a Hub id
-    a = ex.word_embedding("He sat on the river bank.", "bank")            # contextual, last layer, mean of sub-tokens
-    b = ex.word_embedding("She took money from the bank.", "bank")
-    learned = ex.word_embedding("He sat on the river bank.", "bank", layer="learned")
-    print(a.location.tokens, ex.word_similarity(a, b))                    # cosine with its anisotropy baseline
-"""
+"""Learned, embedding-layer and contextual embeddings from any Hugging Face encoder or encoder-decoder
+(:class:`EmbeddingExtractor`; the three kinds and its API: docs/embeddings.md)."""
 
 from __future__ import annotations
 
@@ -44,7 +21,6 @@ from .layers import (
     describe_layer,
     is_contextual,
     layer_kind,
-    resolve_layer,
     resolve_layers,
     vectors_at,
 )
@@ -55,23 +31,18 @@ from .words import WordLocation, WordQuery, WordSpan, find_word, locate, parse_q
 
 
 class EmbeddingExtractor(TextEncoder):
-    """Extract learned, embedding-layer and contextual vectors from ``model`` with its ``tokenizer``: any Hugging Face
-    encoder (BERT, DistilBERT, ``ScratchformerEncoderModel``...) or encoder-decoder (then its encoder is used).
-    The arguments are :class:`~scratchformer.analysis.encoding.TextEncoder`'s; word location needs a *fast*
-    tokenizer (character offsets)."""
+    """Learned, embedding-layer and contextual vectors of words, tokens and sentences from any Hugging Face encoder
+    or encoder-decoder; the arguments are :class:`~scratchformer.analysis.encoding.TextEncoder`'s."""
 
     @classmethod
     def from_pretrained(cls, source: str, *, trust_remote_code: bool = False, with_decoder: bool = False,
                         **kwargs: Any) -> EmbeddingExtractor:
-        """Load tokenizer and model (an alias, a folder or a Hub id: :func:`scratchformer.loading.load`);
-        ``kwargs`` go to ``__init__``."""
+        """Load model and tokenizer with :func:`scratchformer.loading.load`; ``kwargs`` go to ``__init__``."""
         from ..loading import load
 
         model, tokenizer = load(source, task="seq2seq" if with_decoder else "encoder",
                                 trust_remote_code=trust_remote_code)
         return cls(model, tokenizer, **kwargs)
-
-    # -- what it runs on ---------------------------------------------------------------------------------------
 
     @property
     def num_layers(self) -> int:
@@ -81,12 +52,6 @@ class EmbeddingExtractor(TextEncoder):
     @property
     def model_name(self) -> str:
         return str(getattr(self.model.config, "_name_or_path", "") or type(self.model).__name__)
-
-    def resolve_layer(self, layer: Layer) -> Layer:
-        """Check ``layer`` and turn a negative index into a non-negative one (``-1`` -> ``num_layers``)."""
-        return resolve_layer(layer, self.num_layers)
-
-    # -- token-level -------------------------------------------------------------------------------------------
 
     def token_embeddings(self, texts: str | Sequence[str], layer: Layer = -1) -> list[TokenEmbeddings]:
         """Per-token vectors of each text at ``layer`` ("learned", 0 = embedding-layer output, k = layer k)."""
@@ -125,22 +90,15 @@ class EmbeddingExtractor(TextEncoder):
             )
         return self.token_embeddings(text, layer=layer)[0]
 
-    # -- word-level --------------------------------------------------------------------------------------------
-
     def locate_word(self, sentence: str, word: str, occurrence: int = 0) -> WordLocation:
-        """Find the ``occurrence``-th (0-based, ``-1`` = last) whole-word ``word`` in ``sentence`` and its tokens.
-
-        Matching is case-sensitive on the original text; the tokens come from the tokenizer's character offsets
-        (see :mod:`~scratchformer.analysis.words`).
-        """
+        """The ``occurrence``-th whole-word ``word`` in ``sentence`` (case-sensitive), and the tokens that cover it."""
         span = find_word(sentence, word, occurrence, self._sentence_tokens)
         return locate(self.tokenize([sentence])[0], span, self.tokens, self.max_length)
 
     def word_embeddings(self, queries: Sequence[WordQuery], layers: Layer | Sequence[Layer] = -1,
                         pooling: str = "mean") -> list[list[WordEmbedding]]:
-        """Batched word vectors. Each query is ``(sentence, word)``, ``(sentence, word, occurrence)`` or
-        ``(sentence, (start, end))`` (a character span). Returns, per query, one :class:`WordEmbedding` per layer
-        in ``layers`` (one forward pass for all layers)."""
+        """Per query (``(sentence, word)``, ``(sentence, word, occurrence)`` or ``(sentence, (start, end))``), one
+        :class:`WordEmbedding` per layer in ``layers``, from one forward pass."""
         layer_list = resolve_layers(layers, self.num_layers)
         spans = [parse_query(q, query, self._sentence_tokens) for q, query in enumerate(queries)]
 
@@ -165,19 +123,14 @@ class EmbeddingExtractor(TextEncoder):
 
     def word_embedding(self, sentence: str, word: str | tuple[int, int], occurrence: int = 0, layer: Layer = -1,
                        pooling: str = "mean") -> WordEmbedding:
-        """The vector of one word occurrence in its sentence (see :meth:`locate_word` for how it is found).
-
-        ``word`` may also be a character span ``(start, end)``. ``pooling`` combines the word's sub-tokens:
-        ``"mean"`` (default), ``"first"`` or ``"last"``; ``result.used_tokens`` says which were used.
-        """
+        """The vector of one word occurrence (or character span ``(start, end)``) in its sentence, its sub-tokens
+        pooled with ``"mean"``, ``"first"`` or ``"last"``."""
         query = (sentence, word) if isinstance(word, tuple) else (sentence, word, occurrence)
         return self.word_embeddings([query], layers=layer, pooling=pooling)[0][0]
 
     def sentence_word_embeddings(self, sentences: str | Sequence[str], layers: Layer | Sequence[Layer] = -1,
                                  pooling: str = "mean") -> list[list[list[WordEmbedding]]]:
-        """Vectors of every word (see :func:`~scratchformer.analysis.words.sentence_words`) of each sentence:
-        ``result[s][w][l]`` is word ``w`` of sentence ``s`` at the ``l``-th of ``layers``. Words past a truncation
-        are left out."""
+        """``result[s][w][l]``: word ``w`` of sentence ``s`` at the ``l``-th of ``layers`` (none past a cut)."""
         sentences = [sentences] if isinstance(sentences, str) else list(sentences)
         layer_list = resolve_layers(layers, self.num_layers)
 
@@ -191,9 +144,7 @@ class EmbeddingExtractor(TextEncoder):
         return self.map(sentences, keep)
 
     def word_similarity(self, a: WordEmbedding, b: WordEmbedding) -> Similarity:
-        """Cosine of two word vectors (same layer and pooling), with the unrelated-pair baseline and the
-        mean-centred cosine computed from all words of their sentences (the two target words excluded from the
-        baseline)."""
+        """Cosine of two word vectors, with the baseline and centred cosine from the words of their sentences."""
         if a.layer != b.layer or a.pooling != b.pooling:
             raise ScratchformerError(f"compare vectors of the same layer and pooling, got {a.layer}/{a.pooling} and "
                                      f"{b.layer}/{b.pooling}")
@@ -202,16 +153,10 @@ class EmbeddingExtractor(TextEncoder):
         words = [[(w[0].word, w[0].vector) for w in sentence] for sentence in per_sentence]
         return similarity_in_context(a.vector, b.vector, words, {a.word.lower(), b.word.lower()})
 
-    # -- sentence-level ----------------------------------------------------------------------------------------
-
     def sentence_embeddings(self, sentences: str | Sequence[str], pooling: str = "mean", layer: Layer = -1,
                             exclude_special_tokens: bool = False) -> SentenceEmbeddings:
-        """One vector per sentence: ``pooling`` (``mean``, ``max``, ``cls``/``first``) over its tokens at ``layer``.
-
-        Each sentence is pooled over its own tokens only, so the result does not depend on which other sentences
-        share its batch or how much padding they add. With the defaults (special tokens included, last layer) the
-        vectors equal sentence-transformers' ``Pooling`` on the same model's ``last_hidden_state``.
-        """
+        """One vector per sentence: ``pooling`` (``mean``, ``max``, ``cls``/``first``) over its own tokens at
+        ``layer``, so that the batch it shares and its padding change nothing."""
         sentences = [sentences] if isinstance(sentences, str) else list(sentences)
         (layer,) = resolve_layers(layer, self.num_layers)
         truncated = [False] * len(sentences)
@@ -225,15 +170,9 @@ class EmbeddingExtractor(TextEncoder):
         return SentenceEmbeddings(sentences=sentences, layer=layer, kind=layer_kind(layer), pooling=pooling,
                                   vectors=torch.stack(vectors), truncated=truncated)
 
-    # -- attention ---------------------------------------------------------------------------------------------
-
     def attention_maps(self, sentence: str, target: str | None = None) -> AttentionMaps:
-        """Attention probabilities for one sentence, heads kept apart (see :mod:`~scratchformer.analysis.attention`;
-        for an encoder-decoder also decoder self-attention and cross-attention, the decoder being fed ``target``,
-        or else the sentence itself, shifted right: teacher forcing)."""
+        """Attention probabilities for one sentence, heads kept apart (:mod:`~scratchformer.analysis.attention`)."""
         return attention_maps(self, sentence, target)
-
-    # -- helpers -----------------------------------------------------------------------------------------------
 
     def _sentence_tokens(self, sentence: str) -> list[str]:
         """The token strings of ``sentence`` (for error messages)."""
@@ -244,11 +183,6 @@ class EmbeddingExtractor(TextEncoder):
         used, vector = pool_word(vectors_at(self.model, e.input_ids, hidden, layer), location.token_indices, pooling)
         return WordEmbedding(location=location, layer=layer, kind=layer_kind(layer), pooling=pooling,
                              used_token_indices=used, vector=vector)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Loading
-# ----------------------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -268,9 +202,8 @@ RANDOM_NOTE = ("paper base sizes, random weights (seed 0), our byte-level BPE tr
 
 def load_extractor(name: str, *, batch_size: int = 32, texts: Sequence[str] | None = None,
                    with_decoder: bool = False, trust_remote_code: bool = False) -> LoadedModel:
-    """:func:`scratchformer.loading.load` (an alias, a folder or a Hub id) wrapped in an :class:`EmbeddingExtractor`.
-    ``with_decoder`` loads an encoder-decoder whole (decoder and cross attention maps); ``texts`` train the tokenizer
-    of ``random-scratchformer``."""
+    """:func:`scratchformer.loading.load` wrapped in an :class:`EmbeddingExtractor`; ``with_decoder`` loads an
+    encoder-decoder whole (for its attention maps), ``texts`` train the tokenizer of ``random-scratchformer``."""
     from ..loading import RANDOM_SCRATCHFORMER, describe, load, resolve
 
     model, tokenizer = load(name, task="seq2seq" if with_decoder else "encoder", texts=texts,

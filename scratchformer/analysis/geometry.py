@@ -1,31 +1,5 @@
-"""How contextual are the vectors? The embedding-geometry measures of Ethayarajh (EMNLP 2019), per layer.
-
-For the vectors ``f_l(s, w)`` of word occurrences at one layer ``l`` (a word's sub-tokens pooled as everywhere in
-this package), with ``cos`` the cosine:
-
-- **self-similarity** of a word: the mean ``cos`` over pairs of its occurrences in different sentences
-  (:func:`word_measures`; every pair up to :data:`MAX_PAIRS_PER_WORD`, a seeded sample of that many beyond, as
-  the author's code samples 1,000). A static embedding scores 1.
-- **intra-sentence similarity** of a sentence: the mean ``cos`` between each of its words and the mean of its word
-  vectors (:func:`intra_sentence_similarity`).
-- **maximum explainable variance (MEV)** of a word: the share of the variance of its occurrence vectors that their
-  first principal component explains, with the vectors *centred* as scikit-learn's ``PCA(n_components=1)`` in the
-  author's code does (:func:`mev`). Only for words with at least :data:`MEV_MIN_OCCURRENCES` occurrences: ``n``
-  points span at most ``n - 1`` directions, so a word seen ``n`` times scores at least ``1 / (n - 1)``.
-- **anisotropy baseline**: the mean ``cos`` between random word occurrences from different sentences (one occurrence
-  sampled per sentence, :func:`mean_pairwise_cosine`). The other measures are read *adjusted*: minus the baseline
-  (MEV minus its own baseline, the first-PC share of the same random occurrences).
-
-**Standardised** variants (Timkey & van Schijndel, EMNLP 2021): each dimension minus its mean, divided by its
-standard deviation, both estimated on a sample of the layer's vectors (:class:`Standardiser`). A few "rogue"
-dimensions with a huge mean and variance can dominate the raw cosine; standardising removes them.
-
-The **learned** row (the embedding table) gives a word the same vector in every sentence where it is spelled with
-the same tokens: self-similarity 1 and MEV 1 by construction. A byte-level BPE spells a sentence's first word
-without the leading space, so measured over all pairs it can fall a little below 1; the report says how many pairs
-had identical tokens. The streaming run over a model lives in :mod:`~scratchformer.analysis.geometry_run`, the data
-in :mod:`~scratchformer.analysis.geometry_data`.
-"""
+"""The embedding-geometry measures of Ethayarajh (EMNLP 2019) on tensors, raw and standardised, and their report
+(the measures and where they follow the author's code: docs/embeddings.md, "The measures")."""
 
 from __future__ import annotations
 
@@ -43,8 +17,7 @@ MEV_MIN_OCCURRENCES = 5  # MEV only for words seen at least this often (and the 
 ZERO_VARIANCE = 1e-12  # relative: below this share of the mean squared norm, a word's vectors count as identical
 BLOCK_ELEMENTS = 1 << 23  # numbers of one block of padded word occurrences (64 MB in float64), whatever the data
 
-# Published values of the author's repository (kawine/contextual, */embedding_space_stats.json, BERT-base cased and
-# GPT-2, 12 layers each, layer 0 = the embedding-layer output), marked on the plots. (model, layer, value, what)
+# (model, layer, value, what): kawine/contextual's published values (docs/embeddings.md), marked on the plots
 REFERENCE_VALUES = {
     "anisotropy_baseline": [("BERT-base", 0, 0.105, "layer 0"), ("BERT-base", 11, 0.675, "layer 11, highest"),
                             ("BERT-base", 12, 0.477, "layer 12, last"), ("GPT-2", 0, 0.611, "layer 0"),
@@ -72,11 +45,6 @@ GEOMETRY_JSON, WORDS_CSV = "geometry.json", "geometry_words.csv"
 PLOT_FILES = {measure: f"geometry_{measure}.png" for measure in MEASURES}
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The measures, on tensors
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def unit(x: torch.Tensor) -> torch.Tensor:
     """Rows of ``x`` scaled to length 1 (a zero row stays zero)."""
     return torch.nn.functional.normalize(x.double(), dim=-1)
@@ -95,8 +63,7 @@ def mean_pairwise_cosine(vectors: torch.Tensor) -> float:
 
 def intra_sentence_similarity(words: torch.Tensor, sizes: list[int] | None = None) -> torch.Tensor:
     """Mean cosine between each word of a sentence and the sentence's mean word vector: ``(..., words, dims)`` ->
-    ``(...)`` (one value per layer when layers lead). With ``sizes``, the words are several sentences one after
-    another (``sizes[k]`` words each, at least one) -> ``(..., sentences)``: a batch in a few tensor operations."""
+    ``(...)``; with ``sizes``, several sentences of ``sizes[k]`` words one after another -> ``(..., sentences)``."""
     x = words.double()
     if sizes is None:
         return torch.nn.functional.cosine_similarity(x, x.mean(dim=-2, keepdim=True), dim=-1).mean(dim=-1)
@@ -108,15 +75,9 @@ def intra_sentence_similarity(words: torch.Tensor, sizes: list[int] | None = Non
 
 
 def mev(vectors: torch.Tensor, counts: torch.Tensor | None = None) -> torch.Tensor:
-    """Share of the variance of ``(..., n, dims)`` occurrence vectors explained by their first principal component,
-    after centring (scikit-learn's ``PCA(n_components=1).explained_variance_ratio_[0]``) -> ``(...)``. With
-    ``counts`` ``(...)``, only the first ``counts`` of the ``n`` vectors are occurrences (the rest is padding), so
-    that words seen a different number of times go in one batch.
-
-    The variances along the components are the eigenvalues of the centred vectors' Gram matrix (the squared
-    singular values, from an ``n x n`` or ``dims x dims`` problem, whichever is smaller). Identical vectors have no
-    variance to explain; one static vector replaces them exactly, so they score 1.
-    """
+    """Share of the variance of ``(..., n, dims)`` centred occurrence vectors that their first principal component
+    explains (scikit-learn's ``PCA(n_components=1)``) -> ``(...)``; ``counts`` marks the rest of each row as padding.
+    Identical vectors score 1: one static vector replaces them exactly."""
     x = vectors.double()
     if counts is None:
         centred = x - x.mean(dim=-2, keepdim=True)
@@ -135,15 +96,9 @@ def mev(vectors: torch.Tensor, counts: torch.Tensor | None = None) -> torch.Tens
 def word_measures(vectors: torch.Tensor, groups: list[list[int]], pair_a: np.ndarray, pair_b: np.ndarray,
                   pair_word: np.ndarray, transform: Any = None, block: int = BLOCK_ELEMENTS,
                   progress: Any = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per row and word: the self-similarity (mean cosine of its pairs) and the MEV (``nan`` below
-    :data:`MEV_MIN_OCCURRENCES`), ``(rows, words)`` each, in one batched pass over the words.
-
-    ``vectors`` is ``(rows, occurrences, dims)``; word ``w``'s occurrences are the rows ``groups[w]``; pair ``k``
-    joins occurrences ``pair_a[k]`` and ``pair_b[k]`` of word ``pair_word[k]``. Words go a block at a time, each
-    padded to the block's most occurrences (``(rows, words, n, dims)``, about ``block`` numbers), so that every
-    pair's cosine is read off one Gram matrix per word and memory does not grow with the data; words go in order of
-    their occurrence counts, so that little of a block is padding. ``transform`` (the
-    standardisation) is applied to each block's vectors; ``progress`` (a tqdm bar) advances by the words done."""
+    """Per row and word of ``(rows, occurrences, dims)`` ``vectors``: the self-similarity (mean cosine of its pairs)
+    and the MEV (``nan`` below :data:`MEV_MIN_OCCURRENCES`), ``(rows, words)`` each. Words go a block of about
+    ``block`` numbers at a time, so that memory does not grow with the data; ``transform`` standardises each block."""
     rows, dims = vectors.shape[0], vectors.shape[-1]
     place = np.zeros(vectors.shape[1], dtype=np.int64)  # an occurrence's place among its word's occurrences
     for group in groups:
@@ -219,7 +174,7 @@ class Standardiser:
         return torch.where(std > 1e-12 * (self.mean.abs() + 1), std, torch.ones_like(std))
 
     def fit(self, vectors: torch.Tensor) -> Standardiser:
-        """Estimate from ``(rows, n, dims)`` vectors at once (tests and small samples)."""
+        """Estimate from ``(rows, n, dims)`` vectors at once (small samples: scripts/senses_standardised.py)."""
         self.add(vectors)
         return self
 
@@ -229,11 +184,6 @@ class Standardiser:
         if row is not None:
             return (vectors.double() - mean[row]) / std[row]
         return (vectors.double() - mean[:, None]) / std[:, None]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Results
-# ----------------------------------------------------------------------------------------------------------------
 
 
 @dataclass

@@ -1,15 +1,5 @@
-"""The data of the geometry study: sentences, the words to follow through them, and which occurrences to keep.
-
-Two formats are read (:func:`read_sentences`): the word-sense TSV of ``scratchformer senses`` (its header names the
-columns ``lemma pos synset start end sentence``; its distinct sentences are used) and plain UTF-8 text with one
-sentence a line (``.gz`` read as gzip). Repeated sentences count once, since a word's occurrences must come from
-different contexts. Words are the package's words (:func:`~scratchformer.analysis.words.sentence_words`, case as
-written), counted once per sentence.
-
-:func:`plan_geometry` picks, without any model, what a run keeps, so that memory does not grow with the data: at
-most ``max_words`` word types among those with ``min_occurrences`` occurrences or more, at most ``max_occurrences``
-occurrences of each (seeded samples), and the sentences of the baseline sample.
-"""
+"""The data of the geometry study: its sentences, and which words and occurrences a run keeps (chosen without a
+model, so that memory does not grow with the data)."""
 
 from __future__ import annotations
 
@@ -87,7 +77,7 @@ class GeometryPlan:
 def plan_geometry(sentences: list[str], *, min_occurrences: int = MIN_OCCURRENCES, max_words: int = MAX_WORDS,
                   max_occurrences: int = MAX_OCCURRENCES, sample_sentences: int = SAMPLE_SENTENCES,
                   seed: int = 0) -> GeometryPlan:
-    """Choose the words, their kept occurrences and the baseline sample (see the module docstring); a
+    """Choose at most ``max_words`` words, ``max_occurrences`` of each, and the baseline sample (seeded); a
     :class:`~scratchformer.errors.DataError` when no word occurs in ``min_occurrences`` different sentences."""
     for name, value, least in (("--min-occurrences", min_occurrences, 2), ("--max-words", max_words, 1),
                                ("--max-occurrences", max_occurrences, 2), ("--sample-sentences", sample_sentences, 2)):

@@ -1,18 +1,5 @@
-"""``scratchformer geometry``: the measures of :mod:`~scratchformer.analysis.geometry` over a model, streamed.
-
-A run makes two passes over the model, each forward batch pooled into word vectors for every row at once (learned
-table, embedding-layer output, every layer; a word's sub-tokens pooled as
-:func:`~scratchformer.analysis.pooling.pool_word` does) in a few tensor operations per batch, not per sentence:
-
-1. the baseline sample (:data:`~scratchformer.analysis.geometry_data.SAMPLE_SENTENCES` sentences): each row's
-   per-dimension mean and standard deviation over all their word occurrences, and one occurrence per sentence
-   for the anisotropy baseline;
-2. every sentence: its intra-sentence similarity (raw and standardised, with the statistics of pass 1), and the
-   occurrences that the plan keeps for self-similarity and MEV, written into one preallocated tensor.
-
-Nothing else is kept, so memory is bounded by the plan (``max_words x max_occurrences`` vectors per row), not by the
-number of sentences; sentences are tokenized a chunk at a time.
-"""
+"""``scratchformer geometry``: the measures of :mod:`~scratchformer.analysis.geometry` over a model, in two streaming
+passes whose memory is bounded by the plan, not by the data (docs/embeddings.md)."""
 
 from __future__ import annotations
 
@@ -64,10 +51,6 @@ from .words import covering_tokens, words_kept
 
 CHUNK = 512  # sentences tokenized at once: the token bookkeeping of a chunk is all that is held
 
-# ----------------------------------------------------------------------------------------------------------------
-# Word vectors of one sentence, every row at once
-# ----------------------------------------------------------------------------------------------------------------
-
 
 def word_token_indices(encoded: Encoded, spans: list[tuple[int, int]]) -> list[list[int]]:
     """The tokens covering each character span, as :func:`~scratchformer.analysis.words.covering_tokens` finds them
@@ -97,9 +80,8 @@ def learned_table(model: torch.nn.Module) -> torch.Tensor | None:
 
 @dataclass
 class BatchWords:
-    """The words of a batch of sentences, every row at once: sentence ``b``'s words are ``vectors[:, starts[b] :
-    starts[b + 1]]``, at ``positions[b]`` among its :func:`~scratchformer.analysis.words.sentence_words`, made of the
-    tokens ``groups[b]``."""
+    """The words of a batch of sentences, every row at once: sentence ``b``'s are ``vectors[:, starts[b] : starts[b +
+    1]]``, at ``positions[b]`` among its words, made of the tokens ``groups[b]``."""
 
     vectors: torch.Tensor  # (rows, words, dims): rows = learned, 0, 1..N (no learned row without a fitting table)
     starts: list[int]
@@ -112,9 +94,8 @@ class BatchWords:
 
 def batch_rows(batch: list[Encoded], hidden: torch.Tensor, pooling: str, table: torch.Tensor | None) -> BatchWords:
     """The words of ``batch`` (those not cut off, and covered by a token) pooled from ``hidden`` ``(batch, layers +
-    1, tokens, dims)`` and the learned ``table`` (``None``: no learned row, as for ALBERT, whose table is narrower
-    than its hidden states) in a few tensor operations for the whole batch; the per-sentence work is the Python
-    bookkeeping of which tokens make which word."""
+    1, tokens, dims)`` and the learned ``table`` in a few tensor operations for the whole batch; no learned row where
+    the table does not fit the hidden states (ALBERT's is narrower)."""
     where: list[tuple[int, int]] = []  # (sentence in batch, token) of every pooled token
     word_of: list[int] = []  # and the word it goes into
     sizes: list[int] = []  # tokens pooled per word
@@ -146,9 +127,8 @@ def batch_rows(batch: list[Encoded], hidden: torch.Tensor, pooling: str, table: 
 
 def stream_rows(extractor: EmbeddingExtractor, sentences: list[str], indices: list[int], pooling: str,
                 visit: Callable[[list[int], list[Encoded], BatchWords], None], bar: Any) -> int:
-    """Run the sentences ``indices`` through the model a chunk at a time and call ``visit(sentence numbers,
-    encoded, words)`` with each forward batch's :func:`batch_rows`; returns how many were truncated (their
-    truncation warnings are counted here instead of repeated per chunk)."""
+    """Call ``visit(sentence numbers, encoded, words)`` with each forward batch's :func:`batch_rows`, a chunk at a
+    time; returns how many were truncated (counted here, not warned per chunk)."""
     table = learned_table(extractor.model)
     truncated = 0
     for start in range(0, len(indices), CHUNK):
@@ -160,11 +140,6 @@ def stream_rows(extractor: EmbeddingExtractor, sentences: list[str], indices: li
                 truncated += sum(e.truncated for e in batch)
                 bar.update(len(batch))
     return truncated
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# One model
-# ----------------------------------------------------------------------------------------------------------------
 
 
 class _Accumulator:
@@ -224,7 +199,7 @@ class _Accumulator:
 def measure_geometry(extractor: EmbeddingExtractor, plan: GeometryPlan, *, pooling: str = "mean",
                      standardise: bool = True, progress: bool | None = None, model_label: str | None = None,
                      source: str = "", data_label: str = "", random_init: bool = False) -> GeometryReport:
-    """The geometry of ``extractor``'s model on the sentences of ``plan`` (see the module docstring)."""
+    """The geometry of ``extractor``'s model on the sentences of ``plan``, in two passes (docs/embeddings.md)."""
     num_layers = extractor.num_layers
     label = model_label or extractor.model_name
     acc = _Accumulator(plan, standardise)
@@ -254,9 +229,8 @@ def _word_groups(acc: _Accumulator, plan: GeometryPlan) -> tuple[list[int], list
 def _measures(vectors: torch.Tensor, baseline: torch.Tensor, groups: list[list[int]],
               pairs: tuple[np.ndarray, np.ndarray, np.ndarray], intra: torch.Tensor,
               standardiser: Standardiser | None, bar: Any) -> tuple[list[dict[str, float]], np.ndarray, np.ndarray]:
-    """Every row's measures from the kept occurrences ``(rows, slots, dims)``, the baseline sample ``(rows, n,
-    dims)`` and the intra-sentence means, standardised first when a ``standardiser`` is given; with the per-word
-    self-similarity and MEV ``(rows, words)`` (MEV ``nan`` below :data:`MEV_MIN_OCCURRENCES`)."""
+    """Every row's measures from the kept occurrences, the baseline sample and the intra-sentence means (standardised
+    first given a ``standardiser``), with the per-word self-similarity and MEV ``(rows, words)``."""
     rows = vectors.shape[0]
     word_self, word_mev = word_measures(vectors, groups, *pairs, transform=standardiser, progress=bar)
     base = baseline if standardiser is None else standardiser(baseline)
@@ -333,10 +307,6 @@ def _word_rows(label: str, layers: list[Any], plan: GeometryPlan, words: list[in
     return rows
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The command
-# ----------------------------------------------------------------------------------------------------------------
-
 WORD_FIELDS = ("model", "layer", "word", "occurrences", "kept", "pairs", "self_similarity",
                "self_similarity_standardised", "mev", "mev_standardised")
 
@@ -377,10 +347,8 @@ def run_geometry(
     progress: bool | None = None,
     quiet: bool = False,
 ) -> list[GeometryReport]:
-    """Measure each model on ``data``; write ``geometry.json``, ``geometry_words.csv`` and one PNG per measure into
-    ``output``, and print a table per model unless ``quiet``. Without ``models``: our shipped checkpoint and
-    MiniLM, or ours alone with a one-line note where the ``[reference]`` extra is missing (as ``compare`` does).
-    Options, data and the output folder are checked, and every model loaded, before any encoding."""
+    """Measure each model (default: ours and MiniLM) on ``data`` and write the files into ``output``; options, data
+    and folder are checked, and every model loaded, before any encoding."""
     models = model_list(models) or model_sources(None, include_defaults=True)  # MiniLM where installed
     data_set = read_sentences(data, max_sentences)
     plan = plan_geometry(data_set.sentences, min_occurrences=min_occurrences, max_words=max_words,

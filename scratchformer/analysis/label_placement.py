@@ -1,19 +1,13 @@
-"""Point labels that do not overlap: a small, readable stand-in for adjustText.
-
-Labels of a scatter plot are placed one at a time, each at the first of a few candidate offsets around its point
-(right, left, above, below, the diagonals; near first, then farther out) where its box overlaps no label placed
-before it and no point. When every candidate overlaps, the one with the least overlap wins. A label that ends up
-away from its point gets a thin leader line. All geometry is in display pixels, measured with the figure's renderer.
-"""
+"""Point labels that do not overlap: each label at the first candidate offset around its point that overlaps no
+earlier label and no point (else the least overlap), with a leader line when it ends up far."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-# Candidate offsets in points (x, y) from the point to the label's anchor, tried in this order.
-_DIRECTIONS = [(1, 0.3), (-1, 0.3), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1)]
-_DISTANCES = (6, 14, 24, 36)
+_DIRECTIONS = [(1, 0.3), (-1, 0.3), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1)]  # tried in this order
+_DISTANCES = (6, 14, 24, 36)  # points from the point to the label's anchor, near first
 LEADER_FROM = 12  # points: a label anchored farther than this from its point gets a leader line
 POINT_RADIUS = 5  # pixels kept clear around every point
 
@@ -23,12 +17,6 @@ def _overlap(a: Any, b: Any) -> float:
     w = min(a.x1, b.x1) - max(a.x0, b.x0)
     h = min(a.y1, b.y1) - max(a.y0, b.y0)
     return w * h if w > 0 and h > 0 else 0.0
-
-
-def _alignment(dx: float, dy: float) -> tuple[str, str]:
-    ha = "left" if dx > 0 else "right" if dx < 0 else "center"
-    va = "bottom" if dy > 0.5 else "top" if dy < -0.5 else "center"
-    return ha, va
 
 
 def place_labels(ax: Any, xy: Sequence[tuple[float, float]], labels: Sequence[str], fontsize: float = 8,
@@ -49,7 +37,8 @@ def place_labels(ax: Any, xy: Sequence[tuple[float, float]], labels: Sequence[st
         best = None
         for distance in _DISTANCES:
             for dx, dy in _DIRECTIONS:
-                ha, va = _alignment(dx, dy)
+                ha = "left" if dx > 0 else "right" if dx < 0 else "center"
+                va = "bottom" if dy > 0.5 else "top" if dy < -0.5 else "center"
                 text = ax.annotate(label, (x, y), xytext=(dx * distance, dy * distance), textcoords="offset points",
                                    ha=ha, va=va, fontsize=fontsize, **text_kwargs)
                 box = text.get_window_extent(renderer).expanded(1.04, 1.1)

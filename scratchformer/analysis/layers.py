@@ -1,14 +1,5 @@
-"""What a layer number stands for: the learned table row, the embedding-layer output, or a layer's output.
-
-Three different tensors are all called "the embedding of a token"; a *layer* picks one of them:
-
-- ``"learned"``: row ``token_id`` of the input embedding table (:func:`input_embedding_table`), the same vector in
-  every sentence;
-- ``0``: ``hidden_states[0]``, the embedding-layer output (token embedding plus whatever position encoding the model
-  adds there), what layer 1 receives;
-- ``k >= 1``: the output of layer ``k`` (contextual); negative indices count from the last (``-1`` =
-  ``last_hidden_state``).
-"""
+"""What a layer number stands for: ``"learned"`` (the table row), ``0`` (the embedding-layer output) or ``k`` (layer
+``k``'s output; negative counts from the last)."""
 
 from __future__ import annotations
 
@@ -83,11 +74,8 @@ def input_embedding_table(model: torch.nn.Module) -> torch.Tensor:
 
 
 def vectors_at(model: torch.nn.Module, input_ids: list[int], hidden: torch.Tensor, layer: Layer) -> torch.Tensor:
-    """``(num_tokens, hidden_size)`` vectors of one text at a resolved ``layer``.
-
-    ``hidden`` is ``(num_layers + 1, num_tokens, hidden_size)``, the text's hidden states without padding; the
-    learned vectors come from the embedding table instead.
-    """
+    """``(num_tokens, hidden_size)`` vectors of one text at a resolved ``layer``: from its ``(num_layers + 1,
+    num_tokens, hidden_size)`` hidden states, or for ``"learned"`` from the embedding table."""
     if layer == LEARNED:
         table = input_embedding_table(model)
         return table[torch.tensor(input_ids, device=table.device)].detach().float().cpu()

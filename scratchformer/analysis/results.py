@@ -1,15 +1,5 @@
-"""What an extraction gives back: vectors labelled with the tokens and the layer they come from; and what the
-"bank" study gives back (its numbers and the vectors behind its plots); and the word-sense evaluation's report.
-
-Every result carries its ``layer`` (``"learned"`` or a non-negative index into ``hidden_states``) and its ``kind``
-(``"learned"``, ``"embedding_output"`` or ``"contextual"``, see :mod:`scratchformer.analysis.layers`), so that a
-table or plot can always say which of the three "embeddings" it shows.
-
-The studies' types live here, below both the commands that compute them (:mod:`~scratchformer.analysis.bank`,
-:mod:`~scratchformer.analysis.senses`) and the renderers that draw them (:mod:`~scratchformer.analysis.plots`,
-:mod:`~scratchformer.analysis.report`), so that a renderer never imports a command module. The commands re-export
-them: ``from scratchformer.analysis.bank import Study`` and ``from ...senses import SenseReport`` keep working.
-"""
+"""The result types of extraction and of the studies, below both the commands that compute them and the renderers
+that draw them (so that a renderer never imports a command module)."""
 
 from __future__ import annotations
 
@@ -73,11 +63,6 @@ class SentenceEmbeddings:
     pooling: str
     vectors: torch.Tensor  # (num_sentences, hidden_size)
     truncated: list[bool] = field(default_factory=list)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The "bank" study (scratchformer compare): computed by analysis.bank, drawn by analysis.plots and analysis.report
-# ----------------------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -161,8 +146,7 @@ class StudyVectors:
 
 @dataclass
 class StudyRun:
-    """Everything one model gave the study: the numbers, the vectors behind the projection, and the attention
-    maps of the first sentence (``None`` when neither plots nor the HTML report were asked for)."""
+    """Everything one model gave the study: numbers, vectors, and the first sentence's attention maps (or ``None``)."""
 
     loaded: Any  # the analysis.extractor.LoadedModel (typed loosely: extractor imports this module)
     result: ModelStudy
@@ -176,12 +160,8 @@ class LayerScore:
     description: str
     roc_auc: float
     nn_accuracy: float
-    # ROC-AUC after subtracting the layer's mean word vector (over all scored occurrences) before the cosine. It
-    # removes the direction every vector shares (anisotropy), which inflates all cosines alike; not the headline.
-    roc_auc_centred: float = float("nan")
-    # The mean over groups (lemmas) of the ROC-AUC of each group's own pairs: sense separation alone, without the
-    # differences between lemmas that the global ROC-AUC also rewards (nan in reports written before it existed).
-    roc_auc_within_group: float = float("nan")
+    roc_auc_centred: float = float("nan")  # after subtracting the layer's mean word vector (anisotropy)
+    roc_auc_within_group: float = float("nan")  # the mean of each lemma's own ROC-AUC (nan in older reports)
 
 
 @dataclass
@@ -205,8 +185,7 @@ class SenseReport:
     subsampled_groups: int = 0  # groups scored on a random sample of max_pairs_per_group of their pairs
     max_occurrences_per_group: int = MAX_OCCURRENCES_PER_GROUP
     sampled_groups: int = 0  # groups scored on a random sample of max_occurrences_per_group of their occurrences
-    # ROC-AUC and within-group ROC-AUC of the last layer's mean over the whole sentence (the word not singled out):
-    # what the sentence's topic alone gives (nan in reports written before it existed)
+    # the two ROC-AUCs of the last layer's mean over the whole sentence: what its topic alone gives (nan: older report)
     sentence_roc_auc: float = float("nan")
     sentence_roc_auc_within_group: float = float("nan")
     layers: list[LayerScore] = field(default_factory=list)

@@ -1,12 +1,5 @@
-"""The word-sense data: a TSV of occurrences, read and checked row by row, grouped by lemma, and the pairs
-within each group (sampled past a bound).
-
-The file is tab-separated, UTF-8 (gzip for ``.gz``), with a header naming at least the columns ``lemma pos synset
-start end sentence`` (``gloss`` is optional), one row per occurrence, where ``sentence[start:end]`` is the target
-word (the format of ``wordnet_senses_dev.tsv``). Every problem - a missing file, bytes that are not UTF-8, a missing column, a short
-row, a span that is not two integers or does not select a whole word - raises :class:`~scratchformer.errors.DataError`
-naming the file, the line and what to fix.
-"""
+"""The word-sense data: a TSV of occurrences, read and checked row by row (a bad row is a ``DataError`` naming the
+file and line), grouped by lemma, and the pairs within each group."""
 
 from __future__ import annotations
 
@@ -27,9 +20,7 @@ from .words import is_word_character
 REQUIRED_COLUMNS = ("lemma", "pos", "synset", "start", "end", "sentence")
 GROUP_BY = ("lemma", "lemma_pos")
 MAX_PAIRS_PER_GROUP = 20_000  # a lemma with more pairs is scored on a random sample of this many (seeded)
-# A lemma with more occurrences is scored on a random sample of this many (seeded): its 1-NN search compares every
-# occurrence with every other, and each occurrence is a forward pass (50,000 of one lemma ran past 7 minutes).
-MAX_OCCURRENCES_PER_GROUP = 2_000
+MAX_OCCURRENCES_PER_GROUP = 2_000  # the same for occurrences: its 1-NN search compares each with every other
 _EXPECTED = f"a tab-separated UTF-8 file whose header has the columns {' '.join(REQUIRED_COLUMNS)} (gloss optional)"
 
 
@@ -56,7 +47,7 @@ class SenseExample:
 
 
 def read_senses_tsv(path: str | Path) -> list[SenseExample]:
-    """Read and check a word-sense TSV (see the module docstring); blank lines are skipped."""
+    """Read and check a word-sense TSV (its format: docs/embeddings.md); blank lines are skipped."""
     files.check_file(path, DataError)  # empty, a loop of symbolic links, a named pipe, a device: said as such
     path = Path(path)
     if not path.is_file():
@@ -143,10 +134,8 @@ def group_examples(examples: list[SenseExample], group_by: str = "lemma") -> lis
 
 def pairs_within(groups: list[list[int]], max_pairs_per_group: int = MAX_PAIRS_PER_GROUP, seed: int = 0,
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs of members of the same group, as two parallel index arrays: every pair of a group (in
-    ``itertools.combinations`` order), or, for a group with more than ``max_pairs_per_group`` pairs, that many
-    distinct pairs drawn at random (seeded), so that memory and time never grow with the square of one lemma's
-    occurrences (3,000 rows of one lemma are 4.5M pairs)."""
+    """Pairs of members of the same group, as two parallel index arrays: every pair of a group, or past
+    ``max_pairs_per_group`` pairs a seeded sample of that many, so that nothing grows with the square of a group."""
     rng = np.random.default_rng(seed)
     firsts, seconds = [], []
     for members in groups:

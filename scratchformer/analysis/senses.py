@@ -1,32 +1,5 @@
-"""Word-sense evaluation of contextual embeddings: does a model tell the senses of a word apart?
-
-Data (:mod:`~scratchformer.analysis.sense_data`): occurrences of lemmas, each with its sense. Occurrences are grouped
-by lemma; within a group, every pair of occurrences is a *same-sense* pair (same synset) or a *different-sense*
-pair. A sense is the pair (part of speech, synset), because WordNet synset ids are only unique within one part of
-speech. ``group_by="lemma_pos"`` pairs only occurrences with the same part of speech: a harder test, since
-noun/verb pairs of one lemma are easy to tell apart.
-
-Scores, for the learned embedding and for every layer's output:
-
-- **ROC-AUC** of the cosine between the two occurrences' word vectors as a predictor of "same sense": 0.5 is
-  chance, 1.0 means every same-sense pair is closer than every different-sense pair.
-- **Within-group ROC-AUC**: the same ROC-AUC computed inside each group (lemma) on its own pairs, then averaged
-  over the groups that have pairs of both kinds. The global ROC-AUC also rewards a model whose pairs of one lemma
-  are all closer than those of another when that lemma happens to have more same-sense pairs; inside a group only
-  the sense differs, so this one measures sense separation alone.
-- **1-NN sense accuracy**: each occurrence takes the sense of its nearest other occurrence of the same lemma.
-  Its chance level is the accuracy of picking a random other occurrence.
-- **The sentence vector alone**: the same two ROC-AUCs for the mean of the last layer over each whole sentence,
-  the word not singled out. Senses follow topics ("bank" near "river" or near "loan"), so a model can separate
-  them through what the whole sentence is about; this line says how far that alone goes, and so how much the
-  word's own vector adds. (all-MiniLM-L6-v2, trained to make mean-pooled sentence vectors, gets most of its score
-  this way.)
-
-The learned embedding is the same vector for a word in every sentence, so when both occurrences are the same
-tokens its cosine is exactly 1 for same- and different-sense pairs alike: a score of 0.5 by construction. Its
-measured AUC can differ slightly from 0.5 because inflected forms ("banks", "banked") are different tokens; the
-report gives both the measured value and the number of pairs whose tokens are identical.
-"""
+"""``scratchformer senses``: how well each layer's word vectors tell a lemma's WordNet senses apart (the scores:
+docs/embeddings.md)."""
 
 from __future__ import annotations
 
@@ -52,10 +25,6 @@ from .sense_data import (
     read_senses_tsv,
     sample_members,
 )
-
-# ----------------------------------------------------------------------------------------------------------------
-# Metrics
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def roc_auc(labels: Any, scores: Any) -> float:
@@ -101,9 +70,8 @@ def nn_chance(groups: list[list[int]], senses: list[Any]) -> list[float]:
 
 
 def nn_correct(unit: torch.Tensor, groups: list[list[int]], senses: list[Any]) -> np.ndarray:
-    """For each occurrence (by index; ``False`` outside the groups), whether its nearest other occurrence in its group
-    (by cosine of the ``(occurrences, hidden)`` unit vectors) has its sense. Queries go in blocks, so a big group
-    never needs its whole ``(members, members)`` similarity matrix at once."""
+    """For each occurrence (``False`` outside the groups), whether its nearest other occurrence in its group has its
+    sense; queries go in blocks, so a big group never needs its whole similarity matrix at once."""
     correct = np.zeros(len(unit), dtype=bool)
     for members in groups:
         idx = torch.tensor(members)
@@ -139,11 +107,6 @@ def within_group_roc_auc(same: np.ndarray, cosines: np.ndarray, pair_group: np.n
     """The mean ROC-AUC over the groups whose pairs (``pair_group`` gives each pair's group) are of both kinds."""
     scores = group_roc_aucs(same, cosines, pair_group, int(pair_group.max()) + 1 if len(pair_group) else 0)
     return float(np.nanmean(scores)) if np.isfinite(scores).any() else float("nan")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Evaluation
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def scorable_groups(examples: list[SenseExample], group_by: str = "lemma") -> list[list[int]]:
@@ -271,11 +234,6 @@ def evaluate_senses(
     )
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The command
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def first_groups(examples: list[SenseExample], group_by: str, max_groups: int | None) -> list[SenseExample]:
     """The occurrences of the first ``max_groups`` lemma groups (all of them for ``None``; 0 or -1 would keep none,
     or all but the last, in silence)."""
@@ -299,9 +257,7 @@ def run_senses(
     quiet: bool = False,
 ) -> list[SenseReport]:
     """Evaluate each model on ``data``; write ``senses.json`` and ``senses_auc_per_layer.png`` into ``output``.
-
-    Options, data and output folder are checked before any model loads.
-    """
+    Options, data and output folder are checked before any model loads."""
     from .plots import plot_senses
 
     models = model_list(models)

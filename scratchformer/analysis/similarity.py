@@ -1,13 +1,5 @@
-"""Cosine similarity reported with what it should be compared against.
-
-Contextual vectors are anisotropic: they share a large common direction, so even unrelated words have a clearly
-positive cosine. A cosine therefore comes with two corrections (:class:`Similarity`):
-
-- the **baseline** (:func:`unrelated_pair_baseline`): the mean cosine of unrelated word pairs from the same
-  sentences; a cosine means "similar" only when it is clearly above it;
-- the **centred cosine** (:func:`centred_cosine`): the cosine after subtracting the mean vector of a pool of words,
-  which removes the shared direction; unrelated words score near 0 there.
-"""
+"""Cosine similarity reported with what it should be compared against: the unrelated-pair baseline and the centred
+cosine (contextual vectors are anisotropic)."""
 
 from __future__ import annotations
 
@@ -54,9 +46,8 @@ def centred_cosine(a: torch.Tensor, b: torch.Tensor, mean: torch.Tensor) -> floa
 
 
 def unrelated_pair_baseline(groups: Sequence[WordVectors]) -> tuple[float | None, int]:
-    """Mean cosine of "unrelated" word pairs: pairs ``(u, v)`` taken from *different* groups (sentences) whose
-    words differ (case-insensitively). Returns ``(mean, number_of_pairs)``; ``(None, 0)`` when there is no pair.
-    """
+    """``(mean cosine, number)`` of the pairs of words from *different* groups (sentences) that differ
+    (case-insensitively); ``(None, 0)`` when there is no pair."""
     total, count = 0.0, 0
     for i, group_a in enumerate(groups):
         for group_b in groups[i + 1 :]:
@@ -70,11 +61,8 @@ def unrelated_pair_baseline(groups: Sequence[WordVectors]) -> tuple[float | None
 
 def similarity_in_context(a: torch.Tensor, b: torch.Tensor, sentences: Sequence[WordVectors],
                           targets: set[str]) -> Similarity:
-    """The cosine of ``a`` and ``b`` with the baseline and centred cosine taken from the words of ``sentences``.
-
-    The baseline pairs words from different sentences, leaving out the ``targets`` (lower-case words); with one
-    sentence it pairs the words of that sentence. The centred cosine subtracts the mean of all words.
-    """
+    """The cosine of ``a`` and ``b`` with the baseline (words of different sentences, or of the one sentence, the
+    lower-case ``targets`` left out) and the centred cosine (minus the mean of all words) from ``sentences``."""
     groups = [[(word, vector) for word, vector in words if word.lower() not in targets] for words in sentences]
     if len(groups) == 1:  # pairs within the one sentence
         groups = [[item] for item in groups[0]]

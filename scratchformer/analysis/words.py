@@ -1,13 +1,5 @@
-"""Finding a word in a sentence: first its characters, then the tokens that cover them.
-
-A word is found as a *whole word*, case-sensitively, in the original text (:func:`find_word`), or given as a
-character span (:func:`check_span`). Its tokens come from the tokenizer's character offsets (:func:`locate`), which
-works the same for the three tokenizer families:
-
-- WordPiece: ``withdrawing`` -> ``with ##draw ##ing``;
-- byte-level BPE: ``Ġbank``, whose offsets may include the leading space (``" bank"``), which is not counted;
-- ``</w>`` BPE: ``bank</w>``.
-"""
+"""Finding a word in a sentence: its characters (a whole-word match or a span), then the tokens whose character
+offsets cover them, alike for WordPiece, byte-level BPE and ``</w>`` BPE."""
 
 from __future__ import annotations
 
@@ -70,18 +62,10 @@ class WordLocation:
     extends_beyond_word: bool = False  # a token also covers characters outside the word (e.g. "bank" in "banks")
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Characters
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def find_word(sentence: str, word: str, occurrence: int = 0,
               tokens_of: Callable[[str], list[str]] | None = None) -> WordSpan:
-    """The ``occurrence``-th (0-based, ``-1`` = last) whole-word, case-sensitive match of ``word`` in ``sentence``.
-
-    When it is not there, the error lists the sentence's words, other capitalisations that do occur and, given
-    ``tokens_of`` (sentence -> token strings), the sentence's tokens.
-    """
+    """The ``occurrence``-th (0-based, ``-1`` = last) whole-word, case-sensitive match of ``word`` in ``sentence``;
+    when it is not there, the error lists the sentence's words, other capitalisations and (``tokens_of``) tokens."""
     if not isinstance(word, str) or not word.strip():
         raise ScratchformerError(f"word={word!r} is empty; give the word to look for in the sentence")
     word = word.strip()
@@ -114,16 +98,6 @@ def _some(items: list[str], limit: int = 40) -> str:
     return f"{items[:limit]} and {len(items) - limit:,} more" if len(items) > limit else str(items)
 
 
-def check_span(sentence: str, span: Any) -> WordSpan:
-    """A character span ``(start, end)`` that must select non-blank characters of ``sentence``."""
-    start, end = span
-    if not 0 <= start < end <= len(sentence) or not sentence[start:end].strip():
-        raise ScratchformerError(
-            f"span=({start}, {end}) does not select a word of the {len(sentence)}-character sentence {quoted(sentence)}"
-        )
-    return WordSpan(sentence, start, end)
-
-
 def parse_query(index: int, query: Any, tokens_of: Callable[[str], list[str]] | None = None) -> WordSpan:
     """A word query - ``(sentence, word)``, ``(sentence, word, occurrence)`` or ``(sentence, (start, end))`` - as
     the span of characters it asks for. ``index`` numbers the query in error messages."""
@@ -131,8 +105,12 @@ def parse_query(index: int, query: Any, tokens_of: Callable[[str], list[str]] | 
         raise ScratchformerError(
             f"query {index} = {quoted(query)}: use (sentence, word), (sentence, word, n) or (sentence, (start, end))")
     sentence, target = query[0], query[1]
-    if isinstance(target, tuple):
-        return check_span(sentence, target)
+    if isinstance(target, tuple):  # a character span: it must select non-blank characters of the sentence
+        start, end = target
+        if not 0 <= start < end <= len(sentence) or not sentence[start:end].strip():
+            raise ScratchformerError(f"span=({start}, {end}) does not select a word of the {len(sentence)}-character "
+                                     f"sentence {quoted(sentence)}")
+        return WordSpan(sentence, start, end)
     return find_word(sentence, target, query[2] if len(query) == 3 else 0, tokens_of)
 
 
@@ -143,11 +121,6 @@ def words_kept(encoded: Encoded) -> list[tuple[str, int, int]]:
         return words
     kept_until = max((b for (_, b), special in zip(encoded.offsets or [], encoded.special) if not special), default=0)
     return [(w, start, end) for w, start, end in words if start < kept_until]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Tokens
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def covering_tokens(encoded: Encoded, start: int, end: int) -> tuple[list[int], bool]:
@@ -192,18 +165,10 @@ def locate(encoded: Encoded, span: WordSpan, tokens: Callable[[Sequence[int]], l
     )
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Words as axis labels: merging a sentence's tokens back into its words
-# ----------------------------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class TokenGroup:
-    """One axis label: the text of a word and the tokens ``first..end - 1`` that spell it.
-
-    ``Write`` spelled ``W r ite`` by our BPE is one group of three tokens; a special token (``</s>``, ``[CLS]``) and a
-    punctuation mark are groups of their own.
-    """
+    """One axis label: the text of a word and the tokens ``first..end - 1`` that spell it (``Write`` spelled
+    ``W r ite``); a special token and a punctuation mark are groups of their own."""
 
     label: str
     first: int
@@ -219,10 +184,8 @@ def _is_punctuation(text: str) -> bool:
 
 
 def token_groups(encoded: Encoded, tokens: Sequence[str]) -> list[TokenGroup]:
-    """The words of an encoded text as :class:`TokenGroup` labels, found from the character offsets: a token
-    continues the word before it when no whitespace separates them (``W``+``r``+``ite``, ``with``+``##draw``) and
-    neither is punctuation. This works alike for byte-level BPE (``Ġ``), WordPiece (``##``) and ``</w>`` BPE.
-    Without offsets (a slow tokenizer) every token is its own group, labelled with the token string."""
+    """The words of an encoded text as :class:`TokenGroup` labels: a token continues the word before it when no
+    whitespace separates them and neither is punctuation (found from the offsets; without them, a token each)."""
     if encoded.offsets is None:
         return [TokenGroup(token, i, i + 1) for i, token in enumerate(tokens)]
     groups: list[TokenGroup] = []
