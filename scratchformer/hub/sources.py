@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HubError, ScratchformerError
+from ..integrity import check_finite
 from ..loading import check_readable, check_tokenizer_matches, load, load_model
 from ..models import SAVE_DTYPES as DTYPES  # the dtypes an export may store its weights in (--dtype)
 from .layout import README, is_card_asset
@@ -44,23 +45,20 @@ def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any 
 
 
 def check_finite_when_stored(model: Any, dtype: str) -> None:
-    """:class:`HubError` naming the tensor when a weight of ``model`` would not be finite once stored as ``dtype``:
-    inf or NaN weights give NaN outputs, which the checksums would then vouch for."""
+    """The publishing check (:func:`~scratchformer.integrity.check_finite`) on the weights as they will be stored in
+    ``dtype``; a weight finite now that the cast would overflow gets the dtype to choose instead."""
     import torch
 
     target = getattr(torch, dtype)
+    check_finite("the export", model.state_dict().items(), error=HubError,
+                 advice="; the model is broken (retrain it, or export an earlier checkpoint)")
     for name, tensor in model.state_dict().items():
-        if not tensor.is_floating_point() or torch.isfinite(cast := tensor.to(target)).all():
-            continue
-        finite = torch.isfinite(tensor)
-        if not finite.all():
-            raise HubError(f"cannot export: the weight {name} holds {int((~finite).sum())} inf or NaN values; the "
-                           "model is broken (retrain it, or export an earlier checkpoint)")
-        largest = tensor.flatten()[tensor.abs().argmax()].item()
-        overflowing = int((~torch.isfinite(cast)).sum())
-        raise HubError(f"cannot store the weights as {dtype}: {name} holds values up to {largest:.6g}, beyond "
-                       f"{dtype}'s largest number {torch.finfo(target).max:.6g} ({overflowing} values would become "
-                       "inf); store them as float32 or bfloat16 (--dtype)")
+        if tensor.is_floating_point() and not torch.isfinite(cast := tensor.to(target)).all():
+            largest = tensor.flatten()[tensor.abs().argmax()].item()
+            raise HubError(f"cannot store the weights as {dtype}: {name} holds values up to {largest:.6g}, beyond "
+                           f"{dtype}'s largest number {torch.finfo(target).max:.6g} "
+                           f"({int((~torch.isfinite(cast)).sum())} values would become inf); store them as float32 "
+                           "or bfloat16 (--dtype)")
 
 
 def check_source(source: Path) -> None:
