@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
-from conftest import RELIABILITY, RELIABILITY_COLLECTED, REPO_ROOT
+from conftest import RELIABILITY, RELIABILITY_CATEGORY, RELIABILITY_COLLECTED, REPO_ROOT, reliability_key
 
 
 def _collected(config) -> list[str]:
@@ -25,9 +26,9 @@ def _collected(config) -> list[str]:
     return [line for line in done.stdout.splitlines() if "::" in line]
 
 
-def test_every_named_test_exists_and_the_readme_count_is_current(request):
+def test_every_named_test_exists_and_the_readme_counts_are_current(request):
     cases = _collected(request.config)
-    found = {re.sub(r"\[.*", "", case).rsplit("::", 1)[-1] for case in cases}
+    found = {reliability_key(case) for case in cases}
     named = {name for names in RELIABILITY.values() for name in names}
     assert named <= found, f"named in RELIABILITY but not collected: {sorted(named - found)}"
     readme = (REPO_ROOT / "README.md").read_text()
@@ -36,3 +37,17 @@ def test_every_named_test_exists_and_the_readme_count_is_current(request):
     assert (int(match.group(1)), int(match.group(2))) == (len(cases), len(RELIABILITY)), (
         f"README says {match.group(1)} cases in {match.group(2)} categories; pytest collects {len(cases)} in "
         f"{len(RELIABILITY)}: update README.md")
+    counted = Counter(RELIABILITY_CATEGORY[reliability_key(case)] for case in cases)
+    stated = {category: int(re.search(rf"{re.escape(category)} \((\d+)\)", readme[match.end():]).group(1))
+              for category in RELIABILITY if re.search(rf"{re.escape(category)} \(\d+\)", readme[match.end():])}
+    assert stated == dict(counted), f"README's counts by category {stated}; pytest collects {dict(counted)}"
+
+
+def test_an_entry_names_its_file_and_a_same_named_test_elsewhere_is_not_counted():
+    """Membership is by file and function: the key of a parametrized case and of a same-named test in another file."""
+    entry = next(iter(RELIABILITY_CATEGORY))
+    file, name = entry.split("::")
+    assert reliability_key(f"tests/{file}::{name}[case-1]") == entry
+    assert reliability_key(f"tests/test_elsewhere.py::{name}") not in RELIABILITY_CATEGORY
+    assert all(re.fullmatch(r"test_\w+\.py::test_\w+", key) for key in RELIABILITY_CATEGORY), (
+        "every RELIABILITY entry is test_file.py::test_function")
