@@ -201,7 +201,7 @@ class ReplacedTokenDetection:
 def check_electra(options, world_size: int) -> None:
     """ELECTRA trains in one process: its generator and head are not the model, so data parallelism (which
     averages the model's gradients) would leave theirs apart on each process."""
-    if options.electra_weight > 0 and world_size > 1:
+    if options.objective == "denoise" and options.electra_weight > 0 and world_size > 1:
         raise TrainingSetupError(f"--electra-weight trains in one process (this run has {world_size}): the "
                                  "generator's gradients are not averaged across processes; use one process per run")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -189,13 +189,16 @@ def longest_sequence(options: TrainOptions) -> int:
     return max(options.max_length, options.max_source_length, options.max_target_length, MIN_POSITIONS)
 
 
-def build_model(options: TrainOptions, tokenizer, resume_from: str | None, max_steps: int):
-    """The model to train (see the module docstring). A run that resumes from a checkpoint at or past ``max_steps``
-    gets that checkpoint's weights, since it will not train."""
+def build_model(options: TrainOptions, tokenizer, resume_from: str | None, max_steps: int,
+                check_config: Callable[[ScratchformerConfig], None]):
+    """The model to train (see the module docstring); a new model's config passes ``check_config`` before its
+    weights are allocated. A run that resumes from a checkpoint at or past ``max_steps`` gets that checkpoint's
+    weights, since it will not train."""
     overrides = parse_overrides(options.config_overrides)
     if options.model:
         return _load_pretrained(source_folder(options.model), overrides, options.trust_remote_code)
     config = new_model_config(options, tokenizer, overrides)
+    check_config(config)
     if resume_from is None:
         return ScratchformerForConditionalGeneration(config)
     _check_same_model(config, resume_from)

@@ -31,10 +31,9 @@ from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerState, s
 from .. import files
 from ..errors import NonFiniteLossError, no_secrets
 from ..integrity import CHECKSUMS, check_finite, write_checksums
-from . import data, streaming
+from . import checks, data, streaming
 from .callbacks import RUN_RECORD, EpochCallback, NonFiniteLoss, RunRecord, TimeLimit, WatchesLoss
 from .checkpoints import CrashSafeCheckpoints, evaluation_at, stopped_run_advice
-from .checks import check_batch_size, check_options, check_resume_steps, check_tokenizer_matches
 from .contrastive import CROP_KEYS, CroppingLoss
 from .electra import TrainsLossModules, check_electra, replaced_token_detection
 from .encoder_losses import EncoderLosses
@@ -77,7 +76,7 @@ def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
     (:mod:`scratchformer.training.output_dir`), which must be apart from everything the run reads. A full disk or a
     folder this user may not write into, at any step, is a :class:`~scratchformer.errors.StorageError` (one line in
     the CLI) naming the folder."""
-    check_options(options, args)
+    checks.check_options(options, args)
     check_apart_from_inputs(options, args.output_dir)
     is_main = args.process_index == 0
     lock = (claim_output_dir(args.output_dir, args.resume_from_checkpoint, options.overwrite_output_dir, _say)
@@ -105,7 +104,7 @@ def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks:
         args = copy.copy(args)
         args.ignore_data_skip = True
     resume_from = resolve_resume(args.output_dir, args.resume_from_checkpoint, say)
-    check_resume_steps(resume_from, args.max_steps)
+    checks.check_resume_steps(resume_from, args.max_steps)
     if resume_from is not None:
         args = continue_run_options(options, args, resume_from, world_size, say)
         if options.streaming:
@@ -114,7 +113,7 @@ def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks:
     tokenizer, model = _tokenizer_and_model(options, args, splits, resume_from)
     train_ds, valid_ds = _tokenize(options, args, splits, tokenizer)
     num_train = None if options.streaming else len(train_ds)
-    check_batch_size(options, args, model.config, num_train, len(valid_ds), world_size, local_world_size)
+    checks.check_batch_size(options, args, model.config, num_train, len(valid_ds), world_size, local_world_size)
     args = _with_model_dependent_arguments(options, args, model, num_train, world_size, resume_from, say)
     trainer, time_limit = _build_trainer(options, args, model, tokenizer, train_ds, valid_ds, callbacks)
     prepare_sharding(options, trainer, model, say)
@@ -163,10 +162,11 @@ def _tokenizer_and_model(options: TrainOptions, args: ScratchformerTrainingArgum
         tokenizer = load_tokenizer(options, args.output_dir, splits.train, splits.columns, args.process_index,
                                    resume_from)
     set_seed(args.seed)
-    model = build_model(options, tokenizer, resume_from, args.max_steps)
+    model = build_model(options, tokenizer, resume_from, args.max_steps,  # a typo's huge model: refused before allocation
+                        lambda config: checks.check_step_memory(options, args, config, process_counts()[1]))
     if options.freeze_encoder:
         freeze_encoder(model)
-    check_tokenizer_matches(tokenizer, model.config, options.objective)
+    checks.check_tokenizer_matches(tokenizer, model.config, options)
     return tokenizer, model
 
 
