@@ -1,16 +1,5 @@
-"""The tokenizer and the model a run starts from.
-
-- :func:`load_tokenizer`: ``--tokenizer``, else the ``--model``'s, else a byte-level BPE trained on the training
-  rows by the main process (global rank 0) alone and saved in ``OUTPUT_DIR/tokenizer``; every other process loads
-  that one once the main one is done, and a resumed run the one in its checkpoint;
-- :func:`build_model`: ``--model`` (fine-tuning), else a new model of ``--preset`` size with ``--config-overrides``
-  and the tokenizer's vocabulary; a resumed run must have the options of the run it continues.
-
-Nothing here runs code the user did not ask for: a Scratchformer folder (``--model``, ``--tokenizer``,
-``OUTPUT_DIR/tokenizer``) loads with this package's own classes through :mod:`scratchformer.loading`, whatever code
-files it holds, so the checkpoints of the run carry our code files too. Another model type's code runs only with
-``--trust-remote-code``.
-"""
+"""The tokenizer and the model a run starts from. A Scratchformer folder loads with this package's own classes,
+whatever code files it holds; another model type's code runs only with ``--trust-remote-code``."""
 
 from __future__ import annotations
 
@@ -72,10 +61,8 @@ def source_folder(name: str) -> str:
 
 
 def check_model_sources(options: TrainOptions) -> None:
-    """Before any data is read: ``--model`` / ``--tokenizer`` are folders, and one that ships code of a model type
-    other than scratchformer (an ``auto_map`` in its ``config.json`` or ``tokenizer_config.json``) needs
-    ``--trust-remote-code``. (Only a quick look at the JSON files: what protects is that nothing is loaded with
-    ``trust_remote_code`` unless it is given.)"""
+    """Before any data is read: ``--model`` / ``--tokenizer`` are folders, and one that ships code of another model
+    type (an ``auto_map``) needs ``--trust-remote-code``."""
     for flag, name in (("--model", options.model), ("--tokenizer", options.tokenizer)):
         if name is None:
             continue

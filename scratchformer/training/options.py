@@ -1,18 +1,5 @@
-"""The options of ``scratchformer train``, and the command-line parser that reads them.
-
-A run is described by two dataclasses, read together by ``transformers.HfArgumentParser``:
-
-- :class:`TrainOptions`: what scratchformer adds - data, objective, noise, model size, tokenizer, time limit;
-- :class:`ScratchformerTrainingArguments`: ``transformers.Seq2SeqTrainingArguments`` itself, with scratchformer's
-  defaults (the paper's Adam and schedule, our batch size, step counts, ...). Every Trainer option works under its
-  Hugging Face name, with underscores or dashes (``--gradient_accumulation_steps 4``, ``--report-to tensorboard``);
-  the spellings of earlier scratchformer versions (``--batch-size``, ``--lr-schedule``, ``--resume``, ...) are
-  aliases of the Trainer's own options.
-
-The two never share a field (``HfArgumentParser`` refuses duplicates): an option the Trainer has comes from the
-Trainer's dataclass. :func:`config_from_args` reads a command line, :func:`config_from_dict` a dict of field names;
-both give ``(TrainOptions, ScratchformerTrainingArguments)`` and raise :class:`TrainingSetupError` for a mistake.
-"""
+"""The options of ``scratchformer train``: :class:`TrainOptions` (ours) and :class:`ScratchformerTrainingArguments`
+(the Trainer's, with our defaults), read together by ``HfArgumentParser``; they never share a field."""
 
 from __future__ import annotations
 
@@ -205,21 +192,9 @@ def _aliases(*names: str) -> list[str]:
 
 @dataclass
 class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
-    """``transformers.Seq2SeqTrainingArguments`` with scratchformer's defaults.
-
-    The fields below are the Trainer's own; only their defaults (and a few aliases) differ. Four defaults depend on
-    other options and are filled in by :meth:`__post_init__` before the Trainer's checks run:
-
-    - ``warmup_steps``: the paper's 4000, at most half of ``max_steps`` (``warmup_is_default`` says it was not
-      given; with ``--num-train-epochs`` the cap is applied once the number of steps is known);
-    - ``per_device_eval_batch_size``: the training batch size;
-    - ``eval_steps=0`` means "evaluate only at the end of the run" (``eval_strategy="no"``);
-    - ``use_cpu`` where there is no CUDA GPU, and the ``gloo`` backend for several CPU processes.
-
-    ``learning_rate`` stays ``None`` until the model is known: for ``inverse_sqrt`` it is then the paper's peak
-    ``d_model^-0.5 * warmup^-0.5``, at most ``1e-3 * (d_model/512)^-0.5``
-    (:func:`scratchformer.training.schedule.peak_learning_rate`).
-    """
+    """``transformers.Seq2SeqTrainingArguments`` with scratchformer's defaults; :meth:`__post_init__` fills in those
+    that depend on other options (warm-up, evaluation batch size and steps, CPU and ``gloo``) before the Trainer's
+    checks. ``learning_rate`` stays ``None`` until the model is known (docs/training.md, "The default learning rate")."""
 
     _argument_group_name = "Trainer options (transformers.Seq2SeqTrainingArguments, with scratchformer's defaults)"
 
@@ -342,10 +317,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 class TrainArgumentParser(HfArgumentParser):
-    """``HfArgumentParser`` over :class:`TrainOptions` and :class:`ScratchformerTrainingArguments`, for the
-    ``scratchformer train`` command line. A bad command line raises :class:`TrainingSetupError` (the CLI prints it
-    as one line) instead of printing the usage and exiting; abbreviated options are not accepted, since with over a
-    hundred Trainer options an abbreviation is a typo waiting to happen."""
+    """``HfArgumentParser`` over both dataclasses; a bad command line raises :class:`TrainingSetupError` instead of
+    exiting, and abbreviated options are refused (among a hundred Trainer options an abbreviation is a typo)."""
 
     def __init__(self) -> None:
         super().__init__(

@@ -1,21 +1,6 @@
-"""``scratchformer train``: one training pipeline, from a laptop to many machines, on the Hugging Face Trainer.
-
-Two objectives:
-
-- ``denoise``: BART text infilling on plain text (:class:`~scratchformer.training.noise.DataCollatorForTextInfilling`:
-  spans with Poisson(3) lengths covering 30% of the tokens, each replaced by one ``<mask>``; the decoder rebuilds
-  the original text);
-- ``seq2seq``: supervised sequence-to-sequence on two columns (e.g. ``kjv`` -> ``web``), with BLEU and chrF from
-  ``sacrebleu`` on generated outputs.
-
-Underneath is ``transformers.Seq2SeqTrainer``: evaluation during training, checkpoints every ``save_steps``,
-``--resume``, seeds, a progress bar, and - nothing home-made - data-parallel training by launching the same command
-with ``torchrun --nproc_per_node=N`` or ``accelerate launch`` (gloo on CPU, NCCL on GPUs); only the main process
-writes checkpoints, logs and plots. The loss is :class:`~scratchformer.training.metrics.Seq2SeqLoss`, the schedule
-the paper's (:mod:`scratchformer.training.schedule`).
-
-:func:`run_training` is a sequence of named steps; each step's job is in its docstring.
-"""
+"""``scratchformer train``: one training pipeline on ``transformers.Seq2SeqTrainer``, from a laptop to many
+machines (``torchrun`` or ``accelerate launch``). :func:`run_training` is a sequence of named steps; each step's job
+is in its docstring."""
 
 from __future__ import annotations
 
@@ -55,27 +40,17 @@ LOG_PREFIX = "[scratchformer train]"
 
 class ScratchformerTrainer(CrashSafeCheckpoints, SavesPlainModelClass, SeededSampling, streaming.StreamedTrainData,
                            EncoderLosses, TrainsLossModules, WatchesLoss, Seq2SeqTrainer):
-    """``Seq2SeqTrainer`` whose checkpoints appear only complete (:mod:`scratchformer.training.checkpoints`), that
-    trains from a stream when given one (:mod:`scratchformer.training.streaming`), shuffles with the run's seed
-    (:mod:`scratchformer.training.sampling`), saves a sharded model as our own class
-    (:mod:`scratchformer.training.sharding`) and adds the encoder's contrastive, masked-token, replaced-token and
-    word-contrast losses when asked (:mod:`scratchformer.training.encoder_losses`, :mod:`scratchformer.training.electra`,
-    :mod:`scratchformer.training.word_contrast`)."""
+    """``Seq2SeqTrainer`` with crash-safe checkpoints, a stream as training data, seeded sampling, sharded saving as
+    our own class, and the encoder's own losses (one mixin each)."""
 
     extra_keys = CROP_KEYS + MLM_KEYS + WORD_KEYS
 
 
 def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
                  callbacks: list | None = None) -> dict[str, Any]:
-    """Train as the options say; returns ``{"global_step", "metrics", "output_dir", "files"}`` (or ``{"global_step",
-    "stopped": True}`` when a callback stopped training early). Raises :class:`~scratchformer.errors.TrainingSetupError`
-    or :class:`~scratchformer.errors.DataError` before training for bad input; option mistakes before any data is
-    read. ``args`` is not changed (the run works on a copy with the learning rate filled in).
-
-    The main process (global rank 0) holds the output folder's lock for the whole run
-    (:mod:`scratchformer.training.output_dir`), which must be apart from everything the run reads. A full disk or a
-    folder this user may not write into, at any step, is a :class:`~scratchformer.errors.StorageError` (one line in
-    the CLI) naming the folder."""
+    """Train as the options say; returns ``{"global_step", "metrics", "output_dir", "files"}`` (``{"global_step",
+    "stopped": True}`` when a callback stopped it). Bad input raises before training, option mistakes before any data
+    is read; the main process holds the output folder's lock for the whole run. ``args`` is not changed."""
     checks.check_options(options, args)
     check_apart_from_inputs(options, args.output_dir)
     is_main = args.process_index == 0
@@ -361,10 +336,8 @@ def _finish(options: TrainOptions, args: ScratchformerTrainingArguments, trainer
 
 def _last_step_evaluation(trainer: Seq2SeqTrainer, args: ScratchformerTrainingArguments,
                           metrics: dict[str, Any]) -> dict[str, Any] | None:
-    """The metrics of the Trainer's own evaluation of the final weights in this call, or ``None``. With step-wise
-    evaluation the Trainer evaluates the last step of a run that reaches ``--max-steps`` (or its last epoch) itself;
-    evaluating again cost as long again (313 s and 293 s in issue 43). A run stopped by ``--max-minutes`` between
-    evaluations, one with ``--eval-steps 0`` and one finished from its checkpoint are evaluated by the caller."""
+    """The metrics of the Trainer's own evaluation of the final weights in this call, or ``None`` (evaluating again
+    would cost as long again)."""
     if "finished_from_checkpoint" in metrics or args.load_best_model_at_end:  # not evaluated now, or other weights
         return None
     return evaluation_at(trainer.state.log_history, trainer.state.global_step)
