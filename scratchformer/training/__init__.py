@@ -25,12 +25,8 @@ One module per job:
 - :mod:`~scratchformer.training.sharding` - what FSDP and DeepSpeed need from our model and pipeline;
 - :mod:`~scratchformer.training.pipeline` - :func:`run_training`, the run as a sequence of named steps.
 
-In Python::
-
-    options, args = config_from_args(["--train-files", "corpus.txt", "--output-dir", "out", "--max-steps", "100"])
-    run_training(options, args)
-
-``python -m scratchformer.training ARGS`` is ``scratchformer train ARGS`` (for ``torchrun``).
+In Python: ``run_training(*config_from_args([...]))``; ``python -m scratchformer.training ARGS`` is ``scratchformer
+train ARGS`` (for ``torchrun``).
 """
 
 from .data import load_raw_splits
