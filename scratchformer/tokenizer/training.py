@@ -148,9 +148,8 @@ def bpe_from_tokenizer(tokenizer: Any) -> bpe.BPE:
 
 
 def check_vocab_size(vocab_size: object, trainer: str = "fast") -> None:
-    """Refuse, before any text is read, a vocabulary size that no tokenizer can number
-    (32-bit ids), or whose tables the fast trainer would reserve beyond the memory available: ``tokenizers`` would
-    end the process in a Rust panic."""
+    """Refuse, before any text is read, a vocabulary size no tokenizer can number (32-bit ids) or whose tables the
+    fast trainer would reserve beyond the memory available (``tokenizers`` would end the process in a Rust panic)."""
     if vocab_size > MAX_VOCAB_SIZE:
         raise ValueError(f"vocab_size={vocab_size:,} is more than the {MAX_VOCAB_SIZE:,} tokens a tokenizer can "
                          "number (its ids are 32-bit): ask for a smaller vocabulary")

@@ -282,18 +282,16 @@ class CrashSafeCheckpoints:
                     super()._push_from_checkpoint(str(run_dir / name))
 
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
-        """``--push-to-hub``: the Trainer pushes a checkpoint as soon as it is written, from the staging folder,
-        in the background; the folder was renamed the moment after, and the upload found no files ("Commit of 26
-        files failed (FileNotFoundError)"). The push waits until the checkpoint is published, and reads it there."""
+        """``--push-to-hub``: the Trainer's background push of a checkpoint waits until it is published and reads it
+        there, not in the staging folder that is renamed the moment after."""
         if self._staging_root is not None:
             self._push_when_published = True
             return
         super()._push_from_checkpoint(checkpoint_folder)
 
     def finish_checkpoint_push(self) -> None:
-        """Wait for the background push of the last checkpoint (``--push-to-hub``): its upload walks the run folder,
-        and a save or the final model changing the folder under it failed the upload with FileNotFoundError and lost
-        the checkpoint's commit, silently (1 run in 6). Failures are kept, redacted, in ``failed_pushes``."""
+        """Wait for the background push of the last checkpoint (``--push-to-hub``), whose upload walks the run
+        folder that a save would change under it; failures are kept, redacted, in ``failed_pushes``."""
         push, self.push_in_progress = getattr(self, "push_in_progress", None), None
         if push is not None:
             push.wait_until_done()

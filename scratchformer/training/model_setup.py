@@ -30,8 +30,8 @@ REMOTE_CODE_HINT = (" (a model type other than scratchformer that ships its own 
 
 def load_tokenizer(options: TrainOptions, output_dir: str, train, columns: list[str], process_index: int,
                    resume_from: str | None):
-    """The run's tokenizer (see the module docstring); ``train`` holds the training rows of ``columns``. Call it
-    on the main process (``process_index`` 0) first, then on the others."""
+    """The run's tokenizer: ``--tokenizer``, the ``--model``'s, the resumed checkpoint's, else a byte-level BPE that
+    the main process (call it first) trains on ``train``'s ``columns`` and saves in ``OUTPUT_DIR/tokenizer``."""
     if options.tokenizer or options.model:
         flag = "--tokenizer" if options.tokenizer else "--model"
         return load_tokenizer_folder(source_folder(options.tokenizer or options.model), options.trust_remote_code,
@@ -178,9 +178,8 @@ def longest_sequence(options: TrainOptions) -> int:
 
 def build_model(options: TrainOptions, tokenizer, resume_from: str | None, max_steps: int,
                 check_config: Callable[[ScratchformerConfig], None]):
-    """The model to train (see the module docstring); a new model's config passes ``check_config`` before its
-    weights are allocated. A run that resumes from a checkpoint at or past ``max_steps`` gets that checkpoint's
-    weights, since it will not train."""
+    """``--model`` (fine-tuning), else a new model of ``--preset`` whose config passes ``check_config`` before its
+    weights are allocated; a checkpoint at or past ``max_steps`` gives its weights, since it will not train."""
     overrides = parse_overrides(options.config_overrides)
     if options.model:
         return _load_pretrained(source_folder(options.model), overrides, options.trust_remote_code)

@@ -115,7 +115,7 @@ def check_apart_from_inputs(options: TrainOptions, output_dir: str) -> None:
 
 def claim_output_dir(output_dir: str, resume: str | None, overwrite: bool,
                      say: Callable[[str], None] | None = None) -> OutputLock:
-    """Take the folder's lock, then check that the run may use the folder (see the module docstring); with
+    """Take the folder's lock, then check that the run may use the folder (docs/training.md); with
     ``overwrite``, delete what an earlier run left. Returns the held lock (release it when the run ends)."""
     out = Path(output_dir)  # not a file: check_apart_from_inputs said so first
     lock = OutputLock(out, say).acquire()

@@ -130,9 +130,8 @@ def _load_data(options: TrainOptions, args: ScratchformerTrainingArguments) -> d
 
 def _tokenizer_and_model(options: TrainOptions, args: ScratchformerTrainingArguments, splits: data.RawSplits,
                          resume_from: str | None):
-    """The tokenizer (trained by the main process when needed), then the seeded model; they must match. The
-    tokenizer is trained by global rank 0 alone (``local=False``: on several machines, not by each machine's first
-    process), the others wait and load it."""
+    """The tokenizer (trained by global rank 0 alone, ``local=False``; the others wait and load it), then the seeded
+    model; they must match."""
     with args.main_process_first(local=False, desc="tokenizer"):
         tokenizer = load_tokenizer(options, args.output_dir, splits.train, splits.columns, args.process_index,
                                    resume_from)

@@ -113,9 +113,8 @@ def run_config(options: TrainOptions, args: ScratchformerTrainingArguments, worl
 
 def continue_run_options(options: TrainOptions, args: ScratchformerTrainingArguments, resume_from: str,
                          world_size: int, say: Callable[[str], None] = print) -> ScratchformerTrainingArguments:
-    """``args`` for continuing the run of ``resume_from``: the run's learning rate and warm-up where not given;
-    :class:`TrainingSetupError` listing every option that differs from the run's and would change it (see the module
-    docstring). Allowed changes are reported through ``say``."""
+    """``args`` for continuing the run of ``resume_from``, with the run's learning rate and warm-up where not given;
+    every option that would change the run is listed in one :class:`TrainingSetupError`, allowed changes through ``say``."""
     saved, source = saved_run_config(resume_from)
     if saved is None:
         say(f"--resume: {resume_from} has no {RUN_CONFIG} (nor its folder): the options cannot be compared with the "
@@ -167,7 +166,7 @@ def _with_the_runs_defaults(args: ScratchformerTrainingArguments,
 
 def _may_change(key: str, saved: dict[str, Any], current: dict[str, Any], finishing: bool,
                 resume_step: int) -> bool:
-    """Whether option ``key`` may differ from the run's (see the module docstring)."""
+    """Whether option ``key`` may differ from the run's (docs/training.md, "What ``--resume`` refuses")."""
     if key in FREE_TO_CHANGE:
         return True
     if key == "num_train_epochs" and saved.get("max_steps", -1) > 0 and current.get("max_steps", -1) > 0:

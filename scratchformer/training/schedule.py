@@ -49,7 +49,7 @@ def peak_learning_rate(learning_rate: float | None, lr_scheduler_type: str, d_mo
 
 
 def learning_rate_warning(peak: float, d_model: int) -> str | None:
-    """A warning when ``peak`` is above ``2e-3 * (d_model / 512)^-0.5`` (see the module docstring), else ``None``."""
+    """A warning when ``peak`` is above ``2e-3 * (d_model / 512)^-0.5`` (docs/training.md), else ``None``."""
     bound = WARNING_FACTOR * max_default_peak(d_model)
     if peak <= bound:
         return None

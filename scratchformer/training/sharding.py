@@ -82,7 +82,7 @@ def plain_class(model) -> Iterator[None]:
 
 class SavesPlainModelClass:
     """Mixed into the run's trainer: saves (checkpoints and the final model) with the model's own class, so that
-    the code files and ``auto_map`` saved with the weights are ours (see the module docstring)."""
+    the code files and ``auto_map`` saved with the weights are ours, not FSDP2's generated subclass's."""
 
     def _save(self, output_dir=None, state_dict=None):
         with plain_class(self.model):

@@ -31,7 +31,7 @@ KEEP_POSITIONS = 64  # batch positions kept beyond the gradient-accumulation win
 
 
 def load_stream_splits(options: TrainOptions, seed: int) -> data.RawSplits:
-    """The training rows as a stream and the validation rows as a small ``Dataset`` (see the module docstring);
+    """The training rows as a stream and the validation rows as a small ``Dataset`` (docs/training.md);
     ``--max-train-samples`` caps the stream, ``--max-eval-samples`` the validation set (a seeded sample)."""
     columns = data.text_columns(options)
     train = data.load_training_rows(options, streaming=True)

@@ -154,7 +154,7 @@ def views_batch(views: list[tuple[list[int], list[int], int, int]], eos_token_id
 @dataclass
 class WordContrastCollator(DataCollatorForTextInfilling):
     """:class:`~scratchformer.training.noise.DataCollatorForTextInfilling` that also adds the two views of one word
-    occurrence per text (or of ``occurrences`` occurrences per chosen word): the module docstring. The denoising
+    occurrence per text (or of ``occurrences`` occurrences per chosen word). The denoising
     batch, the windows and the masked copies are exactly the parent's."""
 
     word_table: WordTable | None = None
