@@ -186,9 +186,8 @@ def _moved_aside(folder: Path) -> Path:
 
 def rotate_checkpoints(output_dir: str | Path, save_total_limit: int | None, best: str | None = None,
                        model_only: bool = False, say: Callable[[str], None] = print) -> list[Path]:
-    """Keep the newest ``save_total_limit`` complete checkpoints and ``best``; delete the older complete ones and
-    leftovers of interrupted deletions. Incomplete checkpoints are neither kept in the count nor deleted (``--resume``
-    skips them and says so). Returns the deleted folders."""
+    """Keep the newest ``save_total_limit`` complete checkpoints and ``best``, delete older complete ones and
+    leftovers of interrupted deletions (incomplete ones are neither counted nor deleted); returns the deleted."""
     out = Path(output_dir)
     for leftover in out.glob(DELETING + "*"):
         shutil.rmtree(leftover, ignore_errors=True)

@@ -307,9 +307,8 @@ def text_columns(options: TrainOptions) -> list[str]:
 
 
 def load_raw_splits(options: TrainOptions, seed: int) -> RawSplits:
-    """The training and validation rows as ``options`` say: read (files or a Hub dataset), checked (columns, rows
-    with text), split (``--validation-files``, held-out groups with ``--group-column``, else random rows) and capped
-    (``--max-train-samples``; at most ``--max-eval-samples`` validation rows, drawn with ``seed``)."""
+    """The training and validation rows as ``options`` say: read, checked (columns, rows with text), split
+    (``--validation-files``, held-out groups, else random rows) and capped (``--max-*-samples``, seeded)."""
     columns = text_columns(options)
     train = load_training_rows(options)
     valid = (load_data_files(options.validation_files, options.data_format, options.cache_dir)
@@ -376,9 +375,8 @@ SHORT_WINDOW_WORDS = (3, 20)  # the length range (in words) of the short windows
 
 
 def short_window(text: str, rng: np.random.Generator, words: tuple[int, int] = SHORT_WINDOW_WORDS) -> str | None:
-    """A random run of ``words[0]``..``words[1]`` consecutive words of ``text`` (at any position, cut at spaces, so
-    it may start or end mid-sentence, like a dictionary's example phrase), or ``None`` when ``text`` has no more
-    words than the window would."""
+    """A random run of ``words[0]``..``words[1]`` consecutive words of ``text``, cut at spaces (like a dictionary's
+    example phrase), or ``None`` when ``text`` has no more words than the window would."""
     tokens = text.split()
     lo, hi = words
     if len(tokens) <= lo:

@@ -10,9 +10,8 @@ from ..models.modeling_scratchformer import mean_over_labelled
 
 
 class Seq2SeqLoss:
-    """``compute_loss_func``: label-smoothed cross-entropy while training, plain on evaluation, summed over target
-    tokens and divided by the Trainer's ``num_items_in_batch`` (else this batch's tokens), so accumulation and data
-    parallelism give one big batch's gradient; a batch without a labelled token gives 0."""
+    """``compute_loss_func``: label-smoothed cross-entropy while training, plain on evaluation, over the Trainer's
+    ``num_items_in_batch`` target tokens (so accumulation and data parallelism give one big batch's gradient)."""
 
     def __init__(self, label_smoothing: float = 0.1):
         self.label_smoothing = label_smoothing  # torch's cross_entropy says what it takes

@@ -137,9 +137,8 @@ def _own_tokenizer(folder: Path):
 
 
 def _train_tokenizer(options: TrainOptions, train, columns: list[str], folder: Path):
-    """A byte-level BPE of ``--tokenizer-vocab-size`` trained on (at most ``--tokenizer-max-rows``) training rows,
-    saved in ``folder``. From a stream, only its first ``--tokenizer-max-rows`` rows are read (default
-    :data:`~scratchformer.training.options.STREAM_TOKENIZER_ROWS`)."""
+    """A byte-level BPE of ``--tokenizer-vocab-size`` trained on at most ``--tokenizer-max-rows`` training rows (a
+    stream's first :data:`~scratchformer.training.options.STREAM_TOKENIZER_ROWS` by default), saved in ``folder``."""
     from ..tokenizer.training import saved_size, train_fast_tokenizer
 
     rows_read = [0]
@@ -194,9 +193,8 @@ def build_model(options: TrainOptions, tokenizer, resume_from: str | None, max_s
 
 
 def freeze_encoder(model) -> None:
-    """``--freeze-encoder``: the encoder's parameters and the input embedding table (shared with the decoder and,
-    tied, the output projection) stop taking gradients, so the Trainer's optimizer leaves them out and no backward
-    pass runs through the encoder."""
+    """``--freeze-encoder``: the encoder and the shared embedding table stop taking gradients, so the optimizer
+    leaves them out and no backward pass runs through the encoder."""
     for parameter in (*model.get_encoder().parameters(), model.get_input_embeddings().weight):
         parameter.requires_grad_(False)
 

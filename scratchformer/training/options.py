@@ -171,9 +171,8 @@ def _aliases(*names: str) -> list[str]:
 
 @dataclass
 class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
-    """``transformers.Seq2SeqTrainingArguments`` with scratchformer's defaults; :meth:`__post_init__` fills in those
-    that depend on other options (warm-up, evaluation batch size and steps, CPU and ``gloo``) before the Trainer's
-    checks. ``learning_rate`` stays ``None`` until the model is known (docs/training.md, "The default learning rate")."""
+    """``transformers.Seq2SeqTrainingArguments`` with scratchformer's defaults, those that depend on other options
+    filled in before the Trainer's checks; ``learning_rate`` stays ``None`` until the model is known."""
 
     _argument_group_name = "Trainer options (transformers.Seq2SeqTrainingArguments, with scratchformer's defaults)"
 

@@ -48,9 +48,8 @@ class ScratchformerTrainer(CrashSafeCheckpoints, SavesPlainModelClass, SeededSam
 
 def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
                  callbacks: list | None = None) -> dict[str, Any]:
-    """Train as the options say; returns ``{"global_step", "metrics", "output_dir", "files"}`` (``{"global_step",
-    "stopped": True}`` when a callback stopped it). Bad input raises before training, option mistakes before any data
-    is read; the main process holds the output folder's lock for the whole run. ``args`` is not changed."""
+    """Train as the options say; returns ``{"global_step", "metrics", "output_dir", "files"}`` (``"stopped": True``
+    when a callback stopped it). Bad input raises before training; ``args`` is not changed."""
     checks.check_options(options, args)
     check_apart_from_inputs(options, args.output_dir)
     is_main = args.process_index == 0
@@ -163,9 +162,8 @@ def _tokenize(options: TrainOptions, args: ScratchformerTrainingArguments, split
 def _with_model_dependent_arguments(options: TrainOptions, args: ScratchformerTrainingArguments, model,
                                     num_train: int | None, world_size: int, resume_from: str | None,
                                     say) -> ScratchformerTrainingArguments:
-    """A copy of ``args`` with what depends on the model, the data and the objective: the default warm-up of a run
-    measured in epochs (at most half of its steps), the peak learning rate (the paper's for ``inverse_sqrt`` unless
-    given, capped), and generation during evaluation (seq2seq). Warns about a peak above the safe bound."""
+    """A copy of ``args`` with what depends on the model, the data and the objective: an epoch run's default warm-up,
+    the peak learning rate (warned about above the safe bound) and generation during evaluation (seq2seq)."""
     args = copy.copy(args)
     per_step = args.per_device_train_batch_size * world_size * args.gradient_accumulation_steps
     steps = training_step_count(args.max_steps, args.num_train_epochs, num_train or 0, per_step)
