@@ -221,7 +221,6 @@ def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, 
     )
     trainer.loss_watch = loss_watch
     if options.objective == "denoise":
-        trainer.denoising_weight = options.denoising_weight
         trainer.encoder_losses = tuple(
             ([CroppingLoss(options.contrastive_weight, options.contrastive_target, options.contrastive_temperature)]
              if options.contrastive_weight > 0 else [])
@@ -230,6 +229,8 @@ def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, 
                else [])
             + ([WordContrastLoss(options.word_contrast_weight, options.word_contrast_temperature)]
                if options.word_contrast_weight > 0 else []))
+        # the decoder's loss is weighed against the encoder's; with none, --denoising-weight is ignored (a warning said)
+        trainer.denoising_weight = options.denoising_weight if trainer.encoder_losses else 1.0
     return trainer, time_limit
 
 
