@@ -260,7 +260,7 @@ def _check_streaming(options: TrainOptions, args: ScratchformerTrainingArguments
     if args.dataloader_num_workers > 0:
         raise TrainingSetupError("--streaming reads, tokenizes and noises the stream in each training process; "
                                  "--dataloader-num-workers must be 0 (every worker would read the whole shard again)")
-    if options.word_contrast_weight > 0 and options.word_contrast_occurrences > 1:
+    if options.objective == "denoise" and options.word_contrast_weight > 0 and options.word_contrast_occurrences > 1:
         raise TrainingSetupError("--word-contrast-occurrences draws other occurrences of a word from every training "
                                  "text, which a stream has not read yet: leave it at 1 with --streaming")
     if options.group_column is not None:

@@ -201,8 +201,8 @@ def _batch_change(saved: dict[str, Any], current: dict[str, Any]) -> tuple[list[
               f"{math.prod(now)} examples per optimizer step (the run: {before[0]} x {before[1]} x "
               f"{before[2]} = {math.prod(before)})")
     same = math.prod(now) == math.prod(before)
-    if same and now[1] != before[1] and (saved.get("contrastive_weight", 0) > 0
-                                         or saved.get("word_contrast_weight", 0) > 0):
+    if same and now[1] != before[1] and saved.get("objective") == "denoise" and (
+            saved.get("contrastive_weight", 0) > 0 or saved.get("word_contrast_weight", 0) > 0):
         # the contrastive loss tells each window apart from the others of its micro-batch: another micro-batch size
         # is another loss
         return [change + " (with --contrastive-weight or --word-contrast-weight the micro-batch is the set of "
