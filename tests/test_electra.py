@@ -88,6 +88,7 @@ def test_generator_shape_defaults_and_bad_shapes():
 
 def test_electra_trains_in_one_process_only():
     class Options:
+        objective = "denoise"
         electra_weight = 1.0
     with pytest.raises(TrainingSetupError, match="one process"):
         check_electra(Options(), world_size=2)

@@ -118,15 +118,15 @@ def test_whole_word_masking_chooses_every_piece_of_a_word_together():
 
 def test_whole_word_masking_is_an_option_of_the_run_and_needs_a_masked_copy(tmp_path, paragraphs):  # noqa: F811
     """--encoder-mlm-whole-words reaches the collator (its copies differ from the piece-by-piece ones) and is
-    recorded; without a loss that reads the masked copy it is refused before anything loads."""
-    from scratchformer.errors import TrainingSetupError
-
+    recorded; without a loss that reads the masked copy it is warned about and ignored."""
     options, args = tiny(tmp_path, paragraphs, "whole", max_length=64, max_steps=2, encoder_mlm_weight=1.0,
                          denoising_weight=0.0, encoder_mlm_whole_words=True, save_steps=100)
     out = Path(run_training(options, args)["output_dir"])
     assert json.loads((out / "train_config.json").read_text())["encoder_mlm_whole_words"] is True
-    with pytest.raises(TrainingSetupError, match="--encoder-mlm-whole-words chooses the words of the masked copy"):
-        run_training(*tiny(tmp_path, paragraphs, "refused", encoder_mlm_whole_words=True))
+    from scratchformer.training.checks import check_options
+
+    with pytest.warns(UserWarning, match="--encoder-mlm-whole-words \\(without --encoder-mlm-weight"):
+        check_options(*tiny(tmp_path, paragraphs, "ignored", encoder_mlm_whole_words=True))
     with pytest.raises(ValueError, match="needs word_pieces"):
         collator(encoder_mlm_probability=0.15, mlm_whole_words=True)
     from scratchformer import ScratchformerTokenizer

@@ -434,7 +434,7 @@ def test_tokenizer_that_does_not_match_the_model_is_refused(tmp_path, corpus):
     train_fast_tokenizer(corpus.read_text().splitlines(), 300).save_pretrained(tok_dir)
     for fields, message in [
         (dict(vocab_size=300, pad_token_id=3), "pad: tokenizer '<pad>' has id 0, the model's pad_token_id is 3"),
-        # found before the data, from the folders' files (checks.check_model_options)
+        # a --tokenizer of another size than the --model's table (checks.check_tokenizer_matches)
         (dict(vocab_size=100), "has 300 tokens and --model"),
     ]:
         model_dir = tmp_path / f"model-{len(fields)}-{fields['vocab_size']}"
@@ -612,33 +612,19 @@ def test_documented_commands_still_parse():
     (["--objective", "translate"], "argument --objective: invalid choice: 'translate'"),
     (["--lr-schedule", "paper"], "invalid choice: 'paper'"),
     (["--no-such-option", "1"], "unrecognized arguments: --no-such-option 1"),
-    (["--group-pattern", "(.*) 1:1"], "--group-pattern needs --group-column"),
-    (["--validation-groups", "Ruth"], "--validation-groups needs --group-column"),
     (["--group-column", "ref", "--group-pattern", "(unclosed"], "--group-pattern '(unclosed' is not a regular"),
     (["--group-column", "ref", "--group-pattern", "no group"], "has no (group)"),
     (["--config-overrides", "d_model"], "--config-overrides: 'd_model' is not key=value"),
     (["--config-overrides", "d_modle=64"], "unknown ScratchformerConfig field(s) ['d_modle']"),
     (["--objective", "seq2seq"], "--objective seq2seq needs --source-column and --target-column"),
-    (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--short-fraction", "0.5"],
-     "--short-fraction belongs to --objective denoise; a seq2seq run adds no noise and no encoder loss, so "
-     "leave it out"),
-    (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--mask-ratio", "0.4"],
-     "--mask-ratio belongs to --objective denoise"),
-    (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--contrastive-weight", "1"],
-     "--contrastive-weight belongs to --objective denoise"),
     (["--contrastive-weight", "-1"], "--contrastive-weight must be >= 0 (0 = off), got -1"),
     (["--contrastive-temperature", "0"], "--contrastive-temperature must be positive, got 0"),
     (["--contrastive-target", "words"], "--contrastive-target: invalid choice: 'words'"),
     (["--encoder-mlm-weight", "-0.5"], "--encoder-mlm-weight must be >= 0 (0 = off), got -0.5"),
     (["--encoder-mlm-probability", "1"], "--encoder-mlm-probability must be in (0, 1), got 1"),
     (["--encoder-mlm-probability", "0"], "--encoder-mlm-probability must be in (0, 1), got 0"),
-    (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--encoder-mlm-weight", "1"],
-     "--encoder-mlm-weight belongs to --objective denoise"),
     (["--denoising-weight", "-1"], "--denoising-weight must be >= 0, got -1"),
     (["--denoising-weight", "0"], "--denoising-weight 0 turns the decoder's loss off and no encoder loss is on"),
-    (["--denoising-weight", "0.5"], "--denoising-weight weighs the decoder's loss against the encoder's losses"),
-    (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--denoising-weight", "0.5"],
-     "--denoising-weight belongs to --objective denoise"),
     (["--freeze-encoder", "--encoder-mlm-weight", "1"],
      "--freeze-encoder keeps the encoder's weights and --encoder-mlm-weight trains them: give one of them"),
 ])
@@ -652,6 +638,32 @@ def test_bad_option_fails_fast_with_one_line(tmp_path, capsys, option, message):
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("scratchformer train: error: "), err
     assert message in lines[0] and "Traceback" not in err and "missing.txt" not in err
+
+
+SEQ2SEQ = ["--objective", "seq2seq", "--source-column", "a", "--target-column", "b"]
+
+
+@pytest.mark.parametrize("option, ignored", [
+    (["--group-pattern", "(.*) 1:1"], "--group-pattern (without --group-column)"),
+    (["--validation-groups", "Ruth"], "--validation-groups (without --group-column)"),
+    ([*SEQ2SEQ, "--short-fraction", "0.5", "--mask-ratio", "0.4"], "--mask-ratio; --short-fraction"),
+    ([*SEQ2SEQ, "--contrastive-weight", "1", "--encoder-mlm-weight", "1"], "--contrastive-weight; --encoder-mlm-weight"),
+    ([*SEQ2SEQ, "--denoising-weight", "0.5"], "--denoising-weight"),
+    (["--denoising-weight", "0.5"], "--denoising-weight (it weighs the decoder's loss against the encoder's losses)"),
+    (["--encoder-mlm-whole-words"], "--encoder-mlm-whole-words (without --encoder-mlm-weight or --electra-weight)"),
+    (["--config-overrides", "vocab_size=10,pad_token_id=7"],
+     "--config-overrides vocab_size (the tokenizer decides it); --config-overrides pad_token_id"),
+])
+def test_options_without_effect_are_warned_about_in_one_warning_and_ignored(tmp_path, option, ignored):
+    """As transformers' ``GenerationConfig.validate``: settings that do nothing in this run are one warning naming
+    them all, not a refusal (the run goes on)."""
+    from scratchformer.training.checks import check_options
+
+    with pytest.warns(UserWarning) as caught:
+        check_options(*config_from_args(["--train-files", "a.txt", "--output-dir", str(tmp_path / "o"), *option]))
+    assert len(caught) == 1
+    assert str(caught[0].message).startswith("these options have no effect in this run and are ignored: ")
+    assert ignored in str(caught[0].message)
 
 
 def test_missing_data_file_is_one_line(tmp_path, capsys):

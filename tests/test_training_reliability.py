@@ -937,30 +937,6 @@ def installed(package: str) -> bool:
     (["--seed", "-1"], "--seed must be in [0, 2**32 - 1] (the seeds numpy takes), got -1"),
     (["--seed", str(2**32)], f"--seed must be in [0, 2**32 - 1] (the seeds numpy takes), got {2**32}"),
     (["--data-seed", "-3"], "--data-seed must be in [0, 2**32 - 1]"),
-    (["--config-overrides", "vocab_size=10"], "--config-overrides vocab_size=10: the vocabulary size and the "
-                                              "special-token ids come from the tokenizer (--tokenizer-vocab-size sets "
-                                              "the size of the tokenizer trained on the fly); leave vocab_size out"),
-    (["--config-overrides", "pad_token_id=7"], "--config-overrides pad_token_id=7: the vocabulary size and the "
-                                               "special-token ids come from the tokenizer"),
-    (["--config-overrides", "d_model=64,eos_token_id=3"], "leave eos_token_id out"),
-    (["--config-overrides", "decoder_start_token_id=0"], "leave decoder_start_token_id out"),
-    (["--config-overrides", "d_model=30"], "invalid model configuration: ScratchformerConfig.encoder_attention_heads=4 "
-                                           "is invalid: d_model=30 must be divisible by the number of heads"),
-    (["--preset", "tiny", "--config-overrides", "decoder_attention_heads=3"],
-     "invalid model configuration: ScratchformerConfig.decoder_attention_heads=3 is invalid"),
-    (["--config-overrides", "position_embedding_type=learned,max_position_embeddings=8", "--max-length", "32"],
-     "--max-length is 32 but the learned positions of the model stop at max_position_embeddings=8: lower "
-     "--max-length, raise max_position_embeddings in --config-overrides (a new model), or use sinusoidal or rope "
-     "positions"),
-    (["--objective", "seq2seq", "--source-column", "a", "--target-column", "b", "--max-target-length", "64",
-      "--max-source-length", "200", "--config-overrides", "position_embedding_type=learned,max_position_embeddings=100"],
-     "--max-source-length is 200 but the learned positions of the model stop at max_position_embeddings=100"),
-    (["--config-overrides", "d_model=65536,encoder_layers=64"], "invalid model configuration: this ScratchformerConfig "
-                                                                "makes a model of 1,"),
-    (["--batch-size", "100000"], "the batch does not fit in memory: a training step with --batch-size 100000 and "
-                                 "128-token sequences needs about "),
-    (["--max-length", "1000000"], "the batch does not fit in memory: a training step with --batch-size 32 and "
-                                  "1000000-token sequences"),
     (["--deepspeed", "ds.json"], "an option needs a package that is not installed: "),
     (["--fsdp", "full_shard"], "--fsdp shards the model over the processes of a distributed run and this run has one"),
     (["--optim-args", "eps"], "--optim-args must be key=value pairs separated by commas"),
@@ -979,12 +955,36 @@ def test_every_option_mistake_is_one_line_before_any_data(tmp_path, capsys, opti
     assert "missing.txt" not in line and not (tmp_path / "o" / "tokenizer").exists()
 
 
-def test_a_model_and_a_tokenizer_of_other_vocabularies_are_refused_before_data(tmp_path, corpus, capsys):  # noqa: F811
+@pytest.mark.parametrize("option, message", [
+    (["--config-overrides", "d_model=30"], "invalid model configuration: ScratchformerConfig.encoder_attention_heads=4 "
+                                           "is invalid: d_model=30 must be divisible by the number of heads"),
+    (["--preset", "tiny", "--config-overrides", "decoder_attention_heads=3"],
+     "invalid model configuration: ScratchformerConfig.decoder_attention_heads=3 is invalid"),
+    (["--config-overrides", "position_embedding_type=learned,max_position_embeddings=8", "--max-length", "32"],
+     "--max-length is 32 but the learned positions of the model stop at max_position_embeddings=8: lower "
+     "--max-length, raise max_position_embeddings in --config-overrides (a new model), or use sinusoidal or rope "
+     "positions"),
+    (["--config-overrides", "d_model=65536,encoder_layers=64"],  # refused before its weights are allocated
+     "the batch does not fit in memory: a training step with --batch-size 32 and 128-token sequences needs about "),
+    (["--preset", "tiny", "--max-length", "1000000", "--batch-size", "2", "--gradient-accumulation-steps", "1"],
+     "the batch does not fit in memory: a training step with --batch-size 2 and 1000000-token sequences"),
+])
+def test_a_model_or_batch_that_cannot_train_is_one_line_before_training(tmp_path, corpus, capsys, option, message):  # noqa: F811
+    """The model the options build (its config, its learned positions) and a step's estimated memory: one line,
+    exit status 2, once the model is built and before any step is trained."""
+    code = cli_main(["train", "--train-files", str(corpus), "--output-dir", str(tmp_path / "o"),
+                     "--tokenizer-vocab-size", "300", *option])
+    line = one_error_line(capsys)
+    assert code == 2 and message in line, line
+    assert not list((tmp_path / "o").glob("checkpoint-*"))
+
+
+def test_a_model_and_a_tokenizer_of_other_vocabularies_are_refused_before_training(tmp_path, corpus, capsys):  # noqa: F811
     """--model with a tokenizer of another vocabulary (which trained as long as the ids fitted), overrides against
-    the model, learned positions of a --model shorter than --max-length: one line before any data is read. A valid
-    size (d_model=30 with 2 heads, which transformers' decoder view of the config once refused) builds."""
+    the model, learned positions of a --model shorter than --max-length: one line once the model is built, before
+    training. A valid size (d_model=30 with 2 heads, which transformers' decoder view of the config once refused)
+    builds."""
     from scratchformer.tokenizer.training import train_fast_tokenizer
-    from scratchformer.training.checks import check_model_options
 
     lines = corpus.read_text().splitlines()
     own, other = train_fast_tokenizer(lines, 300), train_fast_tokenizer([line[::-1] for line in lines], 300)
@@ -997,7 +997,6 @@ def test_a_model_and_a_tokenizer_of_other_vocabularies_are_refused_before_data(t
         **TINY_CONFIG, vocab_size=400, position_embedding_type="learned", max_position_embeddings=16)
     ).save_pretrained(bare_dir)  # no tokenizer of its own
     other.save_pretrained(other_dir)
-    missing = tmp_path / "missing.txt"
     for extra, message in [
             (["--model", str(model_dir), "--tokenizer", str(other_dir)],
              f"--tokenizer {other_dir} has another vocabulary than --model {model_dir}'s own tokenizer (300 and 300 "
@@ -1008,24 +1007,22 @@ def test_a_model_and_a_tokenizer_of_other_vocabularies_are_refused_before_data(t
             (["--model", str(bare_dir), "--tokenizer", str(other_dir), "--max-length", "32"],
              f"--max-length is 32 but the learned positions of --model {bare_dir} stop at max_position_embeddings=16"),
             (["--model", str(model_dir), "--config-overrides", "pad_token_id=7"],
-             "--config-overrides pad_token_id=7: the vocabulary size and the special-token ids come from the "
-             "tokenizer (the model's must be the tokenizer's); leave pad_token_id out"),
+             "the tokenizer does not match the model: pad: tokenizer '<pad>' has id 0, the model's pad_token_id is 7"),
             (["--model", str(model_dir), "--config-overrides", "d_model=30"],
-             f"--config-overrides d_model=30 (the model's: 16) would change the weights of --model {model_dir}, "
-             "which keeps its sizes"),
+             f"--config-overrides do not fit --model {model_dir}: Error(s) in loading state_dict"),
             (["--model", str(model_dir), "--config-overrides", "dropout=0.0,encoder_attention_heads=3"],
              f"--config-overrides do not fit --model {model_dir}: ScratchformerConfig.encoder_attention_heads=3 is "
-             "invalid"),
-            (["--tokenizer", str(other_dir), "--config-overrides", "vocab_size=300"], "leave vocab_size out")]:
-        code = cli_main(["train", "--train-files", str(missing), "--output-dir", str(tmp_path / "o"), *extra])
+             "invalid")]:
+        code = cli_main(["train", "--train-files", str(corpus), "--output-dir", str(tmp_path / "o"), "--max-steps",
+                         "1", *extra])
         line = one_error_line(capsys)
-        assert code == 2 and message in line and "missing.txt" not in line, (extra, line)
+        assert code == 2 and message in line, (extra, line)
     # what agrees passes: the model's own tokenizer, named or not; a new model of a valid size builds and generates
     for tokenizer in (None, str(model_dir)):
-        options, _ = tiny(tmp_path, missing, model=str(model_dir), tokenizer=tokenizer)
-        check_model_options(options)
-    options, _ = tiny(tmp_path, missing, config_overrides="d_model=30")
-    check_model_options(options)
+        options, args = tiny(tmp_path, corpus, f"agrees-{tokenizer is None}", model=str(model_dir),
+                             tokenizer=tokenizer)
+        with pytest.raises(AssertionError, match="training started"):
+            run_training(options, args, callbacks=[FailIfTrainingStarts()])
     config = ScratchformerConfig(**{**TINY_CONFIG, "d_model": 30}, vocab_size=300)
     built = ScratchformerForConditionalGeneration(config)
     assert built.generate(torch.tensor([[5, 6, 7, 2]]), max_new_tokens=2).shape[0] == 1

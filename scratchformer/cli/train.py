@@ -1,22 +1,6 @@
-"""``scratchformer train``: denoising pre-training or seq2seq training (:mod:`scratchformer.training`).
-
-The command's options are read by ``transformers.HfArgumentParser`` from two dataclasses
-(:class:`~scratchformer.training.options.TrainArgumentParser`), and building that parser imports transformers and
-torch - seconds that ``scratchformer --help`` must not wait for. So the ``train`` subparser registered here does not
-know the options: it takes the words after ``train`` verbatim, and the real parser is built only when the command
-runs.
-
-Taking the words verbatim needs one argparse setting: ``nargs=REMAINDER`` alone refuses a first word that looks
-like an option (``--train-files``), so this subparser's ``prefix_chars`` is the NUL character, which no word of a
-command line can contain: every word is then a plain value, and they all go to the REMAINDER list.
-
-``train --help`` and a mistake of the command line (an unknown option, a value of the wrong type, a choice not
-offered) are answered before torch is imported, by a plain ``argparse`` parser rebuilt from :data:`OPTIONS`, a
-description of the real parser's actions (their flags, help, defaults, choices and types) written by
-:func:`write_options`. It is used only while it describes the real parser: for the transformers version and the
-``training/options.py`` it was written from (:func:`fingerprint`); otherwise the real parser answers, as slowly as
-before. A command line it accepts is then read by the real parser, whose answer counts.
-"""
+"""``scratchformer train`` (:mod:`scratchformer.training`). The real parser imports torch, so ``--help`` and
+command-line mistakes are answered by a quick parser rebuilt from :data:`OPTIONS` while its :func:`fingerprint`
+matches (docs/training.md, "Options")."""
 
 from __future__ import annotations
 
@@ -28,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 HELP = "train a model (denoising pre-training or seq2seq); works under torchrun / accelerate launch"
-NO_OPTION_PREFIX = "\0"  # see the module docstring
+# REMAINDER alone refuses a first word like --train-files; with NUL, which no word contains, as the only prefix,
+# every word is a value
+NO_OPTION_PREFIX = "\0"
 OPTIONS = Path(__file__).with_name("train_options.json")  # the real parser's actions (write_options)
 # argparse actions and types the description names (a type not listed, e.g. dict, is left to the real parser)
 _ACTIONS = {"_StoreAction": "store", "_StoreFalseAction": "store_false", "_StoreTrueAction": "store_true",

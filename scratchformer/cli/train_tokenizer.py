@@ -50,10 +50,8 @@ SAVED_FILES = ("tokenizer.json", "tokenizer_config.json")  # what save_pretraine
 
 
 def _check_output(output: str, overwrite: bool, inputs: list[str] = ()) -> None:
-    """Before any training: ``--output`` must be a folder (or nothing yet) this user may write into, not a model's
-    folder (a command never writes into one: the model's weights are numbered by its tokenizer, and its checksums do
-    not cover the tokenizer), not hold a tokenizer already (unless ``overwrite``), and no file saved there may be one
-    of the training files."""
+    """Before any training: ``--output`` is a folder (or nothing yet) this user may write into, not a model's folder
+    (its checksums do not cover the tokenizer), holds no tokenizer unless ``overwrite``, and is none of the inputs."""
     from .. import files
 
     folder = files.check_output_folder(output, [(f"the training file {path}", path) for path in inputs],

@@ -1,26 +1,9 @@
-"""Byte Pair Encoding from scratch: the readable reference implementation.
+"""Byte Pair Encoding from scratch (Sennrich, Haddow and Birch 2016): the readable reference implementation.
 
-Byte Pair Encoding was a compression algorithm (Gage 1994) before Sennrich, Haddow and Birch (2016, "Neural Machine
-Translation of Rare Words with Subword Units") used it to build a subword vocabulary. Rare words are then spelled
-with frequent pieces (``lowest`` -> ``low e s t </w>``) instead of becoming ``<unk>``. The whole method is:
-
-1. **Pre-tokenize**: split text into words and count them (``"low low lowest"`` -> ``{low: 2, lowest: 1}``).
-2. **Split** every word into symbols: characters plus an end-of-word marker ``</w>`` (:data:`WHITESPACE`
-   scheme, as in the paper), or the word's UTF-8 bytes (:data:`BYTE_LEVEL` scheme, GPT-2 style).
-3. **Merge**: count every pair of adjacent symbols, weighted by word frequency, and merge the most frequent pair
-   into a new symbol everywhere. Record it; repeat until the vocabulary is as large as asked. Ties go to the pair
-   seen first when scanning the words in corpus order, left to right, which makes training deterministic.
-
-Encoding a new word replays the recorded merges: split it into symbols, then merge the adjacent pair whose merge
-was learned earliest (lowest rank) until no learned merge applies.
-
-Two trainers produce identical merges: :func:`learn_merges_naive` recounts every pair after each merge (the
-paper's listing, easy to check), and :func:`learn_merges` updates the counts incrementally, touching only the words
-that contain the merged pair (tens of times faster; see ``benchmarks/BPE_SPEED.md``).
-
-This module is the specification that the fast tokenizer (``tokenizers`` library, built by
-:mod:`scratchformer.tokenizer.training`) is tested against token for token; it needs only the standard library and
-``regex`` (for the Unicode classes ``\\p{L}`` and ``\\p{N}`` of the GPT-2 pre-tokenizer).
+Pre-tokenize text into counted words, split each word into symbols, then repeatedly merge the most frequent
+adjacent pair (ties: the pair seen first in corpus order); encoding replays the merges by rank (docs/tokenizer.md,
+"How BPE works"). :func:`learn_merges_naive` is the paper's listing, :func:`learn_merges` the incremental trainer
+with identical merges. This module is the specification the fast tokenizer is tested against token for token.
 """
 
 from __future__ import annotations
@@ -177,14 +160,9 @@ def _long_run(max_length: int) -> regex.Pattern:
 
 
 def training_pieces(text: str, max_length: int = MAX_TRAINING_WORD) -> list[str]:
-    """``text`` as the trainers see it: every whitespace-free run longer than ``max_length`` characters is cut into
-    pieces of at most ``max_length``, each its own text.
-
-    Training is quadratic in a word's length (each merge rescans the words that contain the pair), so one long line
-    of letters, base64 or minified JSON would otherwise stall it: 200,000 letters took 14 s where 50,000 took
-    0.8 s. Such runs say nothing about the subwords of a language, and the cut keeps the time linear. Both trainers
-    cut the same way (their merges stay identical); encoding is unaffected.
-    """
+    """``text`` as the trainers see it: every whitespace-free run longer than ``max_length`` characters cut into
+    pieces of at most ``max_length``, each its own text, so that training stays linear in a long run's length (both
+    trainers cut alike; docs/tokenizer.md)."""
     if len(text) <= max_length:
         return [text]
     pieces, last = [], 0

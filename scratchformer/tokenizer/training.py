@@ -1,15 +1,5 @@
-"""Build and train ``ScratchformerTokenizer`` (a ``tokenizer.json`` for the ``tokenizers`` library).
-
-Two ways to get the same kind of tokenizer:
-
-- :func:`train_reference_tokenizer`: learn the merges with the readable trainer in :mod:`scratchformer.bpe`, then
-  :func:`tokenizer_from_bpe` writes them into a fast tokenizer;
-- :func:`train_fast_tokenizer`: ``tokenizers``' Rust ``BpeTrainer`` (seconds for tens of megabytes).
-
-:func:`bpe_from_tokenizer` goes back from a fast tokenizer to the reference :class:`~scratchformer.bpe.BPE`, which
-encodes every text to the same ids (the parity tests check this). This module is not copied next to checkpoints:
-loading a tokenizer needs only ``tokenization_scratchformer.py`` and ``tokenizer.json``.
-"""
+"""Build and train ``ScratchformerTokenizer`` (a ``tokenizer.json``): with ``tokenizers``' Rust trainer, or from the
+reference merges of :mod:`~scratchformer.tokenizer.bpe`, and back (both give the same ids; docs/tokenizer.md)."""
 
 from __future__ import annotations
 
@@ -158,9 +148,8 @@ def bpe_from_tokenizer(tokenizer: Any) -> bpe.BPE:
 
 
 def check_vocab_size(vocab_size: object, trainer: str = "fast") -> None:
-    """Refuse, before any text is read, a vocabulary size that no tokenizer can number
-    (32-bit ids), or whose tables the fast trainer would reserve beyond the memory available: ``tokenizers`` would
-    end the process in a Rust panic."""
+    """Refuse, before any text is read, a vocabulary size no tokenizer can number (32-bit ids) or whose tables the
+    fast trainer would reserve beyond the memory available (``tokenizers`` would end the process in a Rust panic)."""
     if vocab_size > MAX_VOCAB_SIZE:
         raise ValueError(f"vocab_size={vocab_size:,} is more than the {MAX_VOCAB_SIZE:,} tokens a tokenizer can "
                          "number (its ids are 32-bit): ask for a smaller vocabulary")
@@ -180,12 +169,8 @@ def train_fast_tokenizer(
     min_frequency: int = 2,
     show_progress: bool = False,
 ) -> ScratchformerTokenizer:
-    """Train with ``tokenizers``' ``BpeTrainer`` (Rust, multi-threaded) on an iterable of strings.
-
-    ``show_progress``: the library's progress bars. It draws them on standard error but ends each of its three
-    stages with a newline on standard output (file descriptors 2 and 1, whatever ``sys.stdout`` is), so they are
-    asked for only when both are a terminal, where that newline ends the bar's line; output to a file or a pipe
-    would otherwise get three blank lines."""
+    """Train with ``tokenizers``' ``BpeTrainer`` (Rust, multi-threaded) on an iterable of strings. ``show_progress``
+    is honoured only on a terminal: the library ends its bars with newlines on standard output."""
     bpe.check_scheme(scheme)
     check_vocab_size(vocab_size)
     bpe.check_min_frequency(min_frequency)  # the library's own: OverflowError for -1

@@ -9,7 +9,8 @@ One module per job:
 - :mod:`~scratchformer.training.noise` - BART's text-infilling noise and its collator;
 - :mod:`~scratchformer.training.encoder_losses` - losses on the encoder's own output, added to denoising:
   :mod:`~scratchformer.training.encoder_mlm` (BERT's masked tokens), :mod:`~scratchformer.training.electra`
-  (replaced-token detection) and :mod:`~scratchformer.training.contrastive` (two windows of one text);
+  (replaced-token detection), :mod:`~scratchformer.training.contrastive` (two windows of one text) and
+  :mod:`~scratchformer.training.word_contrast` (a word's occurrences in other texts);
 - :mod:`~scratchformer.training.sampling` - the order of the training examples;
 - :mod:`~scratchformer.training.model_setup` - the tokenizer and the model a run starts from;
 - :mod:`~scratchformer.training.schedule` - the paper's learning-rate schedule as Trainer options;
@@ -24,12 +25,8 @@ One module per job:
 - :mod:`~scratchformer.training.sharding` - what FSDP and DeepSpeed need from our model and pipeline;
 - :mod:`~scratchformer.training.pipeline` - :func:`run_training`, the run as a sequence of named steps.
 
-In Python::
-
-    options, args = config_from_args(["--train-files", "corpus.txt", "--output-dir", "out", "--max-steps", "100"])
-    run_training(options, args)
-
-``python -m scratchformer.training ARGS`` is ``scratchformer train ARGS`` (for ``torchrun``).
+In Python: ``run_training(*config_from_args([...]))``; ``python -m scratchformer.training ARGS`` is ``scratchformer
+train ARGS`` (for ``torchrun``).
 """
 
 from .data import load_raw_splits

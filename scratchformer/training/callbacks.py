@@ -59,15 +59,9 @@ NO_BAD_STEP = 2**62  # NonFiniteLoss's "every loss so far was finite"
 
 
 class NonFiniteLoss(TrainerCallback):
-    """Stop a run at the step where its training loss became NaN or infinite, before that step's checkpoint, so the
-    checkpoints kept are all good; :attr:`step` then names the step. (A checkpoint whose weights or evaluation are not
-    finite is refused where it is published: :func:`scratchformer.integrity.check_finite`.)
-
-    No host synchronisation per step (GPUs are the target): :meth:`observe`, called by the trainer
-    (:class:`WatchesLoss`) with each micro-batch's loss, keeps on the loss's device the first step whose loss was not
-    finite (``torch.where``, no ``.item()``). The flag is read only where the Trainer synchronises anyway: at a
-    logging, evaluation or checkpoint step and at the last step. Under ``torchrun`` the processes take the earliest bad step of
-    any of them (an all-reduce at those steps), so they all stop at the same step."""
+    """Stop a run at the step where its training loss became NaN or infinite, before that step's checkpoint. The flag
+    stays on the device (no host sync per step) and is read only where the Trainer synchronises anyway; all processes
+    stop at the earliest bad step of any of them."""
 
     def __init__(self):
         self.first_bad: torch.Tensor | None = None  # on the device: the first bad step, or NO_BAD_STEP
@@ -150,10 +144,8 @@ def _cpu_model() -> str | None:
 
 
 class RunRecord(TrainerCallback):
-    """Where and how fast a run trained: one entry per invocation (a ``--resume`` adds one) with its hardware, the
-    steps it trained, its wall time and its steps/s. The record up to a checkpoint is saved in that checkpoint, so
-    a resumed run continues the record of the checkpoint it resumes (time lost after the last checkpoint of a
-    killed invocation is not counted); the whole record is written to ``OUTPUT_DIR`` at the end."""
+    """Where and how fast a run trained: one entry per invocation (a ``--resume`` adds one), saved in each checkpoint
+    and written to ``OUTPUT_DIR`` at the end."""
 
     def __init__(self, args, examples_per_step: int, resume_from: str | None):
         self.examples_per_step = examples_per_step

@@ -1,27 +1,6 @@
-"""Crash-safe Trainer checkpoints: a ``checkpoint-N`` folder appears only complete, and only complete ones count.
-
-A process can be killed at any moment (SIGKILL, out of memory, a pre-empted machine). The Trainer writes a
-checkpoint file by file into ``OUTPUT_DIR/checkpoint-N``, so a kill leaves a folder without ``trainer_state.json``,
-with half a JSON file or with no ``config.json`` at all, and rotation deletes folders with ``shutil.rmtree``, so a kill
-leaves half-deleted ones. Here:
-
-- :func:`checkpoint_problems` says what is missing or broken in a folder (``config.json`` and ``trainer_state.json``
-  parse, every safetensors file has a valid header and its full length: :func:`scratchformer.loading.
-  safetensors_file_problem`, which the Hub folder checks use too; ``optimizer.pt``, ``scheduler.pt`` and
-  ``rng_state*.pth`` are complete zip archives as ``torch.save`` writes them); :func:`newest_complete_checkpoint`
-  is what ``--resume`` continues from;
-- :class:`CrashSafeCheckpoints` (mixed into the run's trainer) lets the Trainer write each checkpoint into
-  ``OUTPUT_DIR/_checkpoint-staging/checkpoint-N``, waits for every process, flushes the files to disk and renames
-  the folder to ``OUTPUT_DIR/checkpoint-N`` (one atomic ``rename`` on the same file system), then rotates;
-- :func:`rotate_checkpoints` keeps the newest ``save_total_limit`` *complete* checkpoints (and the best one), never
-  deletes the newest complete one and never counts incomplete ones; a folder is deleted by renaming it to
-  ``_deleting-checkpoint-N`` first, so a kill during a deletion never leaves a half-deleted ``checkpoint-N``.
-
-The checks know the layout of a plain or DDP Trainer checkpoint, of an FSDP one saved with
-``FULL_STATE_DICT`` (``optimizer.bin`` and ``pytorch_model_fsdp.bin`` next to the consolidated ``model.safetensors``),
-and the files a streamed run adds (``stream_state_<rank>.json``); of a DeepSpeed checkpoint (its ``global_step*``
-folder named by ``latest``) and of FSDP's sharded optimizer folder only the presence is checked.
-"""
+"""Crash-safe Trainer checkpoints: a ``checkpoint-N`` folder appears only complete (staged, then renamed in one
+``rename``), only complete ones count, and rotation never leaves a half-deleted one (docs/training.md, "Complete
+checkpoints")."""
 
 from __future__ import annotations
 
@@ -53,11 +32,9 @@ _REFUSED_GLOBAL = re.compile(r"Unsupported global: (GLOBAL \S+)")
 
 
 def checkpoint_problems(folder: str | Path, model_only: bool = False, loadable: bool = False) -> list[str]:
-    """What keeps ``folder`` from being a complete Trainer checkpoint (empty list: complete). ``model_only``: a
-    checkpoint saved with ``--save_only_model`` (no optimizer, scheduler or RNG states). ``loadable`` (``--resume``)
-    also verifies the files its ``checksums.sha256`` lists (the weights, ``config.json``: a damaged checkpoint is
-    never trusted, nor signed again at the end of the run) and unpickles the pickled states as the Trainer will
-    (:func:`refused_pickles`)."""
+    """What keeps ``folder`` from being a complete Trainer checkpoint (empty list: complete). ``model_only``: saved
+    with ``--save_only_model``. ``loadable`` (``--resume``) also verifies its ``checksums.sha256`` and unpickles the
+    pickled states as the Trainer will (:func:`refused_pickles`)."""
     folder = Path(folder)
     if not folder.is_dir():
         return [f"{folder} is not a folder"]
@@ -79,11 +56,8 @@ def checkpoint_problems(folder: str | Path, model_only: bool = False, loadable: 
 
 
 def refused_pickles(folder: Path) -> list[str]:
-    """What the Trainer's ``torch.load(..., weights_only=True)`` of ``--resume`` would refuse in ``folder``: the
-    optimizer, scheduler and scaler states as it loads them, the RNG states with transformers' numpy allowlist
-    (``trainer_pt_utils.safe_globals``). A checkpoint whose pickles hold other objects (written by other code, or
-    tampered with) is unusable: resuming from it would end in ``UnpicklingError`` after the model and data are
-    loaded. Memory-mapped, so a large optimizer state costs little to check."""
+    """What the Trainer's ``torch.load(..., weights_only=True)`` of ``--resume`` would refuse in ``folder`` (the RNG
+    states with transformers' numpy allowlist), found before the model and data load; memory-mapped, so cheap."""
     import pickle
 
     import torch
@@ -212,9 +186,8 @@ def _moved_aside(folder: Path) -> Path:
 
 def rotate_checkpoints(output_dir: str | Path, save_total_limit: int | None, best: str | None = None,
                        model_only: bool = False, say: Callable[[str], None] = print) -> list[Path]:
-    """Keep the newest ``save_total_limit`` complete checkpoints and ``best``; delete the older complete ones and
-    leftovers of interrupted deletions. Incomplete checkpoints are neither kept in the count nor deleted (``--resume``
-    skips them and says so). Returns the deleted folders."""
+    """Keep the newest ``save_total_limit`` complete checkpoints and ``best``, delete older complete ones and
+    leftovers of interrupted deletions (incomplete ones are neither counted nor deleted); returns the deleted."""
     out = Path(output_dir)
     for leftover in out.glob(DELETING + "*"):
         shutil.rmtree(leftover, ignore_errors=True)
@@ -263,10 +236,8 @@ def publish(staged: Path, final: Path) -> None:
 
 
 class CrashSafeCheckpoints:
-    """Mixed into a ``transformers.Trainer``: every checkpoint is written to ``OUTPUT_DIR/_checkpoint-staging``,
-    renamed into place once every process has written its part, and rotated with :func:`rotate_checkpoints`.
-    ``run_config`` (a dict), when set, is saved in each checkpoint as ``train_config.json``: the options the
-    checkpoint was trained with, which ``--resume`` compares."""
+    """Mixed into a ``transformers.Trainer``: every checkpoint is staged, renamed into place once every process has
+    written its part, and rotated; ``run_config``, when set, is saved in each as ``train_config.json``."""
 
     run_config: dict | None = None
     # callables (folder, global_step) that every process calls to add its own files to a checkpoint before it is
@@ -310,18 +281,16 @@ class CrashSafeCheckpoints:
                     super()._push_from_checkpoint(str(run_dir / name))
 
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
-        """``--push-to-hub``: the Trainer pushes a checkpoint as soon as it is written, from the staging folder,
-        in the background; the folder was renamed the moment after, and the upload found no files ("Commit of 26
-        files failed (FileNotFoundError)"). The push waits until the checkpoint is published, and reads it there."""
+        """``--push-to-hub``: the Trainer's background push of a checkpoint waits until it is published and reads it
+        there, not in the staging folder that is renamed the moment after."""
         if self._staging_root is not None:
             self._push_when_published = True
             return
         super()._push_from_checkpoint(checkpoint_folder)
 
     def finish_checkpoint_push(self) -> None:
-        """Wait for the background push of the last checkpoint (``--push-to-hub``): its upload walks the run folder,
-        and a save or the final model changing the folder under it failed the upload with FileNotFoundError and lost
-        the checkpoint's commit, silently (1 run in 6). Failures are kept, redacted, in ``failed_pushes``."""
+        """Wait for the background push of the last checkpoint (``--push-to-hub``), whose upload walks the run
+        folder that a save would change under it; failures are kept, redacted, in ``failed_pushes``."""
         push, self.push_in_progress = getattr(self, "push_in_progress", None), None
         if push is not None:
             push.wait_until_done()
@@ -331,10 +300,8 @@ class CrashSafeCheckpoints:
 
     @contextlib.contextmanager
     def _failed_save_is_one_error(self, checkpoint: Path, staging_root: Path) -> Iterator[None]:
-        """A save that the file system refuses (a full disk: ``torch.save`` of the optimizer says only "unexpected
-        pos"; a folder that may not be written) deletes what it staged, which frees its space, and ends the run with
-        a :class:`~scratchformer.errors.StorageError` that names the folder, the space needed and free, and says
-        that the earlier checkpoints are intact."""
+        """A save the file system refuses (a full disk: ``torch.save`` says only "unexpected pos") deletes what it
+        staged and ends the run with a :class:`~scratchformer.errors.StorageError` naming the folder and the space."""
         try:
             with files.writing(checkpoint, checkpoint_bytes(self.model)):
                 yield

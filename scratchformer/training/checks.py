@@ -1,21 +1,17 @@
-"""Up-front checks of a run: every mistake that can be found before (or without) training raises
-:class:`TrainingSetupError` naming the option, so that a bad run fails in seconds instead of after loading data.
-
-- :func:`check_options`: the options alone (and the packages the objective needs), before any data is read;
-- :func:`check_tokenizer_matches`: the tokenizer against the model, before training;
-- :func:`check_batch_size`: the batch against the data and the memory of this machine, before training.
-"""
+"""Up-front checks of a run: the options before any data is read (:func:`check_options`), then the tokenizer, the
+model and the batch before training; each mistake raises :class:`TrainingSetupError` naming the option."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import TrainingSetupError, one_line
+from ..errors import TrainingSetupError
 from ..files import available_memory
 from ..tokenizer.bpe import SPECIAL_TOKENS
 from .options import option_flag, parse_overrides, process_counts, shown
@@ -95,13 +91,8 @@ RULES = (
 
 
 def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -> None:
-    """The mistakes in the options that need no data and that nothing below says clearly, in one place: a value
-    out of range (ours, and the Trainer's where a later failure would not name it), a path given as an empty
-    string, a missing companion option, a bad ``--config-overrides`` or ``--group-pattern``, options that
-    contradict each other (``--fsdp`` in one process), a lock path taken by a folder, and the model the run will
-    build (:func:`check_model_options`). What the Trainer or torch refuse clearly themselves (Adam's betas, a
-    ``--report-to`` or ``--optim`` whose package is missing) is theirs. Raises :class:`TrainingSetupError` naming
-    the option."""
+    """The mistakes in the options that need no data and that nothing below says clearly, in one place; options
+    that have no effect in this run are warned about and ignored (:func:`_warn_ignored`), as transformers does."""
     _check_paths(options, args)
     _check_choices(options)
     for rule in RULES:
@@ -109,7 +100,11 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
         if value is not None and not rule.holds(value):
             raise TrainingSetupError(f"{option_flag(rule.name)} must be {rule.says}, got {shown(value)}")
     _check_data_source(options)
-    _check_noise_options(options)
+    if options.objective == "denoise" and options.denoising_weight == 0 and not _encoder_losses_on(options):
+        raise TrainingSetupError("--denoising-weight 0 turns the decoder's loss off and no encoder loss is on, "
+                                 "so nothing would be learned: add --encoder-mlm-weight 1 (or --electra-weight, "
+                                 "--contrastive-weight), or leave --denoising-weight out")
+    _warn_ignored(options)
     _check_freezing(options)
     _check_grouping(options)
     _check_streaming(options, args)
@@ -120,7 +115,6 @@ def check_options(options: TrainOptions, args: ScratchformerTrainingArguments) -
                                  "give one of them")
     _check_processes(options, args)
     _check_lock_path(args.output_dir)
-    check_model_options(options, args)
 
 
 def _check_processes(options: TrainOptions, args: ScratchformerTrainingArguments) -> None:
@@ -130,7 +124,7 @@ def _check_processes(options: TrainOptions, args: ScratchformerTrainingArguments
         raise TrainingSetupError("--fsdp shards the model over the processes of a distributed run and this run has "
                                  "one: launch it with torchrun --nproc_per_node=N or accelerate launch "
                                  "(docs/training.md), or leave --fsdp out")
-    if options.denoising_weight == 0 and process_counts()[0] > 1:
+    if options.objective == "denoise" and options.denoising_weight == 0 and process_counts()[0] > 1:
         raise TrainingSetupError("--denoising-weight 0 skips the model's own forward pass, which is where "
                                  "distributed training synchronises the gradients: run it in one process, or give "
                                  "the decoder's loss a weight above 0")
@@ -194,49 +188,51 @@ DENOISING_ONLY = ("mask_ratio", "poisson_lambda", "short_fraction", "pack", "max
 
 ENCODER_LOSSES = ("encoder_mlm_weight", "electra_weight", "contrastive_weight", "word_contrast_weight")  # the losses that train the encoder
 
+# what the tokenizer decides: a new model takes them from it, whatever --config-overrides say
+TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
 
 def _encoder_losses_on(options: TrainOptions) -> list[str]:
-    """The flags of the encoder's own losses that this run turns on."""
+    """The flags of the encoder's own losses that this run turns on (none outside denoising)."""
+    if options.objective != "denoise":
+        return []
     return [option_flag(name) for name in ENCODER_LOSSES if getattr(options, name) > 0]
+
+
+def _warn_ignored(options: TrainOptions) -> None:
+    """One warning naming the given options that have no effect in this run (the denoising options of a seq2seq
+    run, a companion option without the one it shapes, a tokenizer field in ``--config-overrides``)."""
+    defaults = {spec.name: spec.default for spec in dataclasses.fields(options)}
+    ignored = [option_flag(name) for name in DENOISING_ONLY
+               if options.objective != "denoise" and getattr(options, name) != defaults[name]]
+    if options.objective == "denoise" and not _encoder_losses_on(options) and options.denoising_weight != 1:
+        ignored.append("--denoising-weight (it weighs the decoder's loss against the encoder's losses)")
+    if options.objective == "denoise" and options.encoder_mlm_whole_words and not (
+            options.encoder_mlm_weight > 0 or options.electra_weight > 0):
+        ignored.append("--encoder-mlm-whole-words (without --encoder-mlm-weight or --electra-weight)")
+    if options.group_column is None:
+        ignored += [f"{option_flag(name)} (without --group-column)" for name in ("group_pattern", "validation_groups")
+                    if getattr(options, name)]
+    if not options.model:
+        overrides = parse_overrides(options.config_overrides)
+        ignored += [f"--config-overrides {key} (the tokenizer decides it)" for key in TOKENIZER_FIELDS
+                    if key in overrides]
+    if ignored:
+        warnings.warn(f"these options have no effect in this run and are ignored: {'; '.join(ignored)}",
+                      stacklevel=3)
 
 
 def _check_freezing(options: TrainOptions) -> None:
     """``--freeze-encoder`` leaves the decoder's loss as the only thing to learn from: the encoder's own losses would
-    train nothing (and ``--denoising-weight 0``, which needs one of them, is refused with them)."""
+    train nothing."""
     if options.freeze_encoder and (encoder_losses := _encoder_losses_on(options)):
         raise TrainingSetupError(f"--freeze-encoder keeps the encoder's weights and {', '.join(encoder_losses)} "
                                  "trains them: give one of them")
 
 
-def _check_noise_options(options: TrainOptions) -> None:
-    """The noise and encoder-loss options shape denoising only; given to a seq2seq run they would change nothing,
-    silently. ``--denoising-weight 0`` leaves only the encoder's losses, so it needs one."""
-    if options.objective == "denoise":
-        if options.denoising_weight == 0 and not _encoder_losses_on(options):
-            raise TrainingSetupError("--denoising-weight 0 turns the decoder's loss off and no encoder loss is on, "
-                                     "so nothing would be learned: add --encoder-mlm-weight 1 (or --electra-weight, "
-                                     "--contrastive-weight), or leave --denoising-weight out")
-        if options.denoising_weight != 1 and not _encoder_losses_on(options):
-            raise TrainingSetupError("--denoising-weight weighs the decoder's loss against the encoder's losses and "
-                                     "none is on: change --learning-rate instead, or leave --denoising-weight out")
-        if options.encoder_mlm_whole_words and not (options.encoder_mlm_weight > 0 or options.electra_weight > 0):
-            raise TrainingSetupError("--encoder-mlm-whole-words chooses the words of the masked copy, which only "
-                                     "--encoder-mlm-weight and --electra-weight read: add one, or leave it out")
-        return
-    defaults = {spec.name: spec.default for spec in dataclasses.fields(options)}
-    for name in DENOISING_ONLY:
-        if getattr(options, name) != defaults[name]:
-            raise TrainingSetupError(f"{option_flag(name)} belongs to --objective denoise; a seq2seq run adds no "
-                                     f"noise and no encoder loss, so leave it out")
-
-
 def _check_grouping(options: TrainOptions) -> None:
-    """``--group-pattern`` and ``--validation-groups`` need ``--group-column``, which ``--validation-files``
-    excludes; the pattern must compile and have a group."""
+    """``--group-column`` excludes ``--validation-files``; ``--group-pattern`` must compile and have a group."""
     if options.group_column is None:
-        for name in ("group_pattern", "validation_groups"):
-            if getattr(options, name):
-                raise TrainingSetupError(f"{option_flag(name)} needs --group-column")
         return
     if options.validation_files:
         raise TrainingSetupError("--group-column holds out groups of the training data; it cannot be combined "
@@ -264,7 +260,7 @@ def _check_streaming(options: TrainOptions, args: ScratchformerTrainingArguments
     if args.dataloader_num_workers > 0:
         raise TrainingSetupError("--streaming reads, tokenizes and noises the stream in each training process; "
                                  "--dataloader-num-workers must be 0 (every worker would read the whole shard again)")
-    if options.word_contrast_weight > 0 and options.word_contrast_occurrences > 1:
+    if options.objective == "denoise" and options.word_contrast_weight > 0 and options.word_contrast_occurrences > 1:
         raise TrainingSetupError("--word-contrast-occurrences draws other occurrences of a word from every training "
                                  "text, which a stream has not read yet: leave it at 1 with --streaming")
     if options.group_column is not None:
@@ -285,79 +281,6 @@ def _check_config_overrides(text: str | None) -> None:
         raise TrainingSetupError(f"--config-overrides: unknown ScratchformerConfig field(s) {unknown}")
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The model the run builds or loads, before anything is built
-# --------------------------------------------------------------------------------------------------------------------
-
-# what the tokenizer decides: a new model takes them from it, a --model must already agree with it
-TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
-
-
-def check_model_options(options: TrainOptions, args: ScratchformerTrainingArguments | None = None) -> None:
-    """The model of the run, from the options and the folders' ``config.json`` and ``tokenizer.json`` alone (nothing
-    is built or loaded): ``--config-overrides`` leave the tokenizer's fields alone and make a valid config that fits
-    in this machine's memory (with a training step of ``args``' batch, when given), learned positions reach the
-    longest sequence, and a ``--model`` reads the vocabulary of the tokenizer it is trained with."""
-    overrides = parse_overrides(options.config_overrides)
-    for key in TOKENIZER_FIELDS:
-        if key in overrides:
-            source = ("--tokenizer-vocab-size sets the size of the tokenizer trained on the fly"
-                      if not (options.model or options.tokenizer) else "the model's must be the tokenizer's")
-            raise TrainingSetupError(f"--config-overrides {key}={overrides[key]}: the vocabulary size and the "
-                                     f"special-token ids come from the tokenizer ({source}); leave {key} out")
-    config = _planned_config(options, overrides)
-    if config is None:
-        return
-    _check_positions(config, options)
-    if options.model:
-        _check_same_vocabulary(options, config)
-    if args is not None:
-        check_step_memory(options, args, config, process_counts()[1])
-
-
-def _planned_config(options: TrainOptions, overrides: dict):
-    """The ``ScratchformerConfig`` the run will build (the tokenizer's size stood in by ``--tokenizer``'s or by
-    ``--tokenizer-vocab-size``) or load (``--model``'s with the overrides); ``None`` for a ``--model`` that is not a
-    readable Scratchformer folder (its loader says why)."""
-    from ..models import ScratchformerConfig
-    from .model_setup import json_dict, model_config, source_folder
-
-    if options.model:
-        folder = source_folder(options.model)
-        if (json_dict(Path(folder) / "config.json") or {}).get("model_type") != ScratchformerConfig.model_type:
-            return None
-        try:
-            config = ScratchformerConfig.from_pretrained(folder)
-        except (OSError, ValueError, TypeError, AttributeError):
-            return None
-        _check_same_weights(config, overrides, folder)
-        try:
-            config.update(overrides)
-        except ValueError as err:
-            raise TrainingSetupError(f"--config-overrides do not fit --model {folder}: {one_line(err)}") from None
-    else:
-        vocabulary = _vocabulary(source_folder(options.tokenizer)) if options.tokenizer else None
-        size = len(vocabulary) if vocabulary else options.tokenizer_vocab_size
-        config = model_config(options, overrides, vocab_size=size)
-    return config
-
-
-# the fields that decide which weights a model has and their shapes
-WEIGHT_FIELDS = ("d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim", "decoder_ffn_dim",
-                 "position_embedding_type", "attention_bias", "bias", "tie_word_embeddings")
-
-
-def _check_same_weights(config, overrides: dict, folder: str) -> None:
-    """``--config-overrides`` of a ``--model`` may change how it trains (dropout, ...), not which weights it has."""
-    fields = WEIGHT_FIELDS + (("max_position_embeddings",) if config.position_embedding_type == "learned" else ())
-    changed = [f"{key}={overrides[key]} (the model's: {getattr(config, key)})" for key in fields
-               if key in overrides and overrides[key] != getattr(config, key)]
-    if changed:
-        raise TrainingSetupError(f"--config-overrides {', '.join(changed)} would change the weights of --model "
-                                 f"{folder}, which keeps its sizes; override only what does not (dropout, ...), or "
-                                 "train a new model (--preset)")
-
-
 def _check_positions(config, options: TrainOptions) -> None:
     """Learned positions stop at ``max_position_embeddings``: every sequence of the run must fit (sinusoidal and
     rotary positions go on past it)."""
@@ -374,15 +297,13 @@ def _check_positions(config, options: TrainOptions) -> None:
                                  "rope positions")
 
 
-def _check_same_vocabulary(options: TrainOptions, config) -> None:
+def _check_same_vocabulary(options: TrainOptions, tokenizer, config) -> None:
     """A ``--model`` trains on the ids of its own vocabulary: a ``--tokenizer`` with another one (another token
     behind an id) would train it on ids that mean other tokens, silently, as long as the ids fit."""
-    from .model_setup import source_folder
-
-    given = _vocabulary(source_folder(options.tokenizer)) if options.tokenizer else None
-    if given is None:
+    if not (options.model and options.tokenizer):
         return
-    own = _vocabulary(source_folder(options.model))
+    given = tokenizer.get_vocab()
+    own = _vocabulary(config.name_or_path)  # the --model's folder
     if own is not None and given != own:
         moved = sum(own.get(token) != index for token, index in given.items())
         raise TrainingSetupError(f"--tokenizer {options.tokenizer} has another vocabulary than --model "
@@ -423,12 +344,14 @@ def check_resume_steps(resume_from: str | None, max_steps: int) -> None:
                                  f"or --resume an earlier checkpoint-N with N <= {max_steps}")
 
 
-def check_tokenizer_matches(tokenizer, config, objective: str) -> None:
-    """:func:`scratchformer.loading.check_tokenizer_matches`, as a :class:`TrainingSetupError`; denoising needs
-    ``<mask>``."""
+def check_tokenizer_matches(tokenizer, config, options: TrainOptions) -> None:
+    """Once both are built: :func:`scratchformer.loading.check_tokenizer_matches` (denoising needs ``<mask>``), a
+    ``--tokenizer`` of the ``--model``'s vocabulary, and learned positions that reach every sequence."""
     from ..loading import check_tokenizer_matches as check
 
-    check(tokenizer, config, needs_mask=objective == "denoise", error=TrainingSetupError)
+    _check_positions(config, options)
+    _check_same_vocabulary(options, tokenizer, config)
+    check(tokenizer, config, needs_mask=options.objective == "denoise", error=TrainingSetupError)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -437,13 +360,8 @@ def check_tokenizer_matches(tokenizer, config, objective: str) -> None:
 
 
 def estimate_step_memory(config, batch_size: int, source_length: int, target_length: int) -> int:
-    """A rough upper estimate, in bytes, of the memory one float32 training step needs on one process.
-
-    Parameters, gradients and Adam's two moments (16 bytes per parameter), plus the activations kept for the
-    backward pass: per encoder token and layer about ``12 d + 3 d_ff + 3 h S`` floats, per decoder token and layer
-    about ``20 d + 3 d_ff + 3 h (T + S)``, and per decoder token ``4 V`` floats for the logits, their softmax and
-    gradients.
-    """
+    """A rough upper estimate, in bytes, of the memory one float32 training step needs on one process (the terms
+    are in docs/training.md)."""
     d, S, T = config.d_model, source_length, target_length
     params = (config.vocab_size * d
               + config.encoder_layers * (4 * d ** 2 + 2 * d * config.encoder_ffn_dim)
@@ -458,10 +376,8 @@ def estimate_step_memory(config, batch_size: int, source_length: int, target_len
 
 def check_batch_size(options: TrainOptions, args: ScratchformerTrainingArguments, config, num_train: int | None,
                      num_eval: int, world_size: int, local_world_size: int) -> None:
-    """A batch size fits when (1) one optimizer step's examples, ``batch_size x processes x accumulation``, are no
-    more than the training examples (unknown for a stream: ``num_train`` is ``None``), and (2) the estimated
-    memory of a step with full-length sequences (:func:`estimate_step_memory`) times the processes on this machine
-    is below the memory available now."""
+    """One optimizer step's examples are no more than the training examples (unknown for a stream), and the
+    estimated memory of a full-length step times the processes on this machine is below the memory available."""
     batch, accumulation = args.per_device_train_batch_size, args.gradient_accumulation_steps
     per_step = batch * world_size * accumulation
     if num_train is not None and per_step > num_train:
@@ -476,9 +392,8 @@ def check_batch_size(options: TrainOptions, args: ScratchformerTrainingArguments
 
 def check_step_memory(options: TrainOptions, args: ScratchformerTrainingArguments, config,
                       local_world_size: int) -> None:
-    """The estimated memory of a training step with full-length sequences (:func:`estimate_step_memory`) times the
-    processes on this machine is below the memory available now; checked before any data is read (with the
-    model's planned config) and again once the model is built."""
+    """The estimated memory of a full-length training step (:func:`estimate_step_memory`) times the processes on
+    this machine is below the memory available now."""
     batch = args.per_device_train_batch_size
     denoise = options.objective == "denoise"
     src = options.max_length if denoise else options.max_source_length

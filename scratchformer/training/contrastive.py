@@ -1,24 +1,5 @@
-"""A contrastive loss on the encoder, added to denoising: two windows of one text must find each other.
-
-Denoising trains the encoder only through what the decoder needs to rebuild the text. ``--contrastive-weight``
-adds a loss that trains the encoder's own output to know what a text is about, Contriever's *independent cropping*
-(Izacard et al. 2022): from each training text of at least :data:`MIN_SOURCE_TOKENS` tokens the collator cuts two
-random windows of :data:`WINDOW_TOKENS` tokens (:func:`crop_pair`), the encoder reads both (clean, without noise),
-and InfoNCE (van den Oord et al. 2018) asks each window to pick its partner among the windows of the batch:
-
-    loss = -log( exp(cos(a_i, b_i) / t) / sum_j exp(cos(a_i, b_j) / t) ),   symmetric in a and b,
-
-with t the temperature (``--contrastive-temperature``). What ``a_i`` is (``--contrastive-target``):
-
-- ``sentence``: the mean of window i's last-layer vectors (the sentence vector, as ``sentence_embeddings`` pools it);
-- ``tokens``: *each* last-layer token vector of window i, against the other window's mean: every word's vector
-  has to carry the topic of its text, which is what the word-sense score asks of it (docs/experiments.md, "After v2").
-
-The negatives are the other windows of the same micro-batch. The loss is added to the denoising loss as
-``weight x loss / accumulation steps``, so an optimizer step sees the mean over its micro-batches; training logs
-``contrastive_loss`` (the mean since the last log). Evaluation reports the denoising loss alone
-(:mod:`scratchformer.training.encoder_losses` adds it to the Trainer's loss).
-"""
+"""A contrastive loss on the encoder, added to denoising: two windows of one text must find each other
+(Contriever's independent cropping with InfoNCE; docs/training.md, "Objectives")."""
 
 from __future__ import annotations
 
@@ -53,10 +34,8 @@ def crop_pair(body: Sequence[int], rng: np.random.Generator) -> tuple[list[int],
 
 def crops_batch(pairs: list[tuple[list[int], list[int]]], eos_token_id: int, pad_token_id: int
                 ) -> dict[str, torch.Tensor]:
-    """The encoder's inputs for the windows of a batch: rows ``a_0 .. a_(P-1), b_0 .. b_(P-1)``, each window
-    followed by ``</s>`` as the tokenizer ends a text. ``crops_token_mask`` marks the window's own tokens (the
-    ones that are pooled); ``</s>`` and padding are left out, as ``sentence_embeddings`` leaves special tokens
-    out. No pairs give tensors of no rows."""
+    """The encoder's inputs for a batch's windows, rows ``a_0 .. a_(P-1), b_0 .. b_(P-1)``, each ending with ``</s>``;
+    ``crops_token_mask`` marks the window's own tokens (the pooled ones)."""
     rows = [a for a, _ in pairs] + [b for _, b in pairs]
     width = max((len(r) for r in rows), default=0) + 1
     input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
@@ -72,10 +51,8 @@ def crops_batch(pairs: list[tuple[list[int], list[int]]], eos_token_id: int, pad
 
 def info_nce(queries: torch.Tensor, keys: torch.Tensor, temperature: float,
              query_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean InfoNCE loss of ``queries`` that must pick their own row of ``keys`` (``(P, hidden)``) by cosine.
-
-    ``queries`` is ``(P, hidden)`` (one query per row) or ``(P, T, hidden)`` (T queries per row, e.g. the tokens of
-    a window, with ``query_mask`` ``(P, T)`` saying which count)."""
+    """Mean InfoNCE loss of ``queries`` (``(P, hidden)``, or ``(P, T, hidden)`` with ``query_mask``) that must pick
+    their own row of ``keys`` (``(P, hidden)``) by cosine."""
     keys = F.normalize(keys.float(), dim=-1)
     if queries.dim() == 2:
         logits = F.normalize(queries.float(), dim=-1) @ keys.T / temperature  # (P, P)

@@ -1,20 +1,6 @@
-"""Training data for ``scratchformer train``: loading, splitting and tokenizing (the noise is in
-:mod:`scratchformer.training.noise`).
-
-Everything goes through the ``datasets`` library:
-
-- :func:`load_data_files` reads local text (one example per line), TSV, CSV or JSON-lines files, plain or gzipped,
-  and :func:`load_hub_dataset` a dataset from the Hugging Face Hub where it is reachable;
-- :func:`split_by_group` holds out whole groups of rows (rows with the same value in a column, or the same first
-  match of a pattern, e.g. the book of a Bible reference, so that neighbouring verses never sit on both sides) and
-  :func:`random_split` holds out random rows;
-- :func:`load_raw_splits` does all of that as a run's options say;
-- :func:`tokenize_for_denoising` and :func:`tokenize_pairs` tokenize with batched ``Dataset.map`` (on a stream,
-  ``IterableDataset.map``: lazily, as the rows are read; see :mod:`scratchformer.training.streaming`).
-
-Errors about the data (missing files, empty data, unknown columns) are :class:`DataError` (a ``ValueError``) with a
-message that names the file or column, raised before any training starts.
-"""
+"""Training data for ``scratchformer train``, all through the ``datasets`` library: loading files or a Hub dataset,
+holding out a validation split (whole groups or random rows) and tokenizing. Mistakes in the data are
+:class:`DataError`, naming the file or column, before training starts."""
 
 from __future__ import annotations
 
@@ -75,12 +61,8 @@ def _check_file(path: str | os.PathLike) -> None:
 
 def load_data_files(files: Sequence[str | os.PathLike], fmt: str | None = None, cache_dir: str | None = None,
                     streaming: bool = False):
-    """Load local files into one ``datasets.Dataset`` (``streaming``: a ``datasets.IterableDataset`` that reads
-    the files as it is iterated, nothing converted or cached first).
-
-    ``fmt`` is a key of :data:`FILE_FORMATS`; by default it comes from the file names, which must then agree.
-    Text files give a single ``text`` column with one row per line.
-    """
+    """Local files as one ``datasets.Dataset`` (``streaming``: an ``IterableDataset`` read as it is iterated).
+    ``fmt`` is a key of :data:`FILE_FORMATS`, by default from the file names; text files give one ``text`` column."""
     if isinstance(files, (str, os.PathLike)):
         files = [files]
     files = [str(f) for f in files]
@@ -114,10 +96,8 @@ HUB_DATASET_TIME_LIMIT = 3600.0  # seconds a --dataset-name download may take in
 def load_hub_dataset(name: str, config: str | None = None, split: str = "train", cache_dir: str | None = None,
                      streaming: bool = False):
     """``datasets.load_dataset(name, config, split=split, streaming=streaming)``, with a clear error where the Hub
-    cannot be reached or the whole load takes more than :data:`HUB_DATASET_TIME_LIMIT` (a server that answers one
-    byte at a time is never cut by the client's own timeouts); no token in the Hub's logs or in the error and what
-    it chains (:func:`no_secrets`). The size of a dataset is not known before its download, so the limit is one
-    generous bound, not one per byte as a model's download has."""
+    cannot be reached or the load takes more than :data:`HUB_DATASET_TIME_LIMIT` (the client's timeouts never cut a
+    server that answers one byte at a time), and no token in the logs or the error (:func:`no_secrets`)."""
     import datasets
 
     from ..loading import within
@@ -163,11 +143,8 @@ def check_columns(dataset, columns: Sequence[str], what: str = "the data") -> No
 
 
 def check_complete_rows(paths: Sequence[str | os.PathLike], columns: Sequence[str], fmt: str | None = None) -> None:
-    """Every row of the TSV, CSV and JSON-lines files has a value for each of ``columns``; else
-    :class:`DataError` with the line numbers. A TSV or CSV row short of a column would be read as empty text there
-    (``pandas``), and a JSON line without the key as ``None``: the row would then vanish among the rows without text
-    (or, for a column a run does not read, pass unseen). Refusing says where the file is broken; skipping would
-    train on less data than the user counted. Plain text files have no columns."""
+    """Every row of the TSV, CSV and JSON-lines files has a value for each of ``columns``, else :class:`DataError`
+    with the line numbers: pandas reads a missing field as empty text, so the row would vanish silently."""
     for path in paths:
         kind = fmt or file_format(path)
         if kind not in ("tsv", "csv", "jsonl"):
@@ -255,12 +232,8 @@ def group_by_pattern(pattern: str) -> Callable[[str], str]:
 def split_by_group(dataset, group_column: str, validation_fraction: float = 0.05,
                    validation_groups: Sequence[str] | None = None, seed: int = 0,
                    group_of: Callable[[str], str] | None = None):
-    """Split into ``train`` / ``validation`` with whole groups on one side: a row's group is
-    ``group_of(row[group_column])`` (by default the value itself; see :func:`group_by_pattern`).
-
-    ``validation_groups`` names the held-out groups; otherwise groups are drawn at random (seeded) until they hold
-    at least ``validation_fraction`` of the rows. Returns a ``datasets.DatasetDict``.
-    """
+    """``train`` / ``validation`` with whole groups on one side, a row's group being ``group_of(row[group_column])``;
+    ``validation_groups`` names the held-out groups, else seeded random groups reach ``validation_fraction``."""
     import datasets
 
     check_columns(dataset, [group_column], "the data (split column)")
@@ -334,9 +307,8 @@ def text_columns(options: TrainOptions) -> list[str]:
 
 
 def load_raw_splits(options: TrainOptions, seed: int) -> RawSplits:
-    """The training and validation rows as ``options`` say: read (files or a Hub dataset), checked (columns, rows
-    with text), split (``--validation-files``, held-out groups with ``--group-column``, else random rows) and capped
-    (``--max-train-samples``; at most ``--max-eval-samples`` validation rows, drawn with ``seed``)."""
+    """The training and validation rows as ``options`` say: read, checked (columns, rows with text), split
+    (``--validation-files``, held-out groups, else random rows) and capped (``--max-*-samples``, seeded)."""
     columns = text_columns(options)
     train = load_training_rows(options)
     valid = (load_data_files(options.validation_files, options.data_format, options.cache_dir)
@@ -403,9 +375,8 @@ SHORT_WINDOW_WORDS = (3, 20)  # the length range (in words) of the short windows
 
 
 def short_window(text: str, rng: np.random.Generator, words: tuple[int, int] = SHORT_WINDOW_WORDS) -> str | None:
-    """A random run of ``words[0]``..``words[1]`` consecutive words of ``text`` (at any position, cut at spaces, so
-    it may start or end mid-sentence, like a dictionary's example phrase), or ``None`` when ``text`` has no more
-    words than the window would."""
+    """A random run of ``words[0]``..``words[1]`` consecutive words of ``text``, cut at spaces (like a dictionary's
+    example phrase), or ``None`` when ``text`` has no more words than the window would."""
     tokens = text.split()
     lo, hi = words
     if len(tokens) <= lo:
@@ -418,20 +389,9 @@ def short_window(text: str, rng: np.random.Generator, words: tuple[int, int] = S
 def tokenize_for_denoising(dataset, tokenizer, text_column: str = "text", max_length: int = 128,
                            min_tokens: int = 4, num_proc: int | None = None, short_fraction: float = 0.0,
                            seed: int = 0, pack: bool = False, max_tokens_per_character: float | None = None):
-    """Token ids for text infilling: each row's text is cut into chunks of at most ``max_length - 1`` tokens, each
-    followed by ``</s>`` (as the tokenizer's ``$A </s>`` template does); chunks shorter than ``min_tokens`` tokens
-    are dropped. Returns a dataset with one ``input_ids`` column (the clean text; the collator adds the noise).
-
-    ``short_fraction`` > 0 also adds, for about that fraction of the rows, one example that is a short window of the
-    row's words (:func:`short_window`): a model that only ever reads whole paragraphs has not learnt to read a
-    phrase of five words, which is what a word-sense example or a search query is (BERT's pre-training data does
-    the same with its ``short_seq_prob``). Which rows get one, and the window, depend on ``seed`` and the row's text
-    only, so they are the same in every process and every resumed run.
-
-    Two of Cramming's data changes (Geiping & Goldstein 2023): ``max_tokens_per_character`` drops the rows that the
-    tokenizer compresses worst (more tokens per character than that: lists of names, ASCII art, code), and
-    ``pack`` joins consecutive chunks of a map batch, each with its ``</s>``, into examples of up to ``max_length``
-    tokens, so that a step holds more text and less padding."""
+    """Token ids for text infilling: each text cut into chunks of at most ``max_length - 1`` tokens plus ``</s>``,
+    shorter than ``min_tokens`` dropped; ``short_fraction`` adds short windows, ``max_tokens_per_character`` and
+    ``pack`` are Cramming's filtering and packing (docs/training.md, "Objectives"). The collator adds the noise."""
     check_columns(dataset, [text_column])
     eos = tokenizer.eos_token_id
     width = max_length - 1

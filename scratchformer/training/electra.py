@@ -1,25 +1,6 @@
-"""Replaced-token detection on the encoder (ELECTRA, Clark et al., ICLR 2020), added to denoising.
-
-The masked-token loss (:mod:`scratchformer.training.encoder_mlm`) teaches the encoder from the 15 % of tokens that
-were masked. ELECTRA teaches it from every token: a small *generator* fills the masked positions of a BERT-masked
-copy with plausible words (sampled from its own masked-token prediction), and the encoder, the *discriminator*,
-says for each token of the result whether it is the original or a replacement:
-
-    loss = generator's masked-token loss + lambda x mean over real tokens of BCE(head(h_i), replaced_i)
-
-with ``lambda = --electra-discriminator-weight`` (ELECTRA's 50). The generator is narrow (ELECTRA: about a quarter
-of the encoder's width) and shares the encoder's token embeddings at both ends (its input is the encoder's
-embedding of the copy, its output goes through the tied output projection), as in the paper. No gradient flows
-through the sampling: the generator learns from its own loss only.
-
-The generator and the detection head are training machinery, not part of the model: they are not in the model's
-weights or its config, so the saved model is exactly the encoder-decoder we ship. The Trainer gives them a
-parameter group of its optimizer (:class:`TrainsLossModules`) and every checkpoint a file of their own,
-``electra.safetensors``, from which ``--resume`` restores them.
-
-The masked copy is the collator's (``mlm_*`` batch keys, chosen with ``--encoder-mlm-probability``); with
-``--encoder-mlm-weight`` too, the same copy serves both losses.
-"""
+"""Replaced-token detection on the encoder (ELECTRA, Clark et al., ICLR 2020), added to denoising: a narrow
+generator fills the masked copy and the encoder tells each token original or replaced (docs/training.md,
+"Objectives"). Generator and head are training machinery, saved as ``electra.safetensors``, never in the model."""
 
 from __future__ import annotations
 
@@ -201,7 +182,7 @@ class ReplacedTokenDetection:
 def check_electra(options, world_size: int) -> None:
     """ELECTRA trains in one process: its generator and head are not the model, so data parallelism (which
     averages the model's gradients) would leave theirs apart on each process."""
-    if options.electra_weight > 0 and world_size > 1:
+    if options.objective == "denoise" and options.electra_weight > 0 and world_size > 1:
         raise TrainingSetupError(f"--electra-weight trains in one process (this run has {world_size}): the "
                                  "generator's gradients are not averaged across processes; use one process per run")
 
@@ -217,10 +198,8 @@ def replaced_token_detection(options, model, tokenizer, device) -> ReplacedToken
 
 
 class TrainsLossModules:
-    """Trainer mixin: the modules of the encoder losses (ELECTRA's generator and head) join the optimizer as a
-    parameter group of their own, with the model's learning rate and schedule; their gradients are clipped to
-    ``max_grad_norm`` on their own and cleared after every optimizer step (the Trainer does both for the model's
-    parameters only)."""
+    """Trainer mixin: the encoder losses' modules (ELECTRA's generator and head) join the optimizer as a parameter
+    group of their own, clipped and cleared on their own (the Trainer does both for the model's parameters only)."""
 
     encoder_losses: tuple = ()
 

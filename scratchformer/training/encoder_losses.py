@@ -1,16 +1,5 @@
-"""Losses on the encoder's own output, added to denoising by the Trainer: the contrastive loss of
-``--contrastive-weight`` (:mod:`scratchformer.training.contrastive`) and the masked-token loss of
-``--encoder-mlm-weight`` (:mod:`scratchformer.training.encoder_mlm`).
-
-Denoising trains the encoder only through what the decoder needs to rebuild the text. Each loss here reads extra
-inputs that the collator put into the batch (its ``keys``) with the encoder, and the Trainer adds ``weight x loss /
-accumulation steps`` to the micro-batch's loss, so an optimizer step sees the mean over its micro-batches. Each loss
-runs under the run's mixed precision, as the model's own pass does (accelerate casts only ``model.forward``, and
-these losses call the encoder directly). Training logs ``<name>_loss`` (the mean since the last log); in evaluation
-the extra inputs are dropped, so ``eval_loss`` stays the denoising loss. ``--denoising-weight`` scales the decoder's
-loss; at 0 the model's own pass is skipped in training and the encoder learns from these losses alone, as BERT and
-ELECTRA do.
-"""
+"""Losses on the encoder's own output, added to denoising by the Trainer as ``weight x loss / accumulation steps``
+under the run's mixed precision; ``--denoising-weight`` scales the decoder's loss (docs/training.md, "Objectives")."""
 
 from __future__ import annotations
 

@@ -1,26 +1,6 @@
-"""A masked-token loss on the encoder (BERT's masked language model, Devlin et al. 2019), added to denoising.
-
-In text infilling (BART's denoising) the decoder rebuilds the text, and the encoder learns only what the decoder
-needs from it. BERT trains the encoder's own output: with ``--encoder-mlm-weight W`` the collator also gives the
-encoder a second, BERT-masked copy of each training text (:func:`mask_tokens`). Each ordinary token is chosen with
-probability ``--encoder-mlm-probability`` (0.15); a chosen token becomes ``<mask>`` (80 %), a random ordinary token
-(10 %) or stays as it is (10 %). With ``--encoder-mlm-whole-words`` whole words are chosen, all their pieces
-together (BERT's whole-word masking), so that no piece is predicted from the rest of its own word. The encoder
-reads the copy, and the model's own output projection (``lm_head``, tied to the token embedding) predicts each
-chosen token from the last layer at its position:
-
-    loss = - mean over the chosen positions i of log softmax(lm_head(h_i))[x_i]
-
-The decoder takes no part. The copy is a function of ``(seed, epoch, token ids)``, drawn from a random stream of
-its own (the noise and the contrastive windows of a text stay as they were), so a resumed run sees the same copies.
-The Trainer adds ``W x loss / accumulation steps`` and logs ``encoder_mlm_loss``
-(:mod:`scratchformer.training.encoder_losses`).
-
-Not transformers' ``DataCollatorForLanguageModeling`` (the same 80/10/10): it draws from one random stream per
-collator, batch after batch, so its copies would depend on which process or worker collates a text and how many
-batches came before (not resumable, not the same under another process count), and its random replacements come
-from the whole vocabulary, special tokens included.
-"""
+"""A masked-token loss on the encoder (BERT's masked language model, Devlin et al. 2019), added to denoising
+(docs/training.md, "Objectives"). The masked copy is a function of ``(seed, epoch, token ids)``, unlike
+transformers' ``DataCollatorForLanguageModeling``, so a resumed or re-sharded run sees the same copies."""
 
 from __future__ import annotations
 

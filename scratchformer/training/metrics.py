@@ -1,11 +1,5 @@
-"""What the Trainer computes about predictions: the training loss and the evaluation metrics.
-
-- :class:`Seq2SeqLoss`: label-smoothed cross-entropy per target token while training, plain cross-entropy on
-  evaluation (so ``eval_loss`` is a true per-token negative log-likelihood);
-- :func:`token_accuracy` (denoising): the share of target tokens the teacher-forced argmax gets right, with
-  :func:`argmax_logits` keeping only the predicted ids between evaluation batches;
-- :class:`GenerationMetrics` (seq2seq): BLEU and chrF from ``sacrebleu`` on generated outputs.
-"""
+"""What the Trainer computes about predictions: the loss (:class:`Seq2SeqLoss`), denoising's token accuracy and
+seq2seq's BLEU and chrF (:class:`GenerationMetrics`)."""
 
 from __future__ import annotations
 
@@ -16,12 +10,8 @@ from ..models.modeling_scratchformer import mean_over_labelled
 
 
 class Seq2SeqLoss:
-    """``compute_loss_func`` for the Trainer: label-smoothed cross-entropy while training (with gradients), plain
-    cross-entropy on evaluation. The sum over target tokens is divided by ``num_items_in_batch`` (the Trainer's count
-    of target tokens in the whole optimizer step, across accumulation and processes) when given, else by the tokens
-    of this batch; so accumulation and data parallelism give the gradient of one big batch. The division is the
-    model's own (:func:`~scratchformer.models.modeling_scratchformer.mean_over_labelled`): a batch without a
-    labelled token gives 0, not NaN."""
+    """``compute_loss_func``: label-smoothed cross-entropy while training, plain on evaluation, over the Trainer's
+    ``num_items_in_batch`` target tokens (so accumulation and data parallelism give one big batch's gradient)."""
 
     def __init__(self, label_smoothing: float = 0.1):
         self.label_smoothing = label_smoothing  # torch's cross_entropy says what it takes

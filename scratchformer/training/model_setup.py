@@ -1,23 +1,12 @@
-"""The tokenizer and the model a run starts from.
-
-- :func:`load_tokenizer`: ``--tokenizer``, else the ``--model``'s, else a byte-level BPE trained on the training
-  rows by the main process (global rank 0) alone and saved in ``OUTPUT_DIR/tokenizer``; every other process loads
-  that one once the main one is done, and a resumed run the one in its checkpoint;
-- :func:`build_model`: ``--model`` (fine-tuning), else a new model of ``--preset`` size with ``--config-overrides``
-  and the tokenizer's vocabulary; a resumed run must have the options of the run it continues.
-
-Nothing here runs code the user did not ask for: a Scratchformer folder (``--model``, ``--tokenizer``,
-``OUTPUT_DIR/tokenizer``) loads with this package's own classes through :mod:`scratchformer.loading`, whatever code
-files it holds, so the checkpoints of the run carry our code files too. Another model type's code runs only with
-``--trust-remote-code``.
-"""
+"""The tokenizer and the model a run starts from. A Scratchformer folder loads with this package's own classes,
+whatever code files it holds; another model type's code runs only with ``--trust-remote-code``."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,8 +30,8 @@ REMOTE_CODE_HINT = (" (a model type other than scratchformer that ships its own 
 
 def load_tokenizer(options: TrainOptions, output_dir: str, train, columns: list[str], process_index: int,
                    resume_from: str | None):
-    """The run's tokenizer (see the module docstring); ``train`` holds the training rows of ``columns``. Call it
-    on the main process (``process_index`` 0) first, then on the others."""
+    """The run's tokenizer: ``--tokenizer``, the ``--model``'s, the resumed checkpoint's, else a byte-level BPE that
+    the main process (call it first) trains on ``train``'s ``columns`` and saves in ``OUTPUT_DIR/tokenizer``."""
     if options.tokenizer or options.model:
         flag = "--tokenizer" if options.tokenizer else "--model"
         return load_tokenizer_folder(source_folder(options.tokenizer or options.model), options.trust_remote_code,
@@ -72,10 +61,8 @@ def source_folder(name: str) -> str:
 
 
 def check_model_sources(options: TrainOptions) -> None:
-    """Before any data is read: ``--model`` / ``--tokenizer`` are folders, and one that ships code of a model type
-    other than scratchformer (an ``auto_map`` in its ``config.json`` or ``tokenizer_config.json``) needs
-    ``--trust-remote-code``. (Only a quick look at the JSON files: what protects is that nothing is loaded with
-    ``trust_remote_code`` unless it is given.)"""
+    """Before any data is read: ``--model`` / ``--tokenizer`` are folders, and one that ships code of another model
+    type (an ``auto_map``) needs ``--trust-remote-code``."""
     for flag, name in (("--model", options.model), ("--tokenizer", options.tokenizer)):
         if name is None:
             continue
@@ -150,9 +137,8 @@ def _own_tokenizer(folder: Path):
 
 
 def _train_tokenizer(options: TrainOptions, train, columns: list[str], folder: Path):
-    """A byte-level BPE of ``--tokenizer-vocab-size`` trained on (at most ``--tokenizer-max-rows``) training rows,
-    saved in ``folder``. From a stream, only its first ``--tokenizer-max-rows`` rows are read (default
-    :data:`~scratchformer.training.options.STREAM_TOKENIZER_ROWS`)."""
+    """A byte-level BPE of ``--tokenizer-vocab-size`` trained on at most ``--tokenizer-max-rows`` training rows (a
+    stream's first :data:`~scratchformer.training.options.STREAM_TOKENIZER_ROWS` by default), saved in ``folder``."""
     from ..tokenizer.training import saved_size, train_fast_tokenizer
 
     rows_read = [0]
@@ -189,13 +175,15 @@ def longest_sequence(options: TrainOptions) -> int:
     return max(options.max_length, options.max_source_length, options.max_target_length, MIN_POSITIONS)
 
 
-def build_model(options: TrainOptions, tokenizer, resume_from: str | None, max_steps: int):
-    """The model to train (see the module docstring). A run that resumes from a checkpoint at or past ``max_steps``
-    gets that checkpoint's weights, since it will not train."""
+def build_model(options: TrainOptions, tokenizer, resume_from: str | None, max_steps: int,
+                check_config: Callable[[ScratchformerConfig], None]):
+    """``--model`` (fine-tuning), else a new model of ``--preset`` whose config passes ``check_config`` before its
+    weights are allocated; a checkpoint at or past ``max_steps`` gives its weights, since it will not train."""
     overrides = parse_overrides(options.config_overrides)
     if options.model:
         return _load_pretrained(source_folder(options.model), overrides, options.trust_remote_code)
     config = new_model_config(options, tokenizer, overrides)
+    check_config(config)
     if resume_from is None:
         return ScratchformerForConditionalGeneration(config)
     _check_same_model(config, resume_from)
@@ -205,9 +193,8 @@ def build_model(options: TrainOptions, tokenizer, resume_from: str | None, max_s
 
 
 def freeze_encoder(model) -> None:
-    """``--freeze-encoder``: the encoder's parameters and the input embedding table (shared with the decoder and,
-    tied, the output projection) stop taking gradients, so the Trainer's optimizer leaves them out and no backward
-    pass runs through the encoder."""
+    """``--freeze-encoder``: the encoder and the shared embedding table stop taking gradients, so the optimizer
+    leaves them out and no backward pass runs through the encoder."""
     for parameter in (*model.get_encoder().parameters(), model.get_input_embeddings().weight):
         parameter.requires_grad_(False)
 

@@ -22,16 +22,9 @@ from ..errors import DataError
 
 def text_infilling(ids: Sequence[int], mask_token_id: int, rng: np.random.Generator, mask_ratio: float = 0.3,
                    poisson_lambda: float = 3.0) -> list[int]:
-    """BART text infilling of one token sequence (without its final ``</s>``).
-
-    1. ``m = ceil(mask_ratio * n)`` tokens are to be masked. Span lengths are drawn from Poisson(``poisson_lambda``)
-       until they add up to at least ``m``; the last one is cut so that they add up to exactly ``m``.
-    2. Spans of length >= 1 are placed at random, never touching one another (at least one kept token between two
-       spans), and each span is replaced by a single ``<mask>``. If ``n`` is too short to keep them apart, the last
-       spans are dropped.
-    3. Each span of length 0 inserts a ``<mask>`` at a random position (a token the model must learn is *not*
-       missing), at most as many as keep the noised text no longer than the original.
-    """
+    """BART text infilling of one token sequence (without its final ``</s>``): Poisson span lengths covering
+    ``ceil(mask_ratio * n)`` tokens, each span of length >= 1 one ``<mask>``, spans never touching; each length-0
+    span inserts a ``<mask>`` (docs/training.md, "Objectives")."""
     check_noise(mask_ratio, poisson_lambda)
     n = len(ids)
     if n == 0 or mask_ratio <= 0:
@@ -96,19 +89,10 @@ def _replace_spans(ids: list[int], spans: list[int], mask_token_id: int, rng: np
 
 @dataclass
 class DataCollatorForTextInfilling:
-    """Batches for denoising pre-training: the encoder reads the noised text, the decoder rebuilds the original.
-
-    Each feature is ``{"input_ids": clean ids ending with </s>}``. The batch has ``input_ids`` (noised, padded with
-    ``pad_token_id``), ``attention_mask``, ``labels`` (the clean ids, padded with -100) and ``decoder_input_ids``
-    (the labels shifted right behind ``decoder_start_token_id``, as the model would build them itself; the Trainer
-    needs them because label smoothing takes ``labels`` out of the model's inputs).
-
-    The noise of a sequence is a function of ``(seed, epoch, its token ids)`` only, not of a global random state,
-    so that a resumed run sees exactly the batches of an uninterrupted one, whatever the number of processes or
-    data-loader workers. ``epoch`` is set by :class:`scratchformer.training.callbacks.EpochCallback` so each epoch draws new
-    noise; a feature that carries its own ``"epoch"`` (a stream's pass, :mod:`scratchformer.training.streaming`)
-    is noised for that one.
-    """
+    """Batches for denoising: ``input_ids`` (noised), ``attention_mask``, ``labels`` (clean, -100 padded) and
+    ``decoder_input_ids`` (the Trainer's label smoothing takes ``labels`` out of the model's inputs). The noise is a
+    function of ``(seed, epoch, token ids)`` only, so a resumed run sees the same batches; ``epoch`` comes from
+    :class:`~scratchformer.training.callbacks.EpochCallback` or from a feature's own ``"epoch"`` (a stream's pass)."""
 
     pad_token_id: int
     mask_token_id: int

@@ -1,18 +1,5 @@
-"""The options of ``scratchformer train``, and the command-line parser that reads them.
-
-A run is described by two dataclasses, read together by ``transformers.HfArgumentParser``:
-
-- :class:`TrainOptions`: what scratchformer adds - data, objective, noise, model size, tokenizer, time limit;
-- :class:`ScratchformerTrainingArguments`: ``transformers.Seq2SeqTrainingArguments`` itself, with scratchformer's
-  defaults (the paper's Adam and schedule, our batch size, step counts, ...). Every Trainer option works under its
-  Hugging Face name, with underscores or dashes (``--gradient_accumulation_steps 4``, ``--report-to tensorboard``);
-  the spellings of earlier scratchformer versions (``--batch-size``, ``--lr-schedule``, ``--resume``, ...) are
-  aliases of the Trainer's own options.
-
-The two never share a field (``HfArgumentParser`` refuses duplicates): an option the Trainer has comes from the
-Trainer's dataclass. :func:`config_from_args` reads a command line, :func:`config_from_dict` a dict of field names;
-both give ``(TrainOptions, ScratchformerTrainingArguments)`` and raise :class:`TrainingSetupError` for a mistake.
-"""
+"""The options of ``scratchformer train``: :class:`TrainOptions` (ours) and :class:`ScratchformerTrainingArguments`
+(the Trainer's, with our defaults), read together by ``HfArgumentParser``; they never share a field."""
 
 from __future__ import annotations
 
@@ -88,9 +75,8 @@ class TrainOptions:
     validation_groups: list[str] | None = _option(None, "the groups to hold out (default: random, seeded, until "
                                                         "--validation-fraction is reached)")
     validation_fraction: float = _option(0.05, "fraction of the rows held out for validation")
-    streaming: bool = _option(False, "read the training data as a stream (datasets' IterableDataset): tokenized and "
-                                     "noised on the fly, nothing converted or cached before step 1, each process "
-                                     "reading its own shard; needs --max-steps (docs/training.md, 'Streaming')")
+    streaming: bool = _option(False, "read the training data as a stream (datasets' IterableDataset), tokenized on "
+                                     "the fly, one shard per process; needs --max-steps (docs/training.md)")
     streaming_validation_rows: int = _option(512, "with --streaming and no --validation-files: the first this many "
                                                   "rows of the stream are the validation set, held out from "
                                                   "training")
@@ -102,44 +88,28 @@ class TrainOptions:
     mask_ratio: float = _option(0.3, "denoise: fraction of tokens covered by masked spans, in [0, 1)")
     poisson_lambda: float = _option(3.0, "denoise: mean span length (Poisson lambda)")
     short_fraction: float = _option(0.0, "denoise: also train on a short window (3-20 consecutive words) of about "
-                                         "this fraction of the training rows, so the model learns to read a "
-                                         "phrase as well as a paragraph (BERT's short_seq_prob), in [0, 1]")
+                                         "this fraction of the training rows (BERT's short_seq_prob), in [0, 1]")
     pack: bool = _option(False, "denoise: join consecutive chunks of text (each with its </s>) into training "
-                                "examples of up to --max-length tokens: more text and less padding per step "
-                                "(Cramming's packing; the validation set is not packed)")
-    max_tokens_per_character: float | None = _option(None, "denoise: drop the training rows that the tokenizer "
-                                                            "compresses worst, with more tokens per character than "
-                                                            "this (Cramming's corpus filtering; e.g. 0.3 drops about "
-                                                            "5 %% of corpus_en: lists of names, ASCII art)")
-    contrastive_weight: float = _option(0.0, "denoise: add a contrastive loss on the encoder with this weight: two "
-                                             "random windows of each text must find each other among the batch's "
-                                             "(Contriever's cropping, InfoNCE); 0 = off (docs/training.md, "
-                                             "'Objectives')")
+                                "examples of up to --max-length tokens (Cramming's packing)")
+    max_tokens_per_character: float | None = _option(None, "denoise: drop the training rows with more tokens per "
+                                                            "character than this (Cramming's corpus filtering)")
+    contrastive_weight: float = _option(0.0, "denoise: add a contrastive loss on the encoder with this weight "
+                                             "(Contriever's cropping, InfoNCE); 0 = off (docs/training.md)")
     contrastive_target: str = _option("tokens", "with --contrastive-weight: what must find the other window, each "
                                                 "token vector of a window or its mean", choices=("tokens", "sentence"))
     contrastive_temperature: float = _option(0.05, "with --contrastive-weight: the InfoNCE temperature, > 0")
     denoising_weight: float = _option(1.0, "denoise: the weight of the decoder's denoising loss; 0 trains the "
-                                           "encoder on its own losses alone (--encoder-mlm-weight, "
-                                           "--electra-weight, --contrastive-weight) and skips the decoder's pass, "
-                                           "which is most of a step; one process only")
+                                           "encoder on its own losses alone and skips the decoder (one process)")
     freeze_encoder: bool = _option(False, "train the decoder alone: the encoder and the embedding table it shares "
-                                          "with the decoder keep their weights (no gradients, no optimizer state, "
-                                          "no encoder backward pass); e.g. the decoder's phase after "
-                                          "--denoising-weight 0, or a fine-tune that keeps the encoder's vectors")
-    encoder_mlm_weight: float = _option(0.0, "denoise: add BERT's masked-token loss on the encoder with this weight: "
-                                             "the encoder reads a second, BERT-masked copy of each text and its "
-                                             "last layer predicts the masked tokens through the tied output "
-                                             "projection; 0 = off (docs/training.md, 'Objectives')")
+                                          "with the decoder keep their weights (docs/training.md)")
+    encoder_mlm_weight: float = _option(0.0, "denoise: add BERT's masked-token loss on the encoder with this "
+                                             "weight; 0 = off (docs/training.md)")
     encoder_mlm_probability: float = _option(0.15, "with --encoder-mlm-weight: the share of tokens chosen (80 %% "
                                                    "become <mask>, 10 %% a random token, 10 %% stay), in (0, 1)")
     encoder_mlm_whole_words: bool = _option(False, "with --encoder-mlm-weight or --electra-weight: choose whole "
-                                                   "words, all the pieces of a word together (BERT's whole-word "
-                                                   "masking), so that no piece is predicted from the rest of its "
-                                                   "own word")
+                                                   "words, all their pieces together (BERT's whole-word masking)")
     electra_weight: float = _option(0.0, "denoise: add ELECTRA's replaced-token detection on the encoder with this "
-                                         "weight: a small generator fills the masked tokens of a BERT-masked copy "
-                                         "(--encoder-mlm-probability) and the encoder tells each token of the "
-                                         "result original or replaced; 0 = off (docs/training.md, 'Objectives')")
+                                         "weight; 0 = off (docs/training.md)")
     electra_discriminator_weight: float = _option(50.0, "with --electra-weight: ELECTRA's lambda, the weight of "
                                                         "the detection loss against the generator's")
     electra_generator_width: int | None = _option(None, "with --electra-weight: the generator's width (default: a "
@@ -147,9 +117,7 @@ class TrainOptions:
     electra_generator_layers: int | None = _option(None, "with --electra-weight: the generator's layers (default: "
                                                          "the encoder's)")
     word_contrast_weight: float = _option(0.0, "denoise: add a word-level self-contrast loss on the encoder with "
-                                               "this weight (MirrorWiC): two views of one word occurrence (dropout, "
-                                               "a random span erased away from the word) must find each other "
-                                               "among the batch's; 0 = off (docs/training.md, 'Objectives')")
+                                               "this weight (MirrorWiC); 0 = off (docs/training.md)")
     word_contrast_temperature: float = _option(0.05, "with --word-contrast-weight: the InfoNCE temperature, > 0")
     word_contrast_erase: float = _option(0.2, "with --word-contrast-weight: the share of each view's window erased "
                                               "as one span that never touches the word, in [0, 1)")
@@ -172,12 +140,10 @@ class TrainOptions:
     tokenizer_max_rows: int | None = _option(None, "train the tokenizer on at most this many training rows "
                                                    f"(default: all; with --streaming the first {STREAM_TOKENIZER_ROWS:,})")
     trust_remote_code: bool = _option(False, "run the Python code that a --model / --tokenizer folder of another "
-                                             "model type ships (a scratchformer folder always loads with this "
-                                             "package's own classes; its code files never run)")
+                                             "model type ships (a scratchformer folder's code never runs)")
     # --- the run
     max_minutes: float | None = _option(None, "also stop (with checkpoint, final model and evaluation) after this "
-                                              "many minutes of training; the step reached then depends on the "
-                                              "machine")
+                                              "many minutes of training")
     stop_on_nonfinite: bool = _option(True, "stop the run at the step where its training loss becomes NaN or "
                                             "infinite, keeping the checkpoints saved before it, and exit with an "
                                             "error (--no-stop-on-nonfinite trains on)")
@@ -205,21 +171,8 @@ def _aliases(*names: str) -> list[str]:
 
 @dataclass
 class ScratchformerTrainingArguments(Seq2SeqTrainingArguments):
-    """``transformers.Seq2SeqTrainingArguments`` with scratchformer's defaults.
-
-    The fields below are the Trainer's own; only their defaults (and a few aliases) differ. Four defaults depend on
-    other options and are filled in by :meth:`__post_init__` before the Trainer's checks run:
-
-    - ``warmup_steps``: the paper's 4000, at most half of ``max_steps`` (``warmup_is_default`` says it was not
-      given; with ``--num-train-epochs`` the cap is applied once the number of steps is known);
-    - ``per_device_eval_batch_size``: the training batch size;
-    - ``eval_steps=0`` means "evaluate only at the end of the run" (``eval_strategy="no"``);
-    - ``use_cpu`` where there is no CUDA GPU, and the ``gloo`` backend for several CPU processes.
-
-    ``learning_rate`` stays ``None`` until the model is known: for ``inverse_sqrt`` it is then the paper's peak
-    ``d_model^-0.5 * warmup^-0.5``, at most ``1e-3 * (d_model/512)^-0.5``
-    (:func:`scratchformer.training.schedule.peak_learning_rate`).
-    """
+    """``transformers.Seq2SeqTrainingArguments`` with scratchformer's defaults, those that depend on other options
+    filled in before the Trainer's checks; ``learning_rate`` stays ``None`` until the model is known."""
 
     _argument_group_name = "Trainer options (transformers.Seq2SeqTrainingArguments, with scratchformer's defaults)"
 
@@ -342,10 +295,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 class TrainArgumentParser(HfArgumentParser):
-    """``HfArgumentParser`` over :class:`TrainOptions` and :class:`ScratchformerTrainingArguments`, for the
-    ``scratchformer train`` command line. A bad command line raises :class:`TrainingSetupError` (the CLI prints it
-    as one line) instead of printing the usage and exiting; abbreviated options are not accepted, since with over a
-    hundred Trainer options an abbreviation is a typo waiting to happen."""
+    """``HfArgumentParser`` over both dataclasses; a bad command line raises :class:`TrainingSetupError` instead of
+    exiting, and abbreviated options are refused (among a hundred Trainer options an abbreviation is a typo)."""
 
     def __init__(self) -> None:
         super().__init__(

@@ -1,19 +1,5 @@
-"""The output folder of a run: never shared by two runs, never reused by accident.
-
-- :class:`OutputLock`: ``OUTPUT_DIR/_scratchformer.lock`` is an operating-system file lock (``filelock``: ``flock``
-  on Unix) that the run holds until it ends. Of two runs starting at once exactly one gets it, and the system drops
-  it when its process ends, however it ends (killed, out of memory), so a lock never outlives its run and there is
-  nothing stale to break. The file itself stays (removing it would let a third run lock a new file while a second
-  one waits on the old). Beside it, ``_scratchformer.lock.holder`` says which run holds the lock (pid, host, start),
-  only for the refusal's message. Under ``torchrun`` only the main process (global rank 0) takes it.
-- :func:`check_apart_from_inputs`: before anything else, an output folder that is, contains or is inside an input of
-  the run (``--model``, ``--tokenizer``, the data files, a local ``--dataset-name`` folder; paths resolved) is
-  refused, ``--overwrite_output_dir`` or not: nothing the run reads is ever deleted or written over;
-- :func:`claim_output_dir`: takes the lock, then refuses a folder that holds an earlier run or a model
-  (``config.json``, ``model.safetensors``, ``checkpoint-*``, ``train_config.json``) unless the run continues it
-  (``--resume``) or replaces it (``--overwrite_output_dir``, which deletes the earlier run's files first). A folder
-  this user may not write into, or a full disk, is one line (:mod:`scratchformer.files`).
-"""
+"""The output folder of a run: never shared by two runs (an operating-system lock, :class:`OutputLock`), never an
+input of the run, never reused by accident (:func:`claim_output_dir`; docs/training.md, "Output folders")."""
 
 from __future__ import annotations
 
@@ -120,9 +106,7 @@ def run_inputs(options: TrainOptions) -> list[tuple[str, str]]:
 
 def check_apart_from_inputs(options: TrainOptions, output_dir: str) -> None:
     """Refuse an ``--output-dir`` that is a file, may not be written into, or is, contains or is inside anything the
-    run reads (:func:`run_inputs`), before anything is written or deleted, whatever ``--overwrite_output_dir`` says:
-    the run writes checkpoints, ``tokenizer/`` and model files there, and ``--overwrite_output_dir`` deletes the
-    earlier ones."""
+    run reads (:func:`run_inputs`), before anything is written or deleted, whatever ``--overwrite_output_dir`` says."""
     files.check_output_folder(output_dir, [(f"{flag} {path}", path) for flag, path in run_inputs(options)],
                               error=TrainingSetupError, name=f"--output-dir {output_dir}",
                               why="the run writes (and --overwrite_output_dir deletes) files in its output folder, so "
@@ -131,7 +115,7 @@ def check_apart_from_inputs(options: TrainOptions, output_dir: str) -> None:
 
 def claim_output_dir(output_dir: str, resume: str | None, overwrite: bool,
                      say: Callable[[str], None] | None = None) -> OutputLock:
-    """Take the folder's lock, then check that the run may use the folder (see the module docstring); with
+    """Take the folder's lock, then check that the run may use the folder (docs/training.md); with
     ``overwrite``, delete what an earlier run left. Returns the held lock (release it when the run ends)."""
     out = Path(output_dir)  # not a file: check_apart_from_inputs said so first
     lock = OutputLock(out, say).acquire()

@@ -1,21 +1,6 @@
-"""``scratchformer train``: one training pipeline, from a laptop to many machines, on the Hugging Face Trainer.
-
-Two objectives:
-
-- ``denoise``: BART text infilling on plain text (:class:`~scratchformer.training.noise.DataCollatorForTextInfilling`:
-  spans with Poisson(3) lengths covering 30% of the tokens, each replaced by one ``<mask>``; the decoder rebuilds
-  the original text);
-- ``seq2seq``: supervised sequence-to-sequence on two columns (e.g. ``kjv`` -> ``web``), with BLEU and chrF from
-  ``sacrebleu`` on generated outputs.
-
-Underneath is ``transformers.Seq2SeqTrainer``: evaluation during training, checkpoints every ``save_steps``,
-``--resume``, seeds, a progress bar, and - nothing home-made - data-parallel training by launching the same command
-with ``torchrun --nproc_per_node=N`` or ``accelerate launch`` (gloo on CPU, NCCL on GPUs); only the main process
-writes checkpoints, logs and plots. The loss is :class:`~scratchformer.training.metrics.Seq2SeqLoss`, the schedule
-the paper's (:mod:`scratchformer.training.schedule`).
-
-:func:`run_training` is a sequence of named steps; each step's job is in its docstring.
-"""
+"""``scratchformer train``: one training pipeline on ``transformers.Seq2SeqTrainer``, from a laptop to many
+machines (``torchrun`` or ``accelerate launch``). :func:`run_training` is a sequence of named steps; each step's job
+is in its docstring."""
 
 from __future__ import annotations
 
@@ -31,10 +16,9 @@ from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerState, s
 from .. import files
 from ..errors import NonFiniteLossError, no_secrets
 from ..integrity import CHECKSUMS, check_finite, write_checksums
-from . import data, streaming
+from . import checks, data, streaming
 from .callbacks import RUN_RECORD, EpochCallback, NonFiniteLoss, RunRecord, TimeLimit, WatchesLoss
 from .checkpoints import CrashSafeCheckpoints, evaluation_at, stopped_run_advice
-from .checks import check_batch_size, check_options, check_resume_steps, check_tokenizer_matches
 from .contrastive import CROP_KEYS, CroppingLoss
 from .electra import TrainsLossModules, check_electra, replaced_token_detection
 from .encoder_losses import EncoderLosses
@@ -56,28 +40,17 @@ LOG_PREFIX = "[scratchformer train]"
 
 class ScratchformerTrainer(CrashSafeCheckpoints, SavesPlainModelClass, SeededSampling, streaming.StreamedTrainData,
                            EncoderLosses, TrainsLossModules, WatchesLoss, Seq2SeqTrainer):
-    """``Seq2SeqTrainer`` whose checkpoints appear only complete (:mod:`scratchformer.training.checkpoints`), that
-    trains from a stream when given one (:mod:`scratchformer.training.streaming`), shuffles with the run's seed
-    (:mod:`scratchformer.training.sampling`), saves a sharded model as our own class
-    (:mod:`scratchformer.training.sharding`) and adds the encoder's contrastive, masked-token, replaced-token and
-    word-contrast losses when asked (:mod:`scratchformer.training.encoder_losses`, :mod:`scratchformer.training.electra`,
-    :mod:`scratchformer.training.word_contrast`)."""
+    """``Seq2SeqTrainer`` with crash-safe checkpoints, a stream as training data, seeded sampling, sharded saving as
+    our own class, and the encoder's own losses (one mixin each)."""
 
     extra_keys = CROP_KEYS + MLM_KEYS + WORD_KEYS
 
 
 def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
                  callbacks: list | None = None) -> dict[str, Any]:
-    """Train as the options say; returns ``{"global_step", "metrics", "output_dir", "files"}`` (or ``{"global_step",
-    "stopped": True}`` when a callback stopped training early). Raises :class:`~scratchformer.errors.TrainingSetupError`
-    or :class:`~scratchformer.errors.DataError` before training for bad input; option mistakes before any data is
-    read. ``args`` is not changed (the run works on a copy with the learning rate filled in).
-
-    The main process (global rank 0) holds the output folder's lock for the whole run
-    (:mod:`scratchformer.training.output_dir`), which must be apart from everything the run reads. A full disk or a
-    folder this user may not write into, at any step, is a :class:`~scratchformer.errors.StorageError` (one line in
-    the CLI) naming the folder."""
-    check_options(options, args)
+    """Train as the options say; returns ``{"global_step", "metrics", "output_dir", "files"}`` (``"stopped": True``
+    when a callback stopped it). Bad input raises before training; ``args`` is not changed."""
+    checks.check_options(options, args)
     check_apart_from_inputs(options, args.output_dir)
     is_main = args.process_index == 0
     lock = (claim_output_dir(args.output_dir, args.resume_from_checkpoint, options.overwrite_output_dir, _say)
@@ -105,7 +78,7 @@ def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks:
         args = copy.copy(args)
         args.ignore_data_skip = True
     resume_from = resolve_resume(args.output_dir, args.resume_from_checkpoint, say)
-    check_resume_steps(resume_from, args.max_steps)
+    checks.check_resume_steps(resume_from, args.max_steps)
     if resume_from is not None:
         args = continue_run_options(options, args, resume_from, world_size, say)
         if options.streaming:
@@ -114,7 +87,7 @@ def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks:
     tokenizer, model = _tokenizer_and_model(options, args, splits, resume_from)
     train_ds, valid_ds = _tokenize(options, args, splits, tokenizer)
     num_train = None if options.streaming else len(train_ds)
-    check_batch_size(options, args, model.config, num_train, len(valid_ds), world_size, local_world_size)
+    checks.check_batch_size(options, args, model.config, num_train, len(valid_ds), world_size, local_world_size)
     args = _with_model_dependent_arguments(options, args, model, num_train, world_size, resume_from, say)
     trainer, time_limit = _build_trainer(options, args, model, tokenizer, train_ds, valid_ds, callbacks)
     prepare_sharding(options, trainer, model, say)
@@ -156,17 +129,17 @@ def _load_data(options: TrainOptions, args: ScratchformerTrainingArguments) -> d
 
 def _tokenizer_and_model(options: TrainOptions, args: ScratchformerTrainingArguments, splits: data.RawSplits,
                          resume_from: str | None):
-    """The tokenizer (trained by the main process when needed), then the seeded model; they must match. The
-    tokenizer is trained by global rank 0 alone (``local=False``: on several machines, not by each machine's first
-    process), the others wait and load it."""
+    """The tokenizer (trained by global rank 0 alone, ``local=False``; the others wait and load it), then the seeded
+    model; they must match."""
     with args.main_process_first(local=False, desc="tokenizer"):
         tokenizer = load_tokenizer(options, args.output_dir, splits.train, splits.columns, args.process_index,
                                    resume_from)
     set_seed(args.seed)
-    model = build_model(options, tokenizer, resume_from, args.max_steps)
+    model = build_model(options, tokenizer, resume_from, args.max_steps,  # a typo's huge model: refused before allocation
+                        lambda config: checks.check_step_memory(options, args, config, process_counts()[1]))
     if options.freeze_encoder:
         freeze_encoder(model)
-    check_tokenizer_matches(tokenizer, model.config, options.objective)
+    checks.check_tokenizer_matches(tokenizer, model.config, options)
     return tokenizer, model
 
 
@@ -189,9 +162,8 @@ def _tokenize(options: TrainOptions, args: ScratchformerTrainingArguments, split
 def _with_model_dependent_arguments(options: TrainOptions, args: ScratchformerTrainingArguments, model,
                                     num_train: int | None, world_size: int, resume_from: str | None,
                                     say) -> ScratchformerTrainingArguments:
-    """A copy of ``args`` with what depends on the model, the data and the objective: the default warm-up of a run
-    measured in epochs (at most half of its steps), the peak learning rate (the paper's for ``inverse_sqrt`` unless
-    given, capped), and generation during evaluation (seq2seq). Warns about a peak above the safe bound."""
+    """A copy of ``args`` with what depends on the model, the data and the objective: an epoch run's default warm-up,
+    the peak learning rate (warned about above the safe bound) and generation during evaluation (seq2seq)."""
     args = copy.copy(args)
     per_step = args.per_device_train_batch_size * world_size * args.gradient_accumulation_steps
     steps = training_step_count(args.max_steps, args.num_train_epochs, num_train or 0, per_step)
@@ -249,7 +221,6 @@ def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, 
     )
     trainer.loss_watch = loss_watch
     if options.objective == "denoise":
-        trainer.denoising_weight = options.denoising_weight
         trainer.encoder_losses = tuple(
             ([CroppingLoss(options.contrastive_weight, options.contrastive_target, options.contrastive_temperature)]
              if options.contrastive_weight > 0 else [])
@@ -258,6 +229,8 @@ def _build_trainer(options: TrainOptions, args: ScratchformerTrainingArguments, 
                else [])
             + ([WordContrastLoss(options.word_contrast_weight, options.word_contrast_temperature)]
                if options.word_contrast_weight > 0 else []))
+        # the decoder's loss is weighed against the encoder's; with none, --denoising-weight is ignored (a warning said)
+        trainer.denoising_weight = options.denoising_weight if trainer.encoder_losses else 1.0
     return trainer, time_limit
 
 
@@ -361,10 +334,8 @@ def _finish(options: TrainOptions, args: ScratchformerTrainingArguments, trainer
 
 def _last_step_evaluation(trainer: Seq2SeqTrainer, args: ScratchformerTrainingArguments,
                           metrics: dict[str, Any]) -> dict[str, Any] | None:
-    """The metrics of the Trainer's own evaluation of the final weights in this call, or ``None``. With step-wise
-    evaluation the Trainer evaluates the last step of a run that reaches ``--max-steps`` (or its last epoch) itself;
-    evaluating again cost as long again (313 s and 293 s in issue 43). A run stopped by ``--max-minutes`` between
-    evaluations, one with ``--eval-steps 0`` and one finished from its checkpoint are evaluated by the caller."""
+    """The metrics of the Trainer's own evaluation of the final weights in this call, or ``None`` (evaluating again
+    would cost as long again)."""
     if "finished_from_checkpoint" in metrics or args.load_best_model_at_end:  # not evaluated now, or other weights
         return None
     return evaluation_at(trainer.state.log_history, trainer.state.global_step)

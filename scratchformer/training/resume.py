@@ -1,26 +1,5 @@
-"""``--resume``: which checkpoint a run continues from, and whether the options continue the same run.
-
-A run's checkpoints are ``OUTPUT_DIR/checkpoint-N`` folders. ``--resume`` (``latest``) takes the newest *complete*
-one (:mod:`scratchformer.training.checkpoints`) and says which newer ones it skipped; ``--resume PATH`` must name a
-complete one. A checkpoint counts as complete only if its files parse, its pickled states load as the Trainer
-loads them, and the files its ``checksums.sha256`` lists (weights, ``config.json``) match it: a damaged one is
-skipped with a note, or refused when named. ``--resume CHECKPOINT --max-steps N`` with N at most the checkpoint's
-step trains no further and only finishes the run from it (:func:`finishes_without_training`), e.g. to end a long run
-early.
-
-The options of a resumed run are compared with the ones the checkpoint was trained with (its ``train_config.json``,
-else the run's ``OUTPUT_DIR/train_config.json``) by :func:`continue_run_options`:
-
-- options that change the run (learning rate, warm-up, schedule, batch size, accumulation, processes x batch, seed,
-  data, model, noise, ...) must be the run's, else the resume is refused with the list of differences;
-- options that do not change the run may differ and the new values are used and recorded (:data:`FREE_TO_CHANGE`:
-  logging, evaluation and saving frequency, ``--max-minutes``, data-loader workers, ``--bf16`` and ``--tf32``
-  (a run may move between CPU cores and a GPU), ...), and so may ``--max-steps``
-  / ``--num-train-epochs`` when the schedule does not depend on the length of the run (``inverse_sqrt``,
-  ``constant``, ``constant_with_warmup``) with a warm-up given in steps, or when the checkpoint is still in a
-  warm-up given in steps (a run found too long for the time it has may be shortened at its first checkpoints);
-- the learning rate and the warm-up, when not given, are the run's (their defaults depend on ``--max-steps``).
-"""
+"""``--resume``: which complete checkpoint a run continues from, and whether the options continue the same run
+(:func:`continue_run_options`; docs/training.md, "What ``--resume`` refuses")."""
 
 from __future__ import annotations
 
@@ -80,10 +59,8 @@ def checkpoint_step(checkpoint: str | Path) -> int:
 
 
 def resolve_resume(output_dir: str, resume: str | None, say: Callable[[str], None] = print) -> str | None:
-    """The checkpoint folder to continue from, or ``None`` for a new run; :class:`TrainingSetupError` for a
-    ``--resume`` with nothing complete to resume. Skipped incomplete checkpoints are reported through ``say``; a
-    checkpoint whose pickled states the Trainer's ``torch.load(weights_only=True)`` would refuse counts as
-    incomplete (``--resume`` falls back to the one before it, ``--resume PATH`` of it is refused)."""
+    """The checkpoint folder to continue from, or ``None`` for a new run; skipped incomplete checkpoints (pickles the
+    Trainer would refuse included) are reported through ``say``, and nothing complete to resume is refused."""
     if resume is None:
         return None
     out = Path(output_dir)
@@ -136,9 +113,8 @@ def run_config(options: TrainOptions, args: ScratchformerTrainingArguments, worl
 
 def continue_run_options(options: TrainOptions, args: ScratchformerTrainingArguments, resume_from: str,
                          world_size: int, say: Callable[[str], None] = print) -> ScratchformerTrainingArguments:
-    """``args`` for continuing the run of ``resume_from``: the run's learning rate and warm-up where not given;
-    :class:`TrainingSetupError` listing every option that differs from the run's and would change it (see the module
-    docstring). Allowed changes are reported through ``say``."""
+    """``args`` for continuing the run of ``resume_from``, with the run's learning rate and warm-up where not given;
+    every option that would change the run is listed in one :class:`TrainingSetupError`, allowed changes through ``say``."""
     saved, source = saved_run_config(resume_from)
     if saved is None:
         say(f"--resume: {resume_from} has no {RUN_CONFIG} (nor its folder): the options cannot be compared with the "
@@ -190,7 +166,7 @@ def _with_the_runs_defaults(args: ScratchformerTrainingArguments,
 
 def _may_change(key: str, saved: dict[str, Any], current: dict[str, Any], finishing: bool,
                 resume_step: int) -> bool:
-    """Whether option ``key`` may differ from the run's (see the module docstring)."""
+    """Whether option ``key`` may differ from the run's (docs/training.md, "What ``--resume`` refuses")."""
     if key in FREE_TO_CHANGE:
         return True
     if key == "num_train_epochs" and saved.get("max_steps", -1) > 0 and current.get("max_steps", -1) > 0:
@@ -225,8 +201,8 @@ def _batch_change(saved: dict[str, Any], current: dict[str, Any]) -> tuple[list[
               f"{math.prod(now)} examples per optimizer step (the run: {before[0]} x {before[1]} x "
               f"{before[2]} = {math.prod(before)})")
     same = math.prod(now) == math.prod(before)
-    if same and now[1] != before[1] and (saved.get("contrastive_weight", 0) > 0
-                                         or saved.get("word_contrast_weight", 0) > 0):
+    if same and now[1] != before[1] and saved.get("objective") == "denoise" and (
+            saved.get("contrastive_weight", 0) > 0 or saved.get("word_contrast_weight", 0) > 0):
         # the contrastive loss tells each window apart from the others of its micro-batch: another micro-batch size
         # is another loss
         return [change + " (with --contrastive-weight or --word-contrast-weight the micro-batch is the set of "

@@ -1,14 +1,5 @@
-"""The order of the training examples: ``--train-sampling-strategy`` with the run's ``--seed``.
-
-``batch_rebalance`` (transformers' :class:`~transformers.trainer_pt_utils.BatchRebalanceSampler`) draws each
-optimizer step's examples at random, as ``random`` does, then sorts them by length and splits them into the
-step's micro-batches (``--gradient-accumulation-steps`` x processes) of about equal cost: short examples share a
-micro-batch with short ones, so little of a micro-batch is padding. The step's examples, and therefore its
-gradient, are the same for any split, which makes ``--batch-size 32 --gradient-accumulation-steps 4`` on CPU
-cores the same run as ``--batch-size 128`` on a GPU, at about half the padded work on the denoising corpus
-(docs/training.md). ``group_by_length`` is different: it sorts whole optimizer steps by length, so a step sees
-texts of one length only, which changes the run (and, measured, hurts it).
-"""
+"""The order of the training examples: ``--train-sampling-strategy`` with the run's ``--seed`` (``batch_rebalance``
+makes ``--batch-size 32 --gradient-accumulation-steps 4`` the same run as ``--batch-size 128``; docs/training.md)."""
 
 from __future__ import annotations
 

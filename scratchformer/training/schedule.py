@@ -1,23 +1,6 @@
-"""The paper's learning-rate schedule (section 5.3) as Trainer options: the default warm-up and peak rate.
-
-The paper's ``lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)`` equals transformers' ``inverse_sqrt``
-schedule, ``lr(step) = peak * min(step / warmup, sqrt(warmup / step))``, with ``peak = d_model^-0.5 * warmup^-0.5``.
-So ``--lr-schedule inverse_sqrt`` without ``--learning-rate`` is the paper's schedule (with its Adam beta2 = 0.98,
-epsilon = 1e-9, the defaults of :class:`~scratchformer.training.options.ScratchformerTrainingArguments`).
-
-The paper's peak grows as the warm-up shrinks, and the warm-up of a short run must be short: the old default
-(warm-up = 10% of ``--max-steps``) gave ``--preset mini`` (d_model 192) a peak of 7.2e-3 at 1000 steps and 2.3e-2
-at 100 steps. So the defaults are now
-
-- warm-up: the paper's 4000 steps, at most half of the run (:func:`default_warmup_steps`);
-- peak: the paper's formula, but at most :func:`max_default_peak` ``= 1e-3 * (d_model / 512)^-0.5``, which is the
-  paper's formula at a warm-up of 1953 steps (so a run with the paper's 4000-step warm-up is never capped: its
-  peak, 6.99e-4 for d_model 512, stays the paper's);
-- a warning (:func:`learning_rate_warning`) when the peak that a run uses, given or computed, is above twice that
-  cap (``2e-3 * (d_model / 512)^-0.5``: 2.8e-3 for d_model 256, 3.3e-3 for 192). The shipped checkpoint trained
-  stably at 2e-3 with d_model 256 (pre-LN, 300 warm-up steps), 1.4 times the cap, so the bound leaves room for such
-  a tuned recipe and catches the old default's 7.2e-3 and 2.3e-2.
-"""
+"""The paper's learning-rate schedule (section 5.3) as Trainer options: ``inverse_sqrt`` with the paper's peak
+``d_model^-0.5 * warmup^-0.5``, a default warm-up and a capped default peak (docs/training.md, "The default
+learning rate")."""
 
 from __future__ import annotations
 
@@ -66,7 +49,7 @@ def peak_learning_rate(learning_rate: float | None, lr_scheduler_type: str, d_mo
 
 
 def learning_rate_warning(peak: float, d_model: int) -> str | None:
-    """A warning when ``peak`` is above ``2e-3 * (d_model / 512)^-0.5`` (see the module docstring), else ``None``."""
+    """A warning when ``peak`` is above ``2e-3 * (d_model / 512)^-0.5`` (docs/training.md), else ``None``."""
     bound = WARNING_FACTOR * max_default_peak(d_model)
     if peak <= bound:
         return None

@@ -1,19 +1,5 @@
-"""Sharded training (FSDP through ``accelerate``; DeepSpeed ZeRO): what our model and pipeline need for it.
-
-The Trainer shards the model itself when launched with an FSDP or DeepSpeed ``accelerate`` config
-(``examples/accelerate/``) or given ``--fsdp`` / ``--deepspeed``. Two things of ours need help:
-
-- FSDP2 (``fully_shard``) needs every tied parameter in one FSDP unit; ours is tied three ways (encoder and
-  decoder token tables, output projection), see :func:`prepare_sharding`;
-- FSDP2 turns the model's class into a generated subclass (``FSDPScratchformerForConditionalGeneration``, defined
-  in torch's ``_fsdp_init`` module). ``save_pretrained`` copies the source file of the model's class next to the
-  weights and names it in ``auto_map``: a sharded run would ship torch's FSDP files instead of
-  ``modeling_scratchformer.py`` and an ``auto_map`` nobody can load. :class:`SavesPlainModelClass` saves with the
-  plain class.
-
-Where each of these was tested (FSDP2 on CPU through the Trainer, with accelerate's CPU restriction lifted by the
-test) is in docs/training.md, "When you outgrow one machine".
-"""
+"""Sharded training (FSDP through ``accelerate``; DeepSpeed ZeRO): what our three-way tied model and the saving of
+its class need from the pipeline (docs/training.md, "Sharded: FSDP2, DeepSpeed ZeRO")."""
 
 from __future__ import annotations
 
@@ -29,20 +15,9 @@ if TYPE_CHECKING:
 
 
 def prepare_sharding(options: TrainOptions, trainer, model, say) -> None:
-    """What sharded training (FSDP, DeepSpeed) needs before the trainer wraps the model, and what it cannot do.
-
-    - FSDP: the decoder reads the encoder's token table through the same module object (``set_input_embeddings``),
-      not a second ``nn.Embedding`` holding the same tied parameter: FSDP2 puts the input and output embeddings in
-      one unit, and a tied parameter that another unit also holds is refused ("shared with a parameter already
-      managed by another FSDP group"). torch is of two minds about a module reached by two paths: its
-      distributed state-dict loading skips the second path (a saved entry for it: ``KeyError:
-      'model.decoder.embeddings.word_embeddings.weight'`` on ``--resume``), ``Module.load_state_dict`` wants it
-      ("Missing key(s)"). So saving leaves it out (:func:`without_repeated_modules`) and loading fills it in
-      from the first path (:func:`with_repeated_modules`);
-    - FSDP asked for (``--fsdp`` or ``accelerate launch`` with an FSDP config) on a machine where accelerate does
-      not run it (on CPU its multi-process mode has no FSDP): said, since the run is then plain data-parallel;
-    - ``--save-dtype`` other than float32 is refused under FSDP and DeepSpeed (the final weights are gathered by
-      the Trainer's own save)."""
+    """Before the trainer wraps the model: under FSDP the decoder reads the encoder's token table through the same
+    module (FSDP2 wants every tied parameter in one unit; saving and loading handle the repeated path), FSDP that
+    accelerate will not run here is said, and ``--save-dtype`` other than float32 is refused (docs/training.md)."""
     sharded = trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled
     if trainer.is_fsdp_enabled and getattr(model.config, "tie_word_embeddings", False):
         model.set_input_embeddings(model.get_input_embeddings())
@@ -107,7 +82,7 @@ def plain_class(model) -> Iterator[None]:
 
 class SavesPlainModelClass:
     """Mixed into the run's trainer: saves (checkpoints and the final model) with the model's own class, so that
-    the code files and ``auto_map`` saved with the weights are ours (see the module docstring)."""
+    the code files and ``auto_map`` saved with the weights are ours, not FSDP2's generated subclass's."""
 
     def _save(self, output_dir=None, state_dict=None):
         with plain_class(self.model):

@@ -1,23 +1,5 @@
-"""``--streaming``: train from a stream of rows (``datasets.IterableDataset``) that is never loaded whole.
-
-- :func:`load_stream_splits`: the training rows as a stream (local files, plain or ``.gz``, or a Hub dataset, read
-  with ``datasets.load_dataset(..., streaming=True)``), and a small validation set: ``--validation-files`` (their
-  first ``--max-eval-samples`` rows), else the first ``--streaming-validation-rows`` rows of the stream, which the
-  training stream then drops (every row equal to one of them, wherever it is, so no file layout or process count
-  lets one into training);
-- :func:`token_stream`: this process's shard (``datasets.distributed.split_dataset_by_node``) tokenized on the fly
-  (``IterableDataset.map``), read over and over in passes (:class:`PassesOverStream`), so that no process ever runs
-  out of examples before ``--max-steps`` while another still trains; each pass is an epoch of the noise;
-- :class:`StreamPosition`: collates the batches (the text-infilling noise is applied there, batch by batch), keeps
-  the stream's ``state_dict()`` after each batch and writes the one of the last *trained* batch into every
-  checkpoint as ``stream_state_<rank>.json``; ``--resume`` loads it with ``load_state_dict()`` and the stream goes
-  on with the next example, without reading the consumed ones again;
-- :class:`StreamedTrainData`: the trainer's training data loader for a stream: each process reads its own shard,
-  so the loader is not split again across processes (``accelerate`` would otherwise re-shard or dispatch it).
-
-Setting ``SCRATCHFORMER_LOG_TRAIN_EXAMPLES=FOLDER`` makes each process append, per batch, which examples it held
-(pass, CRC-32 of the clean token ids) to ``FOLDER/examples-rank<R>.jsonl``: a way to check the sharding.
-"""
+"""``--streaming``: train from a stream of rows (``datasets.IterableDataset``) that is never loaded whole, one shard
+per process, its position saved in every checkpoint (docs/training.md, "Streaming")."""
 
 from __future__ import annotations
 
@@ -49,7 +31,7 @@ KEEP_POSITIONS = 64  # batch positions kept beyond the gradient-accumulation win
 
 
 def load_stream_splits(options: TrainOptions, seed: int) -> data.RawSplits:
-    """The training rows as a stream and the validation rows as a small ``Dataset`` (see the module docstring);
+    """The training rows as a stream and the validation rows as a small ``Dataset`` (docs/training.md);
     ``--max-train-samples`` caps the stream, ``--max-eval-samples`` the validation set (a seeded sample)."""
     columns = data.text_columns(options)
     train = data.load_training_rows(options, streaming=True)
@@ -147,11 +129,8 @@ class PassesOverStream(torch.utils.data.IterableDataset):
 
 def token_stream(options: TrainOptions, train, tokenizer, rank: int, world_size: int,
                  device: torch.device | str = "cpu", seed: int = 0) -> PassesOverStream:
-    """Process ``rank``'s shard of the training stream, tokenized as it is read (``split_dataset_by_node``: with a
-    number of files that is a multiple of ``world_size`` each process reads only its own files; otherwise each
-    reads the stream and keeps every ``world_size``-th example; ``seed`` picks the short windows of
-    ``options.short_fraction``). Raises :class:`DataError` on every process when any process's shard gives no
-    example."""
+    """Process ``rank``'s shard of the training stream (``split_dataset_by_node``), tokenized as it is read; raises
+    :class:`DataError` on every process when any process's shard gives no example."""
     from datasets.distributed import split_dataset_by_node
 
     shard = split_dataset_by_node(train, rank=rank, world_size=world_size)
@@ -176,10 +155,8 @@ def _check_every_shard_has_examples(tokens, rank: int, device: torch.device | st
 
 
 class StreamPosition(TrainerCallback):
-    """The training batches of a stream (:meth:`collate` wraps the objective's collator) and the stream's position
-    after each; :meth:`write` saves the position after the last trained batch into a checkpoint, :meth:`restore`
-    loads it (see the module docstring). The data loader reads ahead, so the position is looked up by the number
-    of batches training has taken: ``(global_step - start step) x gradient accumulation``."""
+    """The training batches of a stream and its position after each, saved into and restored from checkpoints. The
+    loader reads ahead, so the position is looked up by the batches trained: ``(global_step - start) x accumulation``."""
 
     def __init__(self, stream: PassesOverStream, collator, rank: int, world_size: int, accumulation: int):
         self.stream, self.collator = stream, collator

@@ -1,32 +1,6 @@
-"""A word-level self-contrast loss on the encoder (MirrorWiC, Liu et al. 2021), added to the run's other losses.
-
-The word-sense figures ask whether one word's vector in two sentences tells its senses apart. The other encoder
-losses teach that only on the way: the contrastive windows teach topic, the masked tokens the word at a position.
-``--word-contrast-weight W`` teaches the word in its context directly, from raw text alone. The collator
-(:class:`WordContrastCollator`) picks one whole-word occurrence in each training text and cuts a window of
-:data:`WINDOW_TOKENS` tokens around it, and makes two *views* of that window:
-
-- each view erases one random span of ``--word-contrast-erase`` of the window's tokens (each token becomes
-  ``<mask>``), drawn on either side of the word and never touching it (:func:`erase_span`);
-- with ``--word-contrast-erase-word`` the word itself is erased in the second view, so that its context must carry
-  it;
-- the model's dropout makes the two passes differ further (a checkpoint trained with ``dropout=0.0`` gets it back
-  with ``--config-overrides dropout=0.1``).
-
-The encoder reads both views, and a word's vector is the mean of its tokens' last-layer vectors, as the analysis
-pools a word (:func:`scratchformer.analysis.pooling.pool_word`, ``mean``). InfoNCE (temperature
-``--word-contrast-temperature``) asks each occurrence's first view to find its second among the micro-batch's, and
-the other way round. With ``--word-contrast-occurrences M`` the batch is drawn as words x occurrences: each chosen
-word comes with M - 1 other occurrences of it from the training set (:class:`WordIndex`), so its negatives include
-the same word in other sentences, the hard negatives MirrorWiC found to matter.
-
-A word is what whole-word masking calls one (:class:`~scratchformer.training.encoder_mlm.WordPieces`: a token that
-begins with a space, and the letter or digit pieces after it), with at least :data:`MIN_LETTERS` letters and at
-most :data:`MAX_PIECES` pieces; "river-bank" is two words here where the analysis reads one. Every choice is drawn
-from a random stream of ``(seed, epoch, the text's ids)`` of its own, so the noise, the windows and the masked
-copies of a text stay as they were and a resumed run sees the same views. The Trainer adds ``W x loss /
-accumulation steps`` and logs ``word_contrast_loss`` (:mod:`scratchformer.training.encoder_losses`).
-"""
+"""A word-level self-contrast loss on the encoder (MirrorWiC, Liu et al. 2021): two views of one word occurrence
+must find each other among the batch's (docs/training.md, "Objectives"). Every choice is drawn from a stream of
+``(seed, epoch, the text's ids)`` of its own, so a resumed run sees the same views."""
 
 from __future__ import annotations
 
@@ -180,7 +154,7 @@ def views_batch(views: list[tuple[list[int], list[int], int, int]], eos_token_id
 @dataclass
 class WordContrastCollator(DataCollatorForTextInfilling):
     """:class:`~scratchformer.training.noise.DataCollatorForTextInfilling` that also adds the two views of one word
-    occurrence per text (or of ``occurrences`` occurrences per chosen word): the module docstring. The denoising
+    occurrence per text (or of ``occurrences`` occurrences per chosen word). The denoising
     batch, the windows and the masked copies are exactly the parent's."""
 
     word_table: WordTable | None = None
