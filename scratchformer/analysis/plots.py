@@ -116,13 +116,6 @@ def _projection_panel(ax: Any, study: Study, vectors: StudyVectors, k: int,
         xy, [p[1] for p in targets + context], ["bold"] * len(targets) + ["normal"] * len(context))]
 
 
-def _label_panel(ax: Any, labels: list[tuple[tuple[float, float], str, str]]) -> None:
-    """Place the panel's labels once the figure's layout is final (positions are measured in pixels)."""
-    for text, (_, _, weight) in zip(place_labels(ax, [p for p, _, _ in labels], [t for _, t, _ in labels],
-                                                 fontsize=8.5), labels):
-        text.set_fontweight(weight)
-
-
 def _projection_legend(fig: Any, study: Study, colours: dict[str, Any], top: float) -> None:
     from matplotlib.lines import Line2D
 
@@ -167,8 +160,10 @@ def projection_figure(entries: Sequence[tuple[ModelStudy, StudyVectors]], study:
     _projection_legend(fig, study, colours, top=1 - 0.45 / height)
     fig.text(0.02, 0.1 / height, sentences, ha="left", va="bottom", fontsize=8.5, family="monospace")
     fig.tight_layout(rect=(0, (0.35 + 0.16 * len(study.sentences)) / height, 1, 1 - 0.7 / height))
-    for (r, c), panel_labels in labels.items():
-        _label_panel(axes[r][c], panel_labels)
+    for (r, c), panel in labels.items():  # placed once the layout is final (positions are measured in pixels)
+        for text, (_, _, weight) in zip(place_labels(axes[r][c], [p for p, _, _ in panel], [t for _, t, _ in panel],
+                                                     fontsize=8.5), panel):
+            text.set_fontweight(weight)
     return fig
 
 
@@ -290,8 +285,9 @@ def attention_figure(label: str, maps: AttentionMaps) -> Any:
             _draw_stack(subfig, stack)
         reads = " ".join(g.label for g in lower[0].query_groups)
         if spare:
-            note = (f"Why the decoder sees this sentence:\n{_wrap(lower[0].note[0].upper() + lower[0].note[1:], 46)}."
-                    f"\n\nThe decoder's input (its rows):\n{_wrap(reads, 46)}")
+            why = textwrap.fill(lower[0].note[0].upper() + lower[0].note[1:], 46)
+            note = (f"Why the decoder sees this sentence:\n{why}."
+                    f"\n\nThe decoder's input (its rows):\n{textwrap.fill(reads, 46)}")
             parts[-1].text(0.04, 0.5, note, fontsize=9.5, va="center", ha="left", color="#7a1f00")
         else:
             blocks[1].supxlabel(f"Decoder: {lower[0].note}. Its input: {reads}", fontsize=9.5, color="#7a1f00")
@@ -299,10 +295,6 @@ def attention_figure(label: str, maps: AttentionMaps) -> Any:
                  "weight on a square-root scale from 0 to 1, the same in every panel and model. Thin lines frame a "
                  "word of several tokens.", fontsize=10.5)
     return fig
-
-
-def _wrap(text: str, width: int) -> str:
-    return "\n".join(textwrap.wrap(text, width))
 
 
 def plot_senses(reports: Sequence[SenseReport], path: str | Path) -> Path:
@@ -318,12 +310,6 @@ def plot_senses(reports: Sequence[SenseReport], path: str | Path) -> Path:
             ax_auc.axhline(report.sentence_roc_auc, linestyle="-.", linewidth=1, color=line.get_color(),
                            label=f"{report.model}, sentence vector alone")
         ax_nn.plot(x, [s.nn_accuracy for s in report.layers], marker="o", label=report.model)
-    longest = max(reports, key=lambda r: len(r.layers))
-    labels = ["learned", "0\n(emb. out)", *[str(s.layer) for s in longest.layers[2:]]]
-    for ax in (ax_auc, ax_nn):
-        ax.set_xticks(range(len(labels)), labels)
-        ax.set_xlabel("layer (learned = raw embedding row; 0 = embedding-layer output)")
-        ax.grid(alpha=0.3)
     first = reports[0]
     ax_auc.axhline(0.5, color="grey", linestyle="--", label="chance / learned by construction (0.5)")
     ax_auc.set_ylabel("ROC-AUC, same vs different sense")
@@ -331,8 +317,13 @@ def plot_senses(reports: Sequence[SenseReport], path: str | Path) -> Path:
     ax_nn.axhline(first.nn_chance, color="grey", linestyle="--", label=f"chance ({first.nn_chance:.3f})")
     ax_nn.set_ylabel("1-NN sense accuracy")
     ax_nn.set_title(f"Nearest other occurrence ({first.nn_queries} queries)")
-    ax_auc.legend(fontsize=8)
-    ax_nn.legend(fontsize=8)
+    longest = max(reports, key=lambda r: len(r.layers))
+    labels = ["learned", "0\n(emb. out)", *[str(s.layer) for s in longest.layers[2:]]]
+    for ax in (ax_auc, ax_nn):
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_xlabel("layer (learned = raw embedding row; 0 = embedding-layer output)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
     return _save(fig, path, dpi=120)
 
 

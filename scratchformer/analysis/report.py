@@ -141,17 +141,14 @@ def _figures(results: Sequence[ModelStudy], kinds: Sequence[str]) -> str:
 
 
 def _attention_views(runs: Sequence[StudyRun]) -> str:
-    views = []
-    for i, run in enumerate(runs):
-        views.append(
-            f"<div class='attention-view' data-model='{i}'>"
-            f"<h3>{_e(run.result.label)}</h3>"
-            "<div class='controls'>"
-            "<label>attention <select class='stack'></select></label>"
-            "<label>layer <select class='layer'></select></label>"
-            "<label>head <select class='head'></select></label>"
-            "</div><p class='stack-note'></p><div class='attention-grid'></div></div>")
-    return "".join(views)
+    return "".join(f"<div class='attention-view' data-model='{i}'>"
+                   f"<h3>{_e(run.result.label)}</h3>"
+                   "<div class='controls'>"
+                   "<label>attention <select class='stack'></select></label>"
+                   "<label>layer <select class='layer'></select></label>"
+                   "<label>head <select class='head'></select></label>"
+                   "</div><p class='stack-note'></p><div class='attention-grid'></div></div>"
+                   for i, run in enumerate(runs))
 
 
 def _legend() -> str:
