@@ -269,7 +269,7 @@ def compare_payload(study: Study, results: list[ModelStudy]) -> dict[str, Any]:
         "verdict": "senses separated = the mean same-sense cosine of the study word is above the mean cross-sense "
                    "cosine, at the headline layer",
         "verdicts": {r.label: r.verdict for r in results},
-        "models": [r.as_dict() for r in results],
+        "models": [asdict(r) for r in results],
     }
 
 

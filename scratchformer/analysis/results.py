@@ -131,9 +131,6 @@ class ModelStudy:
     verdict: str = ""  # "senses separated: yes (same-sense 0.866 > cross-sense 0.768)", at the headline layer
     plots: dict[str, str] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass
 class StudyVectors:

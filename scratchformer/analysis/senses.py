@@ -3,6 +3,7 @@ docs/embeddings.md)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,9 +63,7 @@ def nn_chance(groups: list[list[int]], senses: list[Any]) -> list[float]:
     """Per occurrence: the chance that a random other occurrence of its group has its sense."""
     chance = []
     for members in groups:
-        counts: dict[Any, int] = {}
-        for i in members:
-            counts[senses[i]] = counts.get(senses[i], 0) + 1
+        counts = Counter(senses[i] for i in members)
         chance += [(counts[senses[i]] - 1) / (len(members) - 1) for i in members]
     return chance
 
