@@ -115,9 +115,7 @@ def _decoder_input(text_encoder: TextEncoder, encoded: Encoded, target: str | No
     config = text_encoder.model.config  # the first input: decoder_start_token_id, else bos, else pad, else 0
     start = next((x for x in (config.decoder_start_token_id, config.bos_token_id, config.pad_token_id)
                   if x is not None), 0)
-    if target is None:
-        return [start] + encoded.input_ids[:-1], encoded
-    decoded = text_encoder.tokenize([target])[0]
+    decoded = encoded if target is None else text_encoder.tokenize([target])[0]
     return [start] + decoded.input_ids[:-1], decoded
 
 
@@ -135,8 +133,7 @@ def _encoder_decoder_maps(text_encoder: TextEncoder, encoded: Encoded, tokens: l
         )
     decoder_tokens = text_encoder.tokens(decoder_ids)
     groups = token_groups(encoded, tokens)
-    decoder_source_groups = groups if target is None else token_groups(
-        decoder_text, text_encoder.tokens(decoder_text.input_ids))
+    decoder_source_groups = token_groups(decoder_text, text_encoder.tokens(decoder_text.input_ids))
     return AttentionMaps(
         tokens=tokens,
         encoder=stack_attention(output.encoder_attentions, model, "encoder_attentions"),
@@ -170,10 +167,6 @@ def bertviz_inputs(model: torch.nn.Module, tokenizer: Any, source: str, target: 
     stacks = (maps.encoder, maps.decoder, maps.cross)
     layers = max(s.shape[0] for s in stacks)
     heads = max(s.shape[1] for s in stacks)
-    return {
-        "encoder_attention": _as_layer_list(maps.encoder, layers, heads),
-        "decoder_attention": _as_layer_list(maps.decoder, layers, heads),
-        "cross_attention": _as_layer_list(maps.cross, layers, heads),
-        "encoder_tokens": maps.tokens,
-        "decoder_tokens": maps.decoder_tokens,
-    }
+    return {**{f"{kind}_attention": _as_layer_list(weights, layers, heads)
+                for kind, weights in zip(("encoder", "decoder", "cross"), stacks)},
+            "encoder_tokens": maps.tokens, "decoder_tokens": maps.decoder_tokens}

@@ -210,8 +210,5 @@ def token_groups(encoded: Encoded, tokens: Sequence[str]) -> list[TokenGroup]:
 def shifted_groups(groups: Sequence[TokenGroup], start_label: str, length: int) -> list[TokenGroup]:
     """The groups of a decoder input made by teacher forcing from the same text: ``start_label`` (``<s>``) first,
     then the text's groups one token later, cut at ``length`` tokens (the last token of the text is not fed)."""
-    shifted = [TokenGroup(start_label, 0, 1)]
-    for g in groups:
-        if g.first + 1 < length:
-            shifted.append(TokenGroup(g.label, g.first + 1, min(g.end + 1, length)))
-    return shifted
+    return [TokenGroup(start_label, 0, 1)] + [TokenGroup(g.label, g.first + 1, min(g.end + 1, length))
+                                              for g in groups if g.first + 1 < length]
