@@ -96,11 +96,9 @@ def plan_geometry(sentences: list[str], *, min_occurrences: int = MIN_OCCURRENCE
     index = {w: k for k, w in enumerate(chosen)}
     found: dict[int, list[int]] = defaultdict(list)  # word -> coded occurrences
     for s, words in enumerate(words_of):
-        seen = set()
-        for position, w in enumerate(words):
-            if w in index and w not in seen:
-                seen.add(w)
-                found[index[w]].append(s << _POSITION_BITS | position)
+        for w in dict.fromkeys(words):  # a word's first occurrence in the sentence
+            if w in index:
+                found[index[w]].append(s << _POSITION_BITS | words.index(w))
     slot_word, slots = [], defaultdict(list)
     for k in range(len(chosen)):
         coded = found[k]

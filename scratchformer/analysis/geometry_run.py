@@ -217,15 +217,6 @@ def measure_geometry(extractor: EmbeddingExtractor, plan: GeometryPlan, *, pooli
                    truncated=truncated, random_init=random_init, progress=show)
 
 
-def _word_groups(acc: _Accumulator, plan: GeometryPlan) -> tuple[list[int], list[list[int]]]:
-    """The words with at least two kept occurrences, and their occurrences (slots)."""
-    slots: list[list[int]] = [[] for _ in plan.words]
-    for slot in np.flatnonzero(acc.valid):
-        slots[plan.slot_word[slot]].append(int(slot))
-    words = [w for w, group in enumerate(slots) if len(group) >= 2]
-    return words, [slots[w] for w in words]
-
-
 def _measures(vectors: torch.Tensor, baseline: torch.Tensor, groups: list[list[int]],
               pairs: tuple[np.ndarray, np.ndarray, np.ndarray], intra: torch.Tensor,
               standardiser: Standardiser | None, bar: Any) -> tuple[list[dict[str, float]], np.ndarray, np.ndarray]:
@@ -248,7 +239,11 @@ def _report(acc: _Accumulator, plan: GeometryPlan, num_layers: int, *, label: st
     """The rows, the per-word lines and the counts from what the two passes collected."""
     from tqdm.auto import tqdm
 
-    words, groups = _word_groups(acc, plan)
+    slots: list[list[int]] = [[] for _ in plan.words]  # the kept occurrences of each word
+    for slot in np.flatnonzero(acc.valid):
+        slots[plan.slot_word[slot]].append(int(slot))
+    words = [w for w, group in enumerate(slots) if len(group) >= 2]  # measured: two kept occurrences or more
+    groups = [slots[w] for w in words]
     if not groups:
         raise ScratchformerError("no word has two occurrences left after truncation; give shorter sentences")
     pair_a, pair_b, pair_word = word_pairs(groups, MAX_PAIRS_PER_WORD, plan.seed)
