@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import itertools
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -141,7 +140,7 @@ def pairs_within(groups: list[list[int]], max_pairs_per_group: int = MAX_PAIRS_P
     for members in groups:
         n = len(members)
         if n * (n - 1) // 2 <= max_pairs_per_group:
-            pairs = np.array(list(itertools.combinations(range(n), 2)), dtype=np.int64).reshape(-1, 2)
+            pairs = np.stack(np.triu_indices(n, 1), axis=1)  # every (i < j), in order
         else:
             pairs = _sample_pairs(n, max_pairs_per_group, rng)
         ids = np.asarray(members, dtype=np.int64)

@@ -3,8 +3,9 @@ cosine (contextual vectors are anisotropic)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -26,13 +27,7 @@ class Similarity:
         return None if self.baseline is None else self.cosine - self.baseline
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "cosine": self.cosine,
-            "baseline": self.baseline,
-            "baseline_pairs": self.baseline_pairs,
-            "above_baseline": self.above_baseline,
-            "centred_cosine": self.centred_cosine,
-        }
+        return {**asdict(self), "above_baseline": self.above_baseline}
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -49,13 +44,11 @@ def unrelated_pair_baseline(groups: Sequence[WordVectors]) -> tuple[float | None
     """``(mean cosine, number)`` of the pairs of words from *different* groups (sentences) that differ
     (case-insensitively); ``(None, 0)`` when there is no pair."""
     total, count = 0.0, 0
-    for i, group_a in enumerate(groups):
-        for group_b in groups[i + 1 :]:
-            for word_a, vec_a in group_a:
-                for word_b, vec_b in group_b:
-                    if word_a.lower() != word_b.lower():
-                        total += cosine(vec_a, vec_b)
-                        count += 1
+    for group_a, group_b in itertools.combinations(groups, 2):
+        for (word_a, vec_a), (word_b, vec_b) in itertools.product(group_a, group_b):
+            if word_a.lower() != word_b.lower():
+                total += cosine(vec_a, vec_b)
+                count += 1
     return (total / count if count else None), count
 
 
