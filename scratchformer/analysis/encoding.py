@@ -72,10 +72,8 @@ def _encoded_texts(enc: Any, texts: Sequence[str], fast: bool) -> list[Encoded]:
 
 def _padded(rows: list[list[int]], pad: int) -> torch.Tensor:
     """``(len(rows), longest)`` long tensor, right-padded with ``pad``."""
-    out = torch.full((len(rows), max(len(r) for r in rows)), pad, dtype=torch.long)
-    for b, row in enumerate(rows):
-        out[b, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
+    return torch.nn.utils.rnn.pad_sequence([torch.tensor(row, dtype=torch.long) for row in rows], batch_first=True,
+                                           padding_value=pad)
 
 
 class TextEncoder:

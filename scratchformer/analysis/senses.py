@@ -168,14 +168,6 @@ def _word_vectors(extractor: Any, examples: list[SenseExample], layers: list[Any
     return vectors, [tuple(per_layer[0].location.token_ids) for per_layer in results]
 
 
-def _sentence_vectors(extractor: Any, examples: list[SenseExample]) -> torch.Tensor:
-    """``(occurrences, hidden)`` float64: each occurrence's sentence as one vector, the mean of the last layer over
-    the sentence's own tokens (special tokens left out, as they are from a word's vector)."""
-    pooled = extractor.sentence_embeddings([ex.sentence for ex in examples], pooling="mean", layer=-1,
-                                           exclude_special_tokens=True)
-    return pooled.vectors.double()
-
-
 def _layer_score(layer: Any, num_layers: int, raw: torch.Tensor, centred: torch.Tensor, p: ScoredPairs) -> LayerScore:
     """Scores of one layer from its ``(occurrences, hidden)`` raw and mean-centred word vectors."""
     cosines = pair_cosines(raw, p.pair_a, p.pair_b)
@@ -208,7 +200,11 @@ def evaluate_senses(
     chance = nn_chance(groups, scored.senses)
     scores = [_layer_score(layer, extractor.num_layers, raw[:, k], centred[:, k], scored)
               for k, layer in enumerate(layers)]
-    sentence_cosines = pair_cosines(_sentence_vectors(extractor, [examples[i] for i in used]), pair_a, pair_b)
+    # each occurrence's sentence as one vector: the last layer's mean over its own tokens (no special tokens, as
+    # in a word's vector)
+    sentences = extractor.sentence_embeddings([examples[i].sentence for i in used], pooling="mean", layer=-1,
+                                              exclude_special_tokens=True)
+    sentence_cosines = pair_cosines(sentences.vectors.double(), pair_a, pair_b)
     return SenseReport(
         model=model_label or extractor.model_name,
         data=data_label,
