@@ -25,12 +25,9 @@ def place_labels(ax: Any, xy: Sequence[tuple[float, float]], labels: Sequence[st
     annotations. Call it after the axis limits are final (after scattering and setting margins)."""
     from matplotlib.transforms import Bbox
 
-    fig = ax.figure
-    renderer = fig.canvas.get_renderer()
-    to_pixels = ax.transData.transform
-    points = [to_pixels(p) for p in xy]
+    renderer = ax.figure.canvas.get_renderer()
     occupied = [Bbox.from_extents(x - POINT_RADIUS, y - POINT_RADIUS, x + POINT_RADIUS, y + POINT_RADIUS)
-                for x, y in points]
+                for x, y in (ax.transData.transform(p) for p in xy)]  # display pixels
     axes_box = ax.get_window_extent(renderer)
     placed = []
     for (x, y), label in zip(xy, labels):
