@@ -41,8 +41,8 @@ def replace_file(path: str | os.PathLike, needed: int | None = None, suffix: str
         temporary = Path(name)
         try:
             yield temporary
-            fsync(temporary)
-            os.chmod(temporary, new_file_mode(target))
+            fsync(temporary)  # the permissions open(path, "w") would leave: the file's own, else 0o666 less umask
+            os.chmod(temporary, os.stat(target).st_mode & 0o7777 if target.exists() else 0o666 & ~current_umask())
             os.replace(temporary, target)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -77,14 +77,6 @@ def save_figure(fig: Any, path: str | os.PathLike, **savefig: Any) -> Path:
     return write_bytes(path, buffer.getvalue())
 
 
-def new_file_mode(path: str | os.PathLike) -> int:
-    """The permissions ``open(path, "w")`` would leave: an existing file's own, else ``0o666`` less the umask."""
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        return 0o666 & ~current_umask()
-
-
 def current_umask() -> int:
     """The process's umask, read from ``/proc/self/status`` where there is one (setting it is not thread-safe)."""
     try:
@@ -101,11 +93,8 @@ def current_umask() -> int:
 
 def fsync(path: Path) -> None:
     """Flush ``path``'s content to disk, so that the rename never publishes an empty file after a power cut."""
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
 
 
 def save_files_into(folder: str | os.PathLike, save: Callable[[Path], T], needed: int | None = None) -> T:
