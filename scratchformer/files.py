@@ -231,7 +231,12 @@ def disk_full_message(path: str | os.PathLike, needed: int | None, number: int =
     """``no space left on the device of FOLDER: writing NAME needs about 2.3 MB, 120 kB free; ...``."""
     folder = folder_of(path)
     free = free_bytes(folder)
-    if number == errno.ENOSPC and free_inodes(folder) == 0:
+    try:  # f_files is 0 where the file system does not count inodes
+        info = os.statvfs(folder)
+        no_inodes = info.f_files > 0 and info.f_favail == 0
+    except (OSError, AttributeError):
+        no_inodes = False
+    if number == errno.ENOSPC and no_inodes:
         shown = "an unknown amount of space" if free is None else human_size(free)
         return (f"no free inodes on the device of {folder}: writing {Path(path).name} needs a new file, and the file "
                 f"system can hold no more files ({shown} free, but no inode left); delete files there (many small "
@@ -268,15 +273,6 @@ def free_bytes(folder: str | os.PathLike) -> int | None:
         return shutil.disk_usage(folder).free
     except OSError:
         return None
-
-
-def free_inodes(folder: str | os.PathLike) -> int | None:
-    """The inodes free for this user on ``folder``'s file system, or ``None`` where it does not count them."""
-    try:
-        info = os.statvfs(folder)
-    except (OSError, AttributeError):
-        return None
-    return info.f_favail if info.f_files else None
 
 
 def human_size(size: int) -> str:
