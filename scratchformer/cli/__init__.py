@@ -141,11 +141,8 @@ class _OutputOutlivingItsReader:
             self._discard()
 
     def _discard(self) -> None:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, self._stream.fileno())
-        finally:
-            os.close(devnull)
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), self._stream.fileno())
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)

@@ -180,8 +180,7 @@ _HARMLESS_KWARGS = frozenset({"num_items_in_batch", "cache_position"})
 def _warn_ignored(model: nn.Module, kwargs: dict) -> None:
     """Say which keyword arguments ``forward`` took and did not use: an argument that a new transformers version
     renames (as 5.24 renamed the cache) must not be dropped in silence."""
-    ignored = sorted(set(kwargs) - _HARMLESS_KWARGS)
-    if ignored:
+    if ignored := sorted(set(kwargs) - _HARMLESS_KWARGS):
         logger.warning_once(f"{type(model).__name__}.forward ignores {', '.join(ignored)}: it has no such argument")
 
 
@@ -298,8 +297,7 @@ def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, pa
     sentence gets the same positions as the sentence alone, so padding never changes the real tokens' outputs."""
     if padding_mask is None:
         return torch.arange(past_length, past_length + length, device=device).expand(batch, length)
-    positions = positions_skipping_padding(padding_mask)  # (B, past + T) or (B, T)
-    return positions[:, -length:]
+    return positions_skipping_padding(padding_mask)[:, -length:]  # of (B, past + T) or (B, T)
 
 
 @contextlib.contextmanager
