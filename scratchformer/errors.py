@@ -89,10 +89,8 @@ def tokens_in_use() -> set[str]:
     found = {os.environ.get(name) for name in _TOKEN_VARIABLES}
     hub = sys.modules.get("huggingface_hub")
     if hub is not None:
-        try:
+        with contextlib.suppress(Exception):  # an unreadable token file: the variables and the patterns still apply
             found.add(hub.get_token())
-        except Exception:  # an unreadable token file: the variables and the patterns still apply
-            pass
     return {token for token in found if token}
 
 

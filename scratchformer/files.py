@@ -41,8 +41,8 @@ def replace_file(path: str | os.PathLike, needed: int | None = None, suffix: str
         temporary = Path(name)
         try:
             yield temporary
-            fsync(temporary)
-            os.chmod(temporary, new_file_mode(target))
+            fsync(temporary)  # the permissions open(path, "w") would leave: the file's own, else 0o666 less umask
+            os.chmod(temporary, os.stat(target).st_mode & 0o7777 if target.exists() else 0o666 & ~current_umask())
             os.replace(temporary, target)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -77,14 +77,6 @@ def save_figure(fig: Any, path: str | os.PathLike, **savefig: Any) -> Path:
     return write_bytes(path, buffer.getvalue())
 
 
-def new_file_mode(path: str | os.PathLike) -> int:
-    """The permissions ``open(path, "w")`` would leave: an existing file's own, else ``0o666`` less the umask."""
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        return 0o666 & ~current_umask()
-
-
 def current_umask() -> int:
     """The process's umask, read from ``/proc/self/status`` where there is one (setting it is not thread-safe)."""
     try:
@@ -101,11 +93,8 @@ def current_umask() -> int:
 
 def fsync(path: Path) -> None:
     """Flush ``path``'s content to disk, so that the rename never publishes an empty file after a power cut."""
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
 
 
 def save_files_into(folder: str | os.PathLike, save: Callable[[Path], T], needed: int | None = None) -> T:
@@ -242,7 +231,12 @@ def disk_full_message(path: str | os.PathLike, needed: int | None, number: int =
     """``no space left on the device of FOLDER: writing NAME needs about 2.3 MB, 120 kB free; ...``."""
     folder = folder_of(path)
     free = free_bytes(folder)
-    if number == errno.ENOSPC and free_inodes(folder) == 0:
+    try:  # f_files is 0 where the file system does not count inodes
+        info = os.statvfs(folder)
+        no_inodes = info.f_files > 0 and info.f_favail == 0
+    except (OSError, AttributeError):
+        no_inodes = False
+    if number == errno.ENOSPC and no_inodes:
         shown = "an unknown amount of space" if free is None else human_size(free)
         return (f"no free inodes on the device of {folder}: writing {Path(path).name} needs a new file, and the file "
                 f"system can hold no more files ({shown} free, but no inode left); delete files there (many small "
@@ -279,15 +273,6 @@ def free_bytes(folder: str | os.PathLike) -> int | None:
         return shutil.disk_usage(folder).free
     except OSError:
         return None
-
-
-def free_inodes(folder: str | os.PathLike) -> int | None:
-    """The inodes free for this user on ``folder``'s file system, or ``None`` where it does not count them."""
-    try:
-        info = os.statvfs(folder)
-    except (OSError, AttributeError):
-        return None
-    return info.f_favail if info.f_files else None
 
 
 def human_size(size: int) -> str:

@@ -91,8 +91,7 @@ def checksum_problems(folder: str | os.PathLike) -> list[str]:
 
 def check_checksums(folder: str | os.PathLike) -> None:
     """Raise :class:`ScratchformerError` naming each file that :data:`CHECKSUMS` in ``folder`` disagrees with."""
-    problems = checksum_problems(folder)
-    if problems:
+    if problems := checksum_problems(folder):
         raise ScratchformerError(
             f"the files in {folder} do not match their checksums ({'; '.join(problems)}): restore the file from a "
             f"backup, or download or export it again (if you changed it on purpose, write the checksums again with "

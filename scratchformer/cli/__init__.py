@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 
 from .. import __version__
-from ..errors import ScratchformerError, require
+from ..errors import ScratchformerError, one_line, require
 
 # Modules providing ``add_subcommand(subparsers)``, in the order they appear in ``--help``.
 COMMANDS = ["info", "compare", "senses", "geometry", "train", "train_tokenizer", "export", "push"]
@@ -99,14 +99,6 @@ def _option_value(words: list[str], flag: str) -> str | None:
     return value
 
 
-def _one_line(command: str, error: ScratchformerError) -> int:
-    """Print ``scratchformer <command>: error: <message>`` (one redacted line) and return exit status 2."""
-    from ..errors import one_line  # no token or user:password@ reaches the terminal
-
-    print(f"scratchformer {command}: error: {one_line(error)}", file=sys.stderr)
-    return EXIT_USER_ERROR
-
-
 @contextlib.contextmanager
 def _library_bars_off() -> Iterator[None]:
     """transformers' and huggingface_hub's progress bars off while a command runs (noise beside ours), restored
@@ -149,11 +141,8 @@ class _OutputOutlivingItsReader:
             self._discard()
 
     def _discard(self) -> None:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, self._stream.fileno())
-        finally:
-            os.close(devnull)
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), self._stream.fileno())
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
@@ -186,8 +175,9 @@ def _run(argv: list[str] | None) -> int:
         # a full disk or a refused read or write (which, not known here) the command did not name itself: one line
         with files.writing(".", reading=None, named_by_error=True), _library_bars_off():
             return int(args.func(args) or 0)
-    except ScratchformerError as error:
-        return _one_line(args.command, error)
+    except ScratchformerError as error:  # one redacted line: no token or user:password@ reaches the terminal
+        print(f"scratchformer {args.command}: error: {one_line(error)}", file=sys.stderr)
+        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print(f"scratchformer {args.command}: interrupted", file=sys.stderr)
         return 130

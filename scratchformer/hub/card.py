@@ -165,21 +165,18 @@ def load_scores(scores: str | os.PathLike | Mapping | Sequence) -> list[dict]:
     """Measured scores (``{"results": [...]}`` or the list, in a JSON file or not), each checked (:class:`HubError`)."""
     where = "scores"
     if isinstance(scores, (str, os.PathLike)):
-        where, scores = str(scores), _read_scores_file(Path(scores))
+        where, path = str(scores), Path(scores)
+        files.check_file(path, HubError)  # a named pipe would block the read
+        try:
+            scores = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as error:  # "[Errno 2] No such file or directory", ...
+            raise HubError(f"cannot read the scores file {path}: {error}") from None
+        except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+            raise HubError(f"the scores file {path} is not valid JSON: {error}") from None
     results = scores.get("results") if isinstance(scores, Mapping) else scores
     if not isinstance(results, Sequence) or isinstance(results, str):
         raise HubError(f"{where}: expected {{\"results\": [...]}} or a list of results")
     return [_checked_result(result, f"{where}: results[{i}]") for i, result in enumerate(results)]
-
-
-def _read_scores_file(path: Path) -> Any:
-    files.check_file(path, HubError)  # a named pipe would block the read
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:  # "[Errno 2] No such file or directory", ...
-        raise HubError(f"cannot read the scores file {path}: {error}") from None
-    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
-        raise HubError(f"the scores file {path} is not valid JSON: {error}") from None
 
 
 def _checked_result(result: Any, at: str) -> dict:

@@ -19,7 +19,8 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
     them); ``where`` names it, ``checksums=False`` skips re-hashing weights whose checksums were just written."""
     folder = Path(folder)
     problems = [f"{name} is missing" for name in REQUIRED_FILES if not (folder / name).is_file()]
-    problems += _pickle_problems(folder)
+    problems += [f"{path.relative_to(folder)} is a pickle-based file: only safetensors may be shipped"
+                 for path in sorted(folder.rglob("*")) if path.suffix in PICKLE_SUFFIXES]
     if (config := _read_json(folder / "config.json", problems)) is not None:
         problems += _config_problems(config)
     if (tokenizer_config := _read_json(folder / "tokenizer_config.json", problems)) is not None:
@@ -31,11 +32,6 @@ def check_folder(folder: str | os.PathLike, where: str | os.PathLike | None = No
     problems += checksum_problems(folder) if checksums else []  # checksums.sha256, when there is one
     if problems:
         raise HubError(f"{where or folder} would not load for Hub users: " + "; ".join(problems))
-
-
-def _pickle_problems(folder: Path) -> list[str]:
-    return [f"{path.relative_to(folder)} is a pickle-based file: only safetensors may be shipped"
-            for path in sorted(folder.rglob("*")) if path.suffix in PICKLE_SUFFIXES]
 
 
 def _config_problems(config: dict) -> list[str]:
@@ -54,11 +50,8 @@ def _remote_code_problems(name: str, data: dict, expected: dict) -> list[str]:
     auto_map = data.get("auto_map") or {}
     if not isinstance(auto_map, dict):
         return [f"{name}: auto_map must be an object, got {auto_map!r}"]
-    problems = []
-    for auto_class, target in expected.items():
-        if auto_map.get(auto_class) != target:
-            problems.append(f"{name}: auto_map[{auto_class!r}] is {auto_map.get(auto_class)!r}, "
-                            f"expected {target!r}")
+    problems = [f"{name}: auto_map[{auto_class!r}] is {auto_map.get(auto_class)!r}, expected {target!r}"
+                for auto_class, target in expected.items() if auto_map.get(auto_class) != target]
     if foreign := sorted(set(auto_map) - set(expected)):
         problems.append(f"{name}: auto_map has entries that name code we did not ship: {foreign}")
     if others := [key for key in DROPPED_CODE_KEYS if key in data]:

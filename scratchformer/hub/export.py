@@ -105,17 +105,13 @@ def _write(model: Any, tokenizer: Any, results: list[dict], card: Any, out_dir: 
             (staging / SCORES_FILE).write_text(json.dumps({"results": results}, indent=2) + "\n", encoding="utf-8")
         card.save(staging / README)
         check_folder(staging, where=out_dir, checksums=False)  # write_checksums just hashed these weights
-        _give_umask_permissions(staging, 0o777 & ~files.current_umask())
+        folder_mode = 0o777 & ~files.current_umask()  # the umask's permissions: mkdtemp and safetensors make private
+        for path in [staging, *staging.rglob("*")]:
+            path.chmod(folder_mode if path.is_dir() else folder_mode & 0o666)
         check_destination(out_dir, source, overwrite)  # again: another export may have written OUT meanwhile
         move_into_place(staging, target, new=not target.exists())
     finally:  # also on SIGTERM and SIGHUP (files.signals_end_the_block) and Ctrl-C
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _give_umask_permissions(staging: Path, folder_mode: int) -> None:
-    """Give ``staging`` and all in it the umask's permissions (``mkdtemp`` and safetensors make private ones)."""
-    for path in [staging, *staging.rglob("*")]:
-        path.chmod(folder_mode if path.is_dir() else folder_mode & 0o666)
 
 
 def _source_card(source: Path | None) -> str | None:

@@ -23,7 +23,9 @@ _SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF
 
 def model_and_tokenizer(model_or_folder: Any, tokenizer: Any = None, dtype: Any = None) -> tuple[Any, Any, str]:
     """The model (in ``dtype``, on a copy), a matching ``ScratchformerTokenizer`` and the config dtype to export."""
-    dtype = _checked_dtype(dtype)
+    if dtype is not None and _dtype_name(dtype) not in DTYPES:
+        raise HubError(f"cannot store the weights as {dtype!r}: choose one of {', '.join(DTYPES)}")
+    dtype = _dtype_name(dtype)
     source = Path(model_or_folder) if isinstance(model_or_folder, (str, os.PathLike)) else None
     if source is None:
         model = model_or_folder
@@ -84,13 +86,6 @@ def stored_dtype(folder: str | os.PathLike) -> str | None:
             return None
     floats = {_SAFETENSORS_DTYPES[name] for name in found if name in _SAFETENSORS_DTYPES}
     return floats.pop() if len(floats) == 1 else None
-
-
-def _checked_dtype(dtype: Any) -> str | None:
-    name = _dtype_name(dtype)
-    if dtype is not None and name not in DTYPES:
-        raise HubError(f"cannot store the weights as {dtype!r}: choose one of {', '.join(DTYPES)}")
-    return name
 
 
 def _dtype_name(dtype: Any) -> str | None:

@@ -73,8 +73,7 @@ class ScratchformerTokenizer(TokenizersBackend):
             if -100 in ids:
                 raise ValueError("decode got -100, the label id the loss ignores, not a token: replace it first, "
                                  "e.g. labels.masked_fill(labels == -100, tokenizer.pad_token_id)")
-            bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < len(self)]
-            if bad:
+            if bad := [i for i in ids if not isinstance(i, int) or not 0 <= i < len(self)]:
                 raise ValueError(f"decode got {bad[:5]} which are not token ids of this tokenizer (valid: "
                                  f"0..{len(self) - 1}); were they made by a different tokenizer?")
         return super()._decode(token_ids, *args, **kwargs)

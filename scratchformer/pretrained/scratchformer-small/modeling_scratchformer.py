@@ -1,24 +1,9 @@
-"""Scratchformer as a transformers model: the adapter around the paper's Transformer (``paper_scratchformer.py``).
-
-``paper_scratchformer.py`` is the model of "Attention Is All You Need" in PyTorch alone: read it first. This file
-makes it a transformers model. Its classes subclass the paper's, so the parameter names (and every checkpoint) are
-the paper file's. Reading order:
-
-    the input guard                     the one check of what enters the encoder or the decoder (ids, masks, positions)
-    the key/value cache's two names     ``cache`` from transformers 5.24 on, ``past_key_values`` before (accepted)
-    masks                               the one place a "may attend" mask takes the form of an attention kernel
-    output recording                    hidden states and attention weights, collected with forward hooks
-    ScratchformerAttention              the paper's attention with transformers' kernels and generate()'s cache
-    ScratchformerEncoderLayer/...Decoder the paper's layers and stacks with gradient checkpointing, the guard, outputs
-    ScratchformerPreTrainedModel        initialisation, safetensors-only loading, the auto_map, push_to_hub's card
-    ScratchformerModel                  the bare encoder-decoder
-    ScratchformerForConditionalGeneration   + the pre-softmax projection (LM head), loss and generate()
-    ScratchformerEncoderModel           the encoder alone, for contextual embeddings (AutoModel)
-    ScratchformerForSequenceClassification / ForTokenClassification / ForMaskedLM   task heads on the encoder
-
-Shapes in comments as in the paper file: B batch, T target length, S source length, D d_model, V vocabulary.
-``save_pretrained`` copies this file and its siblings next to the weights (remote code, for Hub users without the
-package): it imports only torch, transformers and those siblings.
+"""Scratchformer as a transformers model: the adapter around the paper's Transformer (``paper_scratchformer.py``,
+read it first), whose classes it subclasses, so parameter names and checkpoints are the paper file's. It adds the
+one input guard, transformers' attention kernels and their masks, generate()'s key/value cache, hidden states and
+attention weights by forward hooks, and the task heads (map: docs/architecture.md, "The model core").
+``save_pretrained`` copies this file and its siblings next to the weights (remote code): it imports only torch,
+transformers and those siblings. Shapes in comments: B batch, T target, S source length, D d_model, V vocabulary.
 """
 
 from __future__ import annotations
@@ -195,8 +180,7 @@ _HARMLESS_KWARGS = frozenset({"num_items_in_batch", "cache_position"})
 def _warn_ignored(model: nn.Module, kwargs: dict) -> None:
     """Say which keyword arguments ``forward`` took and did not use: an argument that a new transformers version
     renames (as 5.24 renamed the cache) must not be dropped in silence."""
-    ignored = sorted(set(kwargs) - _HARMLESS_KWARGS)
-    if ignored:
+    if ignored := sorted(set(kwargs) - _HARMLESS_KWARGS):
         logger.warning_once(f"{type(model).__name__}.forward ignores {', '.join(ignored)}: it has no such argument")
 
 
@@ -313,8 +297,7 @@ def _position_ids(padding_mask: torch.Tensor | None, batch: int, length: int, pa
     sentence gets the same positions as the sentence alone, so padding never changes the real tokens' outputs."""
     if padding_mask is None:
         return torch.arange(past_length, past_length + length, device=device).expand(batch, length)
-    positions = positions_skipping_padding(padding_mask)  # (B, past + T) or (B, T)
-    return positions[:, -length:]
+    return positions_skipping_padding(padding_mask)[:, -length:]  # of (B, past + T) or (B, T)
 
 
 @contextlib.contextmanager
