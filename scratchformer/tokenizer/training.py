@@ -82,17 +82,9 @@ def wrap_backend(backend: Tokenizer, model_max_length: int = DEFAULT_MODEL_MAX_L
     for i, token in enumerate(bpe.SPECIAL_TOKENS):
         if backend.token_to_id(token) != i:
             raise ValueError(f"the tokenizer must have {token!r} at id {i}, got {backend.token_to_id(token)}")
-    pad, bos, eos, unk, mask = bpe.SPECIAL_TOKENS
-    return ScratchformerTokenizer(
-        tokenizer_object=backend,
-        pad_token=pad,
-        bos_token=bos,
-        eos_token=eos,
-        unk_token=unk,
-        mask_token=mask,
-        model_max_length=model_max_length,
-        clean_up_tokenization_spaces=False,
-    )
+    names = ("pad_token", "bos_token", "eos_token", "unk_token", "mask_token")  # in bpe.SPECIAL_TOKENS's order
+    return ScratchformerTokenizer(tokenizer_object=backend, model_max_length=model_max_length,
+                                  clean_up_tokenization_spaces=False, **dict(zip(names, bpe.SPECIAL_TOKENS)))
 
 
 def _stored(token: str, scheme: str) -> str:
@@ -201,10 +193,7 @@ def saved_size(tokenizer: Any) -> int:
 def _on_a_terminal() -> bool:
     """Whether standard output and standard error (file descriptors 1 and 2, where the ``tokenizers`` library writes)
     are both a terminal."""
-    try:
-        return os.isatty(1) and os.isatty(2)
-    except OSError:
-        return False
+    return os.isatty(1) and os.isatty(2)  # False for a closed descriptor
 
 
 def train_reference_tokenizer(
