@@ -93,9 +93,8 @@ def _stored(token: str, scheme: str) -> str:
     return token
 
 
-def tokenizer_from_bpe(
-    reference: bpe.BPE, model_max_length: int = DEFAULT_MODEL_MAX_LENGTH
-) -> ScratchformerTokenizer:
+def tokenizer_from_bpe(reference: bpe.BPE, model_max_length: int = DEFAULT_MODEL_MAX_LENGTH
+                       ) -> ScratchformerTokenizer:
     """A fast tokenizer with the vocabulary and merges of a reference :class:`bpe.BPE` (same ids for every text)."""
     vocab = {_stored(token, reference.scheme): i for token, i in reference.vocab.items()}
     merges = [(_stored(a, reference.scheme), _stored(b, reference.scheme)) for a, b in reference.merges]
@@ -153,14 +152,9 @@ def check_vocab_size(vocab_size: object, trainer: str = "fast") -> None:
                          "available on this machine: ask for a smaller vocabulary")
 
 
-def train_fast_tokenizer(
-    texts: Iterable[str],
-    vocab_size: int,
-    scheme: str = bpe.DEFAULT_SCHEME,
-    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
-    min_frequency: int = 2,
-    show_progress: bool = False,
-) -> ScratchformerTokenizer:
+def train_fast_tokenizer(texts: Iterable[str], vocab_size: int, scheme: str = bpe.DEFAULT_SCHEME,
+                         model_max_length: int = DEFAULT_MODEL_MAX_LENGTH, min_frequency: int = 2,
+                         show_progress: bool = False) -> ScratchformerTokenizer:
     """Train with ``tokenizers``' ``BpeTrainer`` (Rust, multi-threaded) on an iterable of strings. ``show_progress``
     is honoured only on a terminal: the library ends its bars with newlines on standard output."""
     bpe.check_scheme(scheme)
@@ -196,14 +190,9 @@ def _on_a_terminal() -> bool:
     return os.isatty(1) and os.isatty(2)  # False for a closed descriptor
 
 
-def train_reference_tokenizer(
-    texts: Iterable[str],
-    vocab_size: int,
-    scheme: str = bpe.DEFAULT_SCHEME,
-    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
-    min_frequency: int = 2,
-    progress: Callable[[int, int], object] | None = None,
-) -> ScratchformerTokenizer:
+def train_reference_tokenizer(texts: Iterable[str], vocab_size: int, scheme: str = bpe.DEFAULT_SCHEME,
+                              model_max_length: int = DEFAULT_MODEL_MAX_LENGTH, min_frequency: int = 2,
+                              progress: Callable[[int, int], object] | None = None) -> ScratchformerTokenizer:
     """Train with the readable incremental trainer of :mod:`scratchformer.bpe`, then build the fast tokenizer."""
     reference = bpe.train(texts, vocab_size, scheme, min_frequency=min_frequency, progress=progress)
     return tokenizer_from_bpe(reference, model_max_length)
