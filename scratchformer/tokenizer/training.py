@@ -82,17 +82,9 @@ def wrap_backend(backend: Tokenizer, model_max_length: int = DEFAULT_MODEL_MAX_L
     for i, token in enumerate(bpe.SPECIAL_TOKENS):
         if backend.token_to_id(token) != i:
             raise ValueError(f"the tokenizer must have {token!r} at id {i}, got {backend.token_to_id(token)}")
-    pad, bos, eos, unk, mask = bpe.SPECIAL_TOKENS
-    return ScratchformerTokenizer(
-        tokenizer_object=backend,
-        pad_token=pad,
-        bos_token=bos,
-        eos_token=eos,
-        unk_token=unk,
-        mask_token=mask,
-        model_max_length=model_max_length,
-        clean_up_tokenization_spaces=False,
-    )
+    names = ("pad_token", "bos_token", "eos_token", "unk_token", "mask_token")  # in bpe.SPECIAL_TOKENS's order
+    return ScratchformerTokenizer(tokenizer_object=backend, model_max_length=model_max_length,
+                                  clean_up_tokenization_spaces=False, **dict(zip(names, bpe.SPECIAL_TOKENS)))
 
 
 def _stored(token: str, scheme: str) -> str:
@@ -101,9 +93,8 @@ def _stored(token: str, scheme: str) -> str:
     return token
 
 
-def tokenizer_from_bpe(
-    reference: bpe.BPE, model_max_length: int = DEFAULT_MODEL_MAX_LENGTH
-) -> ScratchformerTokenizer:
+def tokenizer_from_bpe(reference: bpe.BPE, model_max_length: int = DEFAULT_MODEL_MAX_LENGTH
+                       ) -> ScratchformerTokenizer:
     """A fast tokenizer with the vocabulary and merges of a reference :class:`bpe.BPE` (same ids for every text)."""
     vocab = {_stored(token, reference.scheme): i for token, i in reference.vocab.items()}
     merges = [(_stored(a, reference.scheme), _stored(b, reference.scheme)) for a, b in reference.merges]
@@ -161,14 +152,9 @@ def check_vocab_size(vocab_size: object, trainer: str = "fast") -> None:
                          "available on this machine: ask for a smaller vocabulary")
 
 
-def train_fast_tokenizer(
-    texts: Iterable[str],
-    vocab_size: int,
-    scheme: str = bpe.DEFAULT_SCHEME,
-    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
-    min_frequency: int = 2,
-    show_progress: bool = False,
-) -> ScratchformerTokenizer:
+def train_fast_tokenizer(texts: Iterable[str], vocab_size: int, scheme: str = bpe.DEFAULT_SCHEME,
+                         model_max_length: int = DEFAULT_MODEL_MAX_LENGTH, min_frequency: int = 2,
+                         show_progress: bool = False) -> ScratchformerTokenizer:
     """Train with ``tokenizers``' ``BpeTrainer`` (Rust, multi-threaded) on an iterable of strings. ``show_progress``
     is honoured only on a terminal: the library ends its bars with newlines on standard output."""
     bpe.check_scheme(scheme)
@@ -201,20 +187,12 @@ def saved_size(tokenizer: Any) -> int:
 def _on_a_terminal() -> bool:
     """Whether standard output and standard error (file descriptors 1 and 2, where the ``tokenizers`` library writes)
     are both a terminal."""
-    try:
-        return os.isatty(1) and os.isatty(2)
-    except OSError:
-        return False
+    return os.isatty(1) and os.isatty(2)  # False for a closed descriptor
 
 
-def train_reference_tokenizer(
-    texts: Iterable[str],
-    vocab_size: int,
-    scheme: str = bpe.DEFAULT_SCHEME,
-    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
-    min_frequency: int = 2,
-    progress: Callable[[int, int], object] | None = None,
-) -> ScratchformerTokenizer:
+def train_reference_tokenizer(texts: Iterable[str], vocab_size: int, scheme: str = bpe.DEFAULT_SCHEME,
+                              model_max_length: int = DEFAULT_MODEL_MAX_LENGTH, min_frequency: int = 2,
+                              progress: Callable[[int, int], object] | None = None) -> ScratchformerTokenizer:
     """Train with the readable incremental trainer of :mod:`scratchformer.bpe`, then build the fast tokenizer."""
     reference = bpe.train(texts, vocab_size, scheme, min_frequency=min_frequency, progress=progress)
     return tokenizer_from_bpe(reference, model_max_length)

@@ -134,11 +134,8 @@ def _torch_file_problems(path: Path) -> list[str]:
 
 def list_checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
     """``(step, folder)`` of every ``checkpoint-N`` folder in ``output_dir``, by step."""
-    out = Path(output_dir)
-    if not out.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in out.iterdir() if (m := CHECKPOINT_NAME.match(p.name)) and p.is_dir()]
-    return sorted(found)
+    found = Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*")
+    return sorted((int(m.group(1)), p) for p in found if (m := CHECKPOINT_NAME.match(p.name)) and p.is_dir())
 
 
 def newest_complete_checkpoint(output_dir: str | Path, model_only: bool = False, loadable: bool = False

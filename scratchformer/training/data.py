@@ -63,9 +63,7 @@ def load_data_files(files: Sequence[str | os.PathLike], fmt: str | None = None, 
                     streaming: bool = False):
     """Local files as one ``datasets.Dataset`` (``streaming``: an ``IterableDataset`` read as it is iterated).
     ``fmt`` is a key of :data:`FILE_FORMATS`, by default from the file names; text files give one ``text`` column."""
-    if isinstance(files, (str, os.PathLike)):
-        files = [files]
-    files = [str(f) for f in files]
+    files = [str(f) for f in ([files] if isinstance(files, (str, os.PathLike)) else files)]
     if not files:
         raise DataError("no data files given")
     for f in files:
@@ -128,9 +126,7 @@ def first_row(stream) -> dict | None:
     try:
         return next(rows, None)
     finally:
-        close = getattr(rows, "close", None)
-        if close is not None:
-            close()
+        getattr(rows, "close", lambda: None)()
 
 
 def check_columns(dataset, columns: Sequence[str], what: str = "the data") -> None:
@@ -186,10 +182,8 @@ def _rows_without(path: str | os.PathLike, kind: str, columns: Sequence[str]) ->
 def _open_text(path: str | os.PathLike):
     """``path`` as text (UTF-8, undecodable bytes replaced), gunzipped when it is gzipped."""
     with open(path, "rb") as f:
-        gzipped = f.read(2) == b"\x1f\x8b"
-    if gzipped:
-        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace", newline="")
-    return open(path, encoding="utf-8-sig", errors="replace", newline="")
+        opener = gzip.open if f.read(2) == b"\x1f\x8b" else open
+    return opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="")
 
 
 def map_options(dataset, num_proc: int | None, desc: str) -> dict[str, Any]:
@@ -281,13 +275,10 @@ def random_split(dataset, validation_fraction: float = 0.05, seed: int = 0, max_
     """Hold out random rows (at least one): a ``datasets.DatasetDict`` with ``train`` and ``validation``."""
     if len(dataset) < 2:
         raise DataError(f"the data has {len(dataset)} row(s); need at least 2 to hold out a validation set")
-    size = max(1, round(validation_fraction * len(dataset)))
-    if max_validation:
-        size = min(size, max_validation)
-    size = min(size, len(dataset) - 1)
-    parts = dataset.train_test_split(test_size=size, seed=seed, shuffle=True)
     import datasets
 
+    size = min(max(1, round(validation_fraction * len(dataset))), max_validation or len(dataset), len(dataset) - 1)
+    parts = dataset.train_test_split(test_size=size, seed=seed, shuffle=True)
     return datasets.DatasetDict(train=parts["train"], validation=parts["test"])
 
 

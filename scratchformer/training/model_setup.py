@@ -114,7 +114,8 @@ def load_tokenizer_folder(path: str, trust_remote_code: bool = False, flag: str 
             from ..loading import load_tokenizer as load
 
             return load(str(folder), trust_remote_code=trust_remote_code)
-        if _tokenizer_class(folder) == ScratchformerTokenizer.__name__:
+        tokenizer_class = (json_dict(folder / "tokenizer_config.json") or {}).get("tokenizer_class")
+        if tokenizer_class == ScratchformerTokenizer.__name__:
             return _own_tokenizer(folder)
         from transformers import AutoTokenizer
 
@@ -122,10 +123,6 @@ def load_tokenizer_folder(path: str, trust_remote_code: bool = False, flag: str 
     except (ScratchformerError, OSError, ValueError, KeyError) as err:
         hint = "" if trust_remote_code else REMOTE_CODE_HINT
         raise TrainingSetupError(f"{flag} {path}: cannot load its tokenizer: {one_line(err)}{hint}") from err
-
-
-def _tokenizer_class(folder: Path) -> str | None:
-    return (json_dict(folder / "tokenizer_config.json") or {}).get("tokenizer_class")
 
 
 def _own_tokenizer(folder: Path):
@@ -240,9 +237,8 @@ def new_model_config(options: TrainOptions, tokenizer, overrides: dict) -> Scrat
 def model_config(options: TrainOptions, overrides: dict, **from_tokenizer) -> ScratchformerConfig:
     """The config of a new model: ``--preset``, positions for the longest sequence, ``overrides``, then what the
     tokenizer decides (``from_tokenizer``; the up-front checks pass its expected size before there is one)."""
-    settings = {**PRESETS[options.preset], "max_position_embeddings": longest_sequence(options)}
-    settings.update(overrides)
-    settings.update(from_tokenizer)
+    settings = {**PRESETS[options.preset], "max_position_embeddings": longest_sequence(options), **overrides,
+                **from_tokenizer}
     try:
         return ScratchformerConfig(**settings)
     except (TypeError, ValueError) as err:
@@ -254,12 +250,7 @@ def _check_same_model(config: ScratchformerConfig, checkpoint: str) -> None:
     # use_cache is switched off by the Trainer while it trains
     own = ({f.name for f in dataclasses.fields(ScratchformerConfig)}
            - {f.name for f in dataclasses.fields(PreTrainedConfig)} - {"use_cache"})
-    config_file = Path(checkpoint) / "config.json"
-    try:  # ScratchformerConfig.from_pretrained of a folder without config.json would silently give the defaults
-        json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise TrainingSetupError(f"--resume {checkpoint}: no readable config.json ({err.__class__.__name__}); not a "
-                                 "complete checkpoint") from None
+    # resolve_resume has checked that the checkpoint is complete, config.json included
     saved = ScratchformerConfig.from_pretrained(checkpoint).to_dict()
     ours = config.to_dict()
     differ = sorted(k for k in own if saved.get(k) != ours.get(k))

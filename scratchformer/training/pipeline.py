@@ -70,7 +70,7 @@ def run_training(options: TrainOptions, args: ScratchformerTrainingArguments,
 def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks: list | None,
          is_main: bool) -> dict[str, Any]:
     """:func:`run_training` once the output folder is the run's."""
-    say = _say if is_main else _quiet
+    say = _say if is_main else (lambda text: None)
     world_size, local_world_size = process_counts()
     check_model_sources(options)
     check_electra(options, world_size)
@@ -106,10 +106,6 @@ def _run(options: TrainOptions, args: ScratchformerTrainingArguments, callbacks:
 
 def _say(text: str) -> None:
     print(f"{LOG_PREFIX} {text}", file=sys.stderr, flush=True)
-
-
-def _quiet(text: str) -> None:
-    pass
 
 
 def _load_data(options: TrainOptions, args: ScratchformerTrainingArguments) -> data.RawSplits:
@@ -310,7 +306,9 @@ def _finish(options: TrainOptions, args: ScratchformerTrainingArguments, trainer
             metrics: dict[str, Any]) -> dict[str, Any]:
     """Evaluate (once: not again when the Trainer has just evaluated these weights), save the final model, and
     write the loss curve and ``all_results.json`` (main process)."""
-    eval_metrics = _last_step_evaluation(trainer, args, metrics)
+    eval_metrics = None  # the Trainer's own evaluation of these weights in this call, if any: not paid for twice
+    if "finished_from_checkpoint" not in metrics and not args.load_best_model_at_end:  # else none, or other weights
+        eval_metrics = evaluation_at(trainer.state.log_history, trainer.state.global_step)
     if eval_metrics is None:
         eval_metrics = trainer.evaluate()
     metrics.update(eval_metrics)
@@ -330,15 +328,6 @@ def _finish(options: TrainOptions, args: ScratchformerTrainingArguments, trainer
         _report_speed(trainer, out)
     trainer.accelerator.wait_for_everyone()
     return result
-
-
-def _last_step_evaluation(trainer: Seq2SeqTrainer, args: ScratchformerTrainingArguments,
-                          metrics: dict[str, Any]) -> dict[str, Any] | None:
-    """The metrics of the Trainer's own evaluation of the final weights in this call, or ``None`` (evaluating again
-    would cost as long again)."""
-    if "finished_from_checkpoint" in metrics or args.load_best_model_at_end:  # not evaluated now, or other weights
-        return None
-    return evaluation_at(trainer.state.log_history, trainer.state.global_step)
 
 
 def _report_speed(trainer: ScratchformerTrainer, out: Path) -> None:

@@ -48,7 +48,6 @@ FREE_TO_CHANGE = frozenset({
     "bf16", "tf32",
 })
 BATCH_FIELDS = (WORLD_SIZE_KEY, "per_device_train_batch_size", "gradient_accumulation_steps")
-BATCH_KEYS = frozenset(BATCH_FIELDS)
 LENGTH_FIELDS = ("max_steps", "num_train_epochs")
 LENGTH_FREE_SCHEDULES = frozenset({"inverse_sqrt", "constant", "constant_with_warmup", "reduce_lr_on_plateau"})
 
@@ -122,10 +121,10 @@ def continue_run_options(options: TrainOptions, args: ScratchformerTrainingArgum
         return args
     args = _with_the_runs_defaults(args, saved)
     current = run_config(options, args, world_size)
-    finishing = finishes_without_training(resume_from, args.max_steps)
     step = checkpoint_step(resume_from)
+    finishing = step >= args.max_steps > 0
     refused, changed = _batch_change(saved, current)
-    batch_keys = BATCH_KEYS if WORLD_SIZE_KEY in saved else {WORLD_SIZE_KEY}
+    batch_keys = set(BATCH_FIELDS) if WORLD_SIZE_KEY in saved else {WORLD_SIZE_KEY}
     for key in sorted(set(current) & set(saved) - batch_keys):
         if current[key] == saved[key]:
             continue
@@ -206,8 +205,7 @@ def _batch_change(saved: dict[str, Any], current: dict[str, Any]) -> tuple[list[
         # the contrastive loss tells each window apart from the others of its micro-batch: another micro-batch size
         # is another loss
         return [change + " (with --contrastive-weight or --word-contrast-weight the micro-batch is the set of "
-                         "negatives: keep "
-                         f"--batch-size {before[1]})"], []
+                         f"negatives: keep --batch-size {before[1]})"], []
     return ([], [change]) if same else ([change], [])
 
 

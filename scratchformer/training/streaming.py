@@ -56,18 +56,14 @@ def load_stream_splits(options: TrainOptions, seed: int) -> data.RawSplits:
     return data.RawSplits(train, valid, columns, None)
 
 
-def _datasets():
-    import datasets
-
-    return datasets
-
-
 def _first_rows(stream, count: int | None):
     """The first ``count`` rows (all with ``None``) of a stream, as an in-memory ``Dataset``."""
+    import datasets
+
     rows = list(stream.take(count) if count else stream)
     if not rows:
         raise DataError("the validation data has no rows")
-    return _datasets().Dataset.from_list(rows)
+    return datasets.Dataset.from_list(rows)
 
 
 def _row_key(values) -> tuple[str, ...]:
