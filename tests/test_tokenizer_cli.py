@@ -195,9 +195,10 @@ def test_sighup_while_saving_ends_the_command_and_leaves_no_staging_folder(corpu
 
     ready, out = tmp_path / "ready", tmp_path / "tok"
     script = textwrap.dedent(f"""
-        import pathlib, time
+        import pathlib, signal, time
         from scratchformer import files
         from scratchformer.cli import main
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as in a terminal: under nohup the runner's SIG_IGN is inherited
         def stalled(source, target):  # the tokenizer is staged: wait here to be ended
             pathlib.Path({str(ready)!r}).write_text("staged")
             time.sleep(120)
